@@ -1,0 +1,106 @@
+"""The AST invariant behind apply, upstreamed detection and the overlay."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.invariants import (
+    Shape,
+    check_invariant,
+    inspect_capture_source,
+    inspect_capture_tree,
+)
+
+TEMPLATE = """
+class RocmAttentionMetadataBuilder:
+    def build_for_cudagraph_capture(self, common_attn_metadata):
+        attn_metadata = self.build(0, common_attn_metadata)
+        attn_metadata.seq_lens.fill_(1)
+{body}
+        return attn_metadata
+"""
+
+
+def shape_of(body: str) -> Shape:
+    source = TEMPLATE.format(body=textwrap.indent(textwrap.dedent(body), " " * 8))
+    return inspect_capture_source(source, Path("rocm_attn.py")).shape
+
+
+@pytest.mark.parametrize(
+    ("body", "shape"),
+    [
+        (
+            """
+            common_attn_metadata.query_start_loc.zero_()
+            common_attn_metadata.query_start_loc_cpu.zero_()
+            """,
+            Shape.BUGGY,
+        ),
+        ("common_attn_metadata.query_start_loc.zero_()", Shape.FIXED),
+        ("common_attn_metadata.query_start_loc.fill_(0)", Shape.FIXED),
+        ("pass", Shape.NO_ZEROING),
+        ("common_attn_metadata.query_start_loc_cpu.zero_()", Shape.UNKNOWN),
+        (
+            """
+            common_attn_metadata.query_start_loc.zero_()
+            common_attn_metadata.query_start_loc_cpu.fill_(0)
+            """,
+            Shape.BUGGY,
+        ),
+        (
+            """
+            common_attn_metadata.query_start_loc.zero_()
+            common_attn_metadata.query_start_loc_cpu[1:] = 0
+            """,
+            Shape.UNKNOWN,
+        ),
+        (
+            """
+            common_attn_metadata.query_start_loc = torch.zeros_like(
+                common_attn_metadata.query_start_loc)
+            """,
+            Shape.UNKNOWN,
+        ),
+        ("common_attn_metadata.query_start_loc.clone().zero_()", Shape.NO_ZEROING),
+        ("common_attn_metadata.query_start_loc[1:].zero_()", Shape.NO_ZEROING),
+        (
+            """
+            common_attn_metadata.query_start_loc.zero_()
+            common_attn_metadata.query_start_loc_cpu.copy_(x)
+            """,
+            Shape.UNKNOWN,
+        ),
+    ],
+)
+def test_shapes(body: str, shape: Shape) -> None:
+    assert shape_of(body) is shape
+
+
+def test_missing_method_and_file(tmp_path: Path) -> None:
+    assert (
+        inspect_capture_source("class Other: pass", Path("x.py")).shape is Shape.MISSING
+    )
+    assert inspect_capture_tree(tmp_path).shape is Shape.MISSING
+
+
+def test_syntax_error_is_unknown() -> None:
+    assert inspect_capture_source("def (", Path("x.py")).shape is Shape.UNKNOWN
+
+
+def test_installed_vllm_is_the_buggy_release() -> None:
+    """The pinned vLLM 0.28.0 in the venv carries the bug, with file and line."""
+    code = inspect_capture_tree(installed_vllm_dir().parent)
+    assert code.shape is Shape.BUGGY
+    assert code.affected
+    assert code.line is not None and code.host_mutation_lines
+    assert "query_start_loc_cpu" in code.detail
+
+
+def test_invariant_registry(tmp_path: Path) -> None:
+    result = check_invariant("rocm-capture-zeroes-device-offsets-only", tmp_path)
+    assert not result.holds
+    with pytest.raises(KeyError, match="unknown invariant"):
+        check_invariant("no-such-invariant", tmp_path)

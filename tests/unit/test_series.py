@@ -1,0 +1,120 @@
+"""The series file and patch headers: the real series, and malformed input."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from vllm_patchkit.invariants import INVARIANTS
+from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.series import SeriesError, load_series, missing_trailers, parse_patch
+
+
+def test_real_series_has_the_fix_with_provenance() -> None:
+    series = load_series()
+    first = series.patches[0]
+    assert first.name.startswith("0001-")
+    assert first.subject == (
+        "[Bugfix][ROCm] Preserve CPU query offsets during CUDA graph capture"
+    )
+    assert first.files == ("vllm/v1/attention/backends/rocm_attn.py",)
+    assert missing_trailers(first) == []
+    assert first.trailer("Origin") == "backport, vllm-project/vllm#51585"
+    assert first.trailer("Bug") == "vllm-project/vllm#25985"
+    assert first.trailer(
+        "Applied-Upstream",
+    ).startswith("0.29.0")
+    assert first.trailer("Signed-off-by")
+    assert first.invariant in INVARIANTS
+
+
+def test_real_patch_keeps_device_zeroing_and_drops_host_zeroing() -> None:
+    text = load_series().patches[0].path.read_text()
+    lines = text.splitlines()
+    removed = [x for x in lines if x.startswith("-") and not x.startswith("---")]
+    added = [x for x in lines if x.startswith("+") and not x.startswith("+++")]
+    assert "-        common_attn_metadata.query_start_loc_cpu.zero_()" in removed
+    assert not any("query_start_loc.zero_()" in x for x in removed + added)
+    assert any("#25985" in x for x in added), "the comment must keep the bug reference"
+
+
+def _series_dir(tmp_path: Path, series_text: str) -> Path:
+    directory = tmp_path / "patches"
+    directory.mkdir()
+    for patch in PATCHES_DIR.glob("*.patch"):
+        shutil.copy(patch, directory)
+    (directory / "series").write_text(series_text)
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("series_text", "message"),
+    [
+        ("", "lists no patches"),
+        ("# only a comment\n", "lists no patches"),
+        ("missing.patch\n", "missing"),
+        ("../outside.patch\n", "inside the patches directory"),
+        ("0001-a.patch -p1\n", "one patch file name"),
+        ("notapatch.txt\n", "*.patch"),
+    ],
+)
+def test_malformed_series_is_rejected(
+    tmp_path: Path, series_text: str, message: str
+) -> None:
+    with pytest.raises(SeriesError, match=message.replace("*", r"\*")):
+        load_series(_series_dir(tmp_path, series_text))
+
+
+def test_duplicate_entry_is_rejected(tmp_path: Path) -> None:
+    name = next(PATCHES_DIR.glob("0001-*.patch")).name
+    with pytest.raises(SeriesError, match="listed twice"):
+        load_series(_series_dir(tmp_path, f"{name}\n{name}\n"))
+
+
+def test_missing_series_file(tmp_path: Path) -> None:
+    with pytest.raises(SeriesError, match="no series file"):
+        load_series(tmp_path)
+
+
+def _write_patch(tmp_path: Path, diff_path: str) -> Path:
+    patch = tmp_path / "0001-x.patch"
+    patch.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: A <a@example.invalid>\n"
+        "Subject: [PATCH] x\n"
+        "\n"
+        "body\n"
+        "---\n"
+        f"diff --git a/{diff_path} b/{diff_path}\n"
+    )
+    return patch
+
+
+@pytest.mark.parametrize(
+    ("diff_path", "message"),
+    [
+        ("../etc/passwd", "escapes"),
+        (".git/config", "touches .git"),
+        ("a/.git/hooks/x", ".git"),
+    ],
+)
+def test_unsafe_patched_paths_are_rejected(
+    tmp_path: Path, diff_path: str, message: str
+) -> None:
+    with pytest.raises(SeriesError, match=message):
+        parse_patch(_write_patch(tmp_path, diff_path))
+
+
+def test_not_a_format_patch_file(tmp_path: Path) -> None:
+    bad = tmp_path / "0001-bad.patch"
+    bad.write_text("--- a/x\n+++ b/x\n")
+    with pytest.raises(SeriesError, match="not a git format-patch"):
+        parse_patch(bad)
+
+
+def test_patch_without_diff(tmp_path: Path) -> None:
+    bad = tmp_path / "0001-bad.patch"
+    bad.write_text("From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\nbody only\n")
+    with pytest.raises(SeriesError, match="no '---' line"):
+        parse_patch(bad)

@@ -1,0 +1,237 @@
+"""Invariants: what a vLLM source tree must look like once a patch is in.
+
+A textual patch can apply with fuzz and land in the wrong place, or apply
+cleanly to code that already has the fix. An invariant reads the code
+itself (its AST; nothing is imported) and answers one question per patch,
+so the same check verifies an application, detects that upstream carries
+the fix, and tells whether a tree is affected.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROCM_ATTN = Path("vllm/v1/attention/backends/rocm_attn.py")
+BUILDER_CLASS = "RocmAttentionMetadataBuilder"
+CAPTURE_METHOD = "build_for_cudagraph_capture"
+DEVICE_OFFSETS = "query_start_loc"
+HOST_OFFSETS = "query_start_loc_cpu"
+
+
+class Shape(enum.StrEnum):
+    """How ``build_for_cudagraph_capture`` treats the query offsets."""
+
+    FIXED = "fixed"
+    """Device offsets zeroed in place, host offsets untouched (0.29.0+)."""
+    BUGGY = "buggy"
+    """Both offsets zeroed: the bug of 0.12.0-0.28.0."""
+    NO_ZEROING = "no-zeroing"
+    """Neither zeroed: code from before the #25985 band-aid (0.11.0)."""
+    UNKNOWN = "unknown"
+    """The method exists but does something this check does not recognise."""
+    MISSING = "missing"
+    """No rocm_attn module, builder class or capture method."""
+
+
+@dataclass(frozen=True)
+class CaptureCode:
+    """What the capture method does to the offsets, with source locations."""
+
+    shape: Shape
+    file: Path
+    line: int | None
+    detail: str
+    device_zero_lines: tuple[int, ...] = ()
+    host_mutation_lines: tuple[int, ...] = ()
+
+    @property
+    def affected(self) -> bool:
+        return self.shape is Shape.BUGGY
+
+
+@dataclass(frozen=True)
+class InvariantResult:
+    name: str
+    holds: bool
+    detail: str
+    file: Path
+    line: int | None
+
+
+def inspect_capture_source(source: str, file: Path) -> CaptureCode:
+    """Classify the ROCm builder's capture method in ``source``."""
+    try:
+        module = ast.parse(source, filename=str(file))
+    except SyntaxError as exc:
+        return CaptureCode(Shape.UNKNOWN, file, exc.lineno, f"syntax error: {exc}")
+    method = _find_method(module, BUILDER_CLASS, CAPTURE_METHOD)
+    if method is None:
+        return CaptureCode(
+            Shape.MISSING, file, None, f"no {BUILDER_CLASS}.{CAPTURE_METHOD}"
+        )
+    params = [a.arg for a in method.args.args]
+    if len(params) < 2:
+        return CaptureCode(
+            Shape.UNKNOWN, file, method.lineno, f"unexpected signature {params}"
+        )
+    metadata = params[1]
+    visitor = _OffsetUse(metadata)
+    visitor.visit(method)
+    where = f"{file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
+    common = {
+        "file": file,
+        "line": method.lineno,
+        "device_zero_lines": tuple(visitor.device_zeroed),
+        "host_mutation_lines": tuple(visitor.host_mutated),
+    }
+    if visitor.device_rebound:
+        return CaptureCode(
+            Shape.UNKNOWN,
+            detail=f"{where} rebinds {metadata}.{DEVICE_OFFSETS} (not in place)",
+            **common,
+        )
+    if visitor.device_zeroed and not visitor.host_mutated:
+        return CaptureCode(
+            Shape.FIXED,
+            detail=f"{where} zeroes {DEVICE_OFFSETS} in place and leaves "
+            f"{HOST_OFFSETS} alone",
+            **common,
+        )
+    if visitor.device_zeroed and visitor.host_mutated == visitor.host_zeroed:
+        return CaptureCode(
+            Shape.BUGGY,
+            detail=f"{where} zeroes {HOST_OFFSETS} (line "
+            f"{', '.join(map(str, visitor.host_mutated))}) as well as "
+            f"{DEVICE_OFFSETS}",
+            **common,
+        )
+    if not visitor.device_zeroed and not visitor.host_mutated:
+        return CaptureCode(
+            Shape.NO_ZEROING,
+            detail=f"{where} does not touch the query offsets",
+            **common,
+        )
+    return CaptureCode(
+        Shape.UNKNOWN,
+        detail=f"{where}: unrecognised offset handling (device zeroed at "
+        f"{list(visitor.device_zeroed)}, host mutated at "
+        f"{list(visitor.host_mutated)})",
+        **common,
+    )
+
+
+def inspect_capture_tree(tree: Path) -> CaptureCode:
+    """Classify the capture method of the vLLM source tree at ``tree``."""
+    file = tree / ROCM_ATTN
+    if not file.is_file():
+        return CaptureCode(Shape.MISSING, file, None, f"no {ROCM_ATTN} in {tree}")
+    return inspect_capture_source(file.read_text(), file)
+
+
+def _find_method(
+    module: ast.Module, class_name: str, method_name: str
+) -> ast.FunctionDef | None:
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method_name:
+                    return item
+    return None
+
+
+class _OffsetUse(ast.NodeVisitor):
+    """Records zeroing and other mutation of ``<metadata>.<offsets>``."""
+
+    def __init__(self, metadata: str) -> None:
+        self.metadata = metadata
+        self.device_zeroed: list[int] = []
+        self.device_rebound = False
+        self.host_zeroed: list[int] = []
+        self.host_mutated: list[int] = []
+
+    def _offsets_attr(self, node: ast.AST) -> str | None:
+        """``query_start_loc`` or ``..._cpu`` if node is (a slice of) one."""
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == self.metadata
+            and node.attr in (DEVICE_OFFSETS, HOST_OFFSETS)
+        ):
+            return node.attr
+        return None
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr.endswith("_"):
+            target = self._offsets_attr(func.value)
+            whole = not isinstance(func.value, ast.Subscript)
+            zeroing = whole and (
+                func.attr == "zero_"
+                or (
+                    func.attr == "fill_"
+                    and len(node.args) == 1
+                    and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value == 0
+                )
+            )
+            if target == DEVICE_OFFSETS:
+                if zeroing:
+                    self.device_zeroed.append(node.lineno)
+            elif target == HOST_OFFSETS:
+                self.host_mutated.append(node.lineno)
+                if zeroing:
+                    self.host_zeroed.append(node.lineno)
+        self.generic_visit(node)
+
+    def _assigned(self, target: ast.AST, lineno: int) -> None:
+        if isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self._assigned(element, lineno)
+            return
+        attr = self._offsets_attr(target)
+        if attr == HOST_OFFSETS:
+            self.host_mutated.append(lineno)
+        elif attr == DEVICE_OFFSETS:
+            # Rebinding or a slice write: not the whole tensor zeroed in place.
+            self.device_rebound = True
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._assigned(target, node.lineno)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._assigned(node.target, node.lineno)
+        self.generic_visit(node)
+
+
+def rocm_capture_zeroes_device_offsets_only(tree: Path) -> InvariantResult:
+    """0001: device offsets zeroed in place, host offsets not touched."""
+    code = inspect_capture_tree(tree)
+    return InvariantResult(
+        name="rocm-capture-zeroes-device-offsets-only",
+        holds=code.shape is Shape.FIXED,
+        detail=code.detail,
+        file=code.file,
+        line=code.line,
+    )
+
+
+INVARIANTS: dict[str, Callable[[Path], InvariantResult]] = {
+    "rocm-capture-zeroes-device-offsets-only": rocm_capture_zeroes_device_offsets_only,
+}
+
+
+def check_invariant(name: str, tree: Path) -> InvariantResult:
+    try:
+        check = INVARIANTS[name]
+    except KeyError:
+        known = ", ".join(sorted(INVARIANTS))
+        raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
+    return check(tree)
