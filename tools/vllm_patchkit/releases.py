@@ -1,0 +1,121 @@
+"""Release trees: git checkouts of released vLLM source, built and cached.
+
+GitHub is out of reach here, so the "upstream" a test or an offline user
+works against is made from the source distributions on the package index:
+one git repository per release, one commit tagged ``v<version>``, with fixed
+author data so that every machine builds the same commit ids. Working copies
+are cheap local clones; the cached tree itself is never modified.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, init_repo
+from vllm_patchkit.index import download, find_sdist
+from vllm_patchkit.paths import cache_dir
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]+)?$")
+# Fixed commit metadata: the same release gives the same commit id anywhere.
+_RELEASE_DATE = "2000-01-01T00:00:00+0000"
+
+
+def check_version(version: str) -> str:
+    if not _VERSION.match(version):
+        raise ValueError(f"{version!r} is not a vLLM release version such as 0.28.0")
+    return version
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """Serialise cache writers (parallel tests, two demos at once)."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def sdist_path(version: str) -> Path:
+    """The cached source distribution of vLLM ``version``, downloaded once."""
+    check_version(version)
+    dest = cache_dir() / "sdists" / f"vllm-{version}.tar.gz"
+    with _locked(f"sdist-{version}"):
+        if not dest.is_file():
+            print(
+                f"fetching vLLM {version} source from the package index",
+                file=sys.stderr,
+            )
+            download(find_sdist("vllm", version), dest)
+    return dest
+
+
+def release_tree(version: str) -> Path:
+    """The cached git tree of vLLM ``version`` (read-only by convention)."""
+    check_version(version)
+    dest = cache_dir() / "trees" / f"vllm-{version}"
+    with _locked(f"tree-{version}"):
+        if (dest / ".git").is_dir() and _tagged(dest, version):
+            return dest
+        archive = sdist_path(version)
+        print(f"building the vLLM {version} release tree", file=sys.stderr)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".vllm-{version}-", dir=dest.parent))
+        try:
+            _extract(archive, staging, f"vllm-{version}")
+            git = init_repo(staging)
+            # -f: the tree is the released source, files vLLM's .gitignore
+            # names (vllm/_version.py) included.
+            git.run("add", "-f", "-A")
+            dated = {
+                "GIT_AUTHOR_DATE": _RELEASE_DATE,
+                "GIT_COMMITTER_DATE": _RELEASE_DATE,
+            }
+            git.run(
+                "commit", "--quiet", "--no-verify", "-m", f"vLLM {version}", env=dated
+            )
+            git.run("tag", f"v{version}")
+            staging.rename(dest)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return dest
+
+
+def _tagged(tree: Path, version: str) -> bool:
+    proc = Git(tree).run("rev-parse", "--verify", "--quiet", f"v{version}", check=False)
+    return proc.returncode == 0
+
+
+def _extract(archive: Path, dest: Path, top: str) -> None:
+    with tarfile.open(archive) as tar:
+        members = []
+        for member in tar.getmembers():
+            parts = member.name.split("/", 1)
+            if parts[0] != top or len(parts) == 1:
+                continue
+            member.name = parts[1]
+            members.append(member)
+        tar.extractall(dest, members=members, filter="data")
+
+
+def clone_release(version: str, dest: Path) -> Git:
+    """A fresh working clone of the release tree at ``dest`` (on branch main)."""
+    source = release_tree(version)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest} exists and is not empty")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
+    return Git(dest, tuple(TOOL_IDENTITY.items()))
