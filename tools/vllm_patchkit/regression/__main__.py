@@ -1,0 +1,66 @@
+"""``python -m vllm_patchkit.regression``: run the scenarios in this process.
+
+Set ``PYTHONPATH`` to a vLLM source tree to test that tree; the JSON output
+names the ``vllm`` package that was actually imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_patchkit.regression", description=__doc__
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--output", metavar="FILE", help="write the JSON report to FILE instead"
+    )
+    parser.add_argument(
+        "--scenario", action="append", help="run only this scenario (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    logging.disable(logging.WARNING)
+
+    import vllm
+
+    from vllm_patchkit.regression.scenarios import SCENARIOS, run_all
+    from vllm_patchkit.regression.verdict import bug_reproduced, fixed_checks
+
+    unknown = set(args.scenario or []) - SCENARIOS.keys()
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    outcomes = run_all(args.scenario)
+    checks = fixed_checks(outcomes)
+    fixed = bool(checks) and all(c.passed for c in checks)
+    report = {
+        "vllm_version": getattr(vllm, "__version__", "unknown"),
+        "vllm_file": vllm.__file__,
+        "fixed": fixed,
+        "bug_reproduced": bug_reproduced(outcomes),
+        "checks": [c.__dict__ for c in checks],
+        "outcomes": [o.to_json() for o in outcomes],
+    }
+    if args.output:
+        with open(args.output, "w") as out:
+            json.dump(report, out, indent=2)
+    elif args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    if not args.json:
+        print(f"vLLM {report['vllm_version']} from {report['vllm_file']}")
+        for check in checks:
+            print(
+                f"  {'PASS' if check.passed else 'FAIL'} {check.name}: {check.detail}"
+            )
+    return 0 if fixed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

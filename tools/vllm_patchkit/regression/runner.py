@@ -1,0 +1,68 @@
+"""Run the regression scenarios against a vLLM tree in a fresh subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TreeReport:
+    tree: Path | None
+    returncode: int
+    report: dict[str, Any] | None
+    log: str
+
+    @property
+    def fixed(self) -> bool:
+        return bool(self.report and self.report["fixed"])
+
+    @property
+    def bug_reproduced(self) -> bool:
+        return bool(self.report and self.report["bug_reproduced"])
+
+
+def scenario_env(tree: Path | None) -> dict[str, str]:
+    """Import vLLM from ``tree`` (None: the installed one), CPU only."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(tree), env.get("PYTHONPATH", "")) if p
+        )
+    # Keep the user's tree free of __pycache__ directories.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    return env
+
+
+def run_scenarios(
+    tree: Path | None, scenarios: list[str] | None = None, timeout: float = 600
+) -> TreeReport:
+    with tempfile.TemporaryDirectory(prefix="vllm-overlay-run-") as scratch:
+        output = Path(scratch) / "report.json"
+        command = [
+            sys.executable,
+            "-m",
+            "vllm_patchkit.regression",
+            "--output",
+            str(output),
+        ]
+        for name in scenarios or []:
+            command += ["--scenario", name]
+        proc = subprocess.run(
+            command,
+            cwd=scratch,
+            env=scenario_env(tree),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        report = json.loads(output.read_text()) if output.is_file() else None
+    return TreeReport(tree, proc.returncode, report, proc.stdout + proc.stderr)

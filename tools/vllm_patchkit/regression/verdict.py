@@ -1,0 +1,84 @@
+"""What the scenarios must show: the fix present, or the bug reproduced.
+
+Both directions are spelled out so a test on stock code can assert that the
+bug really happens (a suite that cannot fail proves nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllm_patchkit.regression.scenarios import Outcome
+
+INDEXER_FILE = "vllm/models/minimax_m3/common/indexer.py"
+INDEXER_ASSERT = "assert decode_query_len > 0"
+CAPTURE_FACTS = (
+    "device_same_tensor",
+    "device_zeroed",
+    "seq_lens_all_one",
+    "host_unchanged",
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+def is_pr_crash(outcome: Outcome) -> bool:
+    """The AssertionError of vLLM #51585, raised where the PR's trace says."""
+    error = outcome.error or {}
+    return (
+        outcome.status == "raised"
+        and error.get("type") == "AssertionError"
+        and error.get("relpath") == INDEXER_FILE
+        and error.get("source") == INDEXER_ASSERT
+    )
+
+
+def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
+    """One check per outcome; all pass if and only if the tree has the fix."""
+    checks = []
+    for outcome in outcomes:
+        name = f"{outcome.scenario}[q={outcome.decode_query_len}]"
+        if outcome.status == "unavailable":
+            continue
+        if outcome.status == "error":
+            checks.append(Check(name, False, f"harness error: {outcome.error}"))
+        elif outcome.scenario == "capture_effects":
+            wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
+            detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
+            if "host_unchanged" in wrong:
+                detail += (
+                    f" (host offsets after capture: {outcome.facts['host_after']})"
+                )
+            checks.append(Check(name, not wrong, detail))
+        elif outcome.scenario == "minimax_indexer_after_rocm":
+            if outcome.status == "raised":
+                error = outcome.error or {}
+                where = f"{error.get('relpath')}:{error.get('line')}"
+                checks.append(
+                    Check(
+                        name,
+                        False,
+                        f"{error.get('type')} at {where}: {error.get('source')}",
+                    )
+                )
+            else:
+                got = outcome.facts.get("decode_query_len")
+                ok = got == outcome.decode_query_len
+                checks.append(Check(name, ok, f"indexer saw decode query length {got}"))
+    return checks
+
+
+def bug_reproduced(outcomes: list[Outcome]) -> bool:
+    """Stock affected code: host offsets zeroed and the PR's crash raised."""
+    crashes = [o for o in outcomes if o.scenario == "minimax_indexer_after_rocm"]
+    zeroed = [
+        o
+        for o in outcomes
+        if o.scenario == "capture_effects" and not o.facts.get("host_unchanged")
+    ]
+    return bool(crashes) and all(is_pr_crash(o) for o in crashes) and bool(zeroed)
