@@ -1,0 +1,168 @@
+"""The series on real vLLM release trees, built from the released sources."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from vllm_patchkit.apply import Status, apply_series
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.invariants import Shape, inspect_capture_tree
+from vllm_patchkit.releases import release_tree, sdist_path
+from vllm_patchkit.series import Series
+
+pytestmark = pytest.mark.release_trees
+
+AFFECTED = ["0.12.0", "0.20.0", "0.28.0"]
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_series_applies_with_git_am_3(
+    release_clone: Callable[[str], Path], series: Series, version: str
+) -> None:
+    tree = release_clone(version)
+    git = Git(tree)
+    before = git.head()
+    assert inspect_capture_tree(tree).shape is Shape.BUGGY
+
+    result = apply_series(tree, series)
+
+    assert result.status is Status.APPLIED, result.message
+    assert [p.status for p in result.patches] == ["applied"] * len(series.patches)
+    assert git.out("rev-list", "--count", f"{before}..HEAD") == str(len(series.patches))
+    assert git.out("log", "-1", "--format=%s") == series.patches[-1].subject
+    assert "Signed-off-by:" in git.out("log", "-1", "--format=%B")
+    assert inspect_capture_tree(tree).shape is Shape.FIXED
+    assert git.is_clean()
+
+    again = apply_series(tree, series)
+    assert again.status is Status.ALREADY_APPLIED
+    assert git.head() == result.head_after
+
+
+def test_release_tree_commit_is_reproducible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fixed commit metadata: a second cache builds the same commit id."""
+    first = Git(release_tree("0.12.0")).out("rev-parse", "v0.12.0^{commit}")
+    other_cache = tmp_path / "cache"
+    (other_cache / "sdists").mkdir(parents=True)
+    (other_cache / "sdists" / "vllm-0.12.0.tar.gz").symlink_to(sdist_path("0.12.0"))
+    monkeypatch.setenv("VLLM_OVERLAY_CACHE", str(other_cache))
+    rebuilt = release_tree("0.12.0")
+    assert rebuilt.is_relative_to(other_cache)
+    assert Git(rebuilt).out("rev-parse", "v0.12.0^{commit}") == first
+
+
+def _snapshot(git: Git) -> tuple[str, str | None, str, str]:
+    return (
+        git.head(),
+        git.branch(),
+        git.status_porcelain(),
+        git.run("diff", "HEAD", "--binary").stdout,
+    )
+
+
+def test_dirty_tree_is_refused_and_untouched(
+    release_clone: Callable[[str], Path], series: Series
+) -> None:
+    tree = release_clone("0.28.0")
+    git = Git(tree)
+    target = tree / "vllm/v1/attention/backends/rocm_attn.py"
+    target.write_text(target.read_text() + "# my local change\n")
+    (tree / "notes.txt").write_text("untracked work\n")
+    before = _snapshot(git)
+
+    result = apply_series(tree, series)
+
+    assert result.status is Status.REFUSED
+    assert "dirty" in result.message and "rocm_attn.py" in result.message
+    assert _snapshot(git) == before
+    assert target.read_text().endswith("# my local change\n")
+
+
+def test_conflict_rolls_back_everything(
+    release_clone: Callable[[str], Path], series: Series
+) -> None:
+    """Upstream rewrote the zeroing lines another way: conflict, nothing lost."""
+    tree = release_clone("0.28.0")
+    git = Git(
+        tree,
+        (
+            ("GIT_AUTHOR_NAME", "u"),
+            ("GIT_AUTHOR_EMAIL", "u@x.invalid"),
+            ("GIT_COMMITTER_NAME", "u"),
+            ("GIT_COMMITTER_EMAIL", "u@x.invalid"),
+        ),
+    )
+    target = tree / "vllm/v1/attention/backends/rocm_attn.py"
+    text = target.read_text()
+    rewritten = text.replace(
+        "        common_attn_metadata.query_start_loc.zero_()\n"
+        "        common_attn_metadata.query_start_loc_cpu.zero_()\n",
+        "        for offsets in (common_attn_metadata.query_start_loc,\n"
+        "                        common_attn_metadata.query_start_loc_cpu):\n"
+        "            offsets.zero_()\n",
+    )
+    assert rewritten != text
+    target.write_text(rewritten)
+    git.run("commit", "-q", "-am", "upstream: zero offsets in a loop")
+    before = _snapshot(git)
+
+    result = apply_series(tree, series)
+
+    assert result.status is Status.CONFLICT
+    assert result.patches[0].status == "conflict"
+    assert series.patches[0].name in result.message
+    assert _snapshot(git) == before
+    assert not (git.git_dir() / "rebase-apply").exists()
+
+
+def test_misplaced_application_is_caught_by_the_invariant(
+    release_clone: Callable[[str], Path], series: Series
+) -> None:
+    """The hunk applies (with an offset) but the host is still zeroed elsewhere."""
+    tree = release_clone("0.28.0")
+    git = Git(
+        tree,
+        (
+            ("GIT_AUTHOR_NAME", "u"),
+            ("GIT_AUTHOR_EMAIL", "u@x.invalid"),
+            ("GIT_COMMITTER_NAME", "u"),
+            ("GIT_COMMITTER_EMAIL", "u@x.invalid"),
+        ),
+    )
+    target = tree / "vllm/v1/attention/backends/rocm_attn.py"
+    anchor = "        attn_metadata = self.build(0, common_attn_metadata)\n"
+    text = target.read_text()
+    target.write_text(
+        text.replace(
+            anchor,
+            anchor + "        common_attn_metadata.query_start_loc_cpu.zero_()\n",
+            1,
+        )
+    )
+    git.run("commit", "-q", "-am", "local: zero the host offsets early")
+    before = _snapshot(git)
+
+    result = apply_series(tree, series)
+
+    assert result.status is Status.CONFLICT
+    assert "invariant" in result.message
+    assert _snapshot(git) == before
+
+
+@pytest.mark.parametrize("kind", ["not-git", "not-vllm"])
+def test_wrong_directories_are_refused(
+    tmp_path: Path, series: Series, kind: str
+) -> None:
+    (tmp_path / "file.txt").write_text("x\n")
+    if kind == "not-vllm":
+        Git(tmp_path).run("init", "-q")
+    result = apply_series(tmp_path, series)
+    assert result.status is Status.REFUSED
+    assert (
+        "not a git checkout" if kind == "not-git" else "not of vLLM"
+    ) in result.message
+    assert (tmp_path / "file.txt").read_text() == "x\n"

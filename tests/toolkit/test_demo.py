@@ -1,0 +1,76 @@
+"""The main job end to end, and its refusals on bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.release_trees
+
+
+def patchkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_patchkit", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout=900,
+    )
+
+
+def tree_digest(root: Path) -> str:
+    """Every path, mode and content under root, .git included."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+        digest.update(str(path.lstat().st_mode).encode())
+    return digest.hexdigest()
+
+
+def test_demo_on_the_embedded_release(tmp_path: Path) -> None:
+    proc = patchkit("demo", "--json", "--workdir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    payload = json.loads(proc.stdout)
+    assert payload["ok"]
+    assert payload["before"]["bug_reproduced"]
+    assert payload["before"]["vllm_version"] == "0.28.0"
+    assert payload["before"]["vllm_file"].startswith(str(tmp_path))
+    assert payload["apply"]["status"] == "applied"
+    assert payload["after"]["fixed"]
+
+
+def test_demo_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> None:
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    before = tree_digest(tmp_path)
+    proc = patchkit("demo", str(tmp_path))
+    assert proc.returncode == 2
+    assert "not a git checkout" in proc.stderr
+    assert tree_digest(tmp_path) == before
+
+
+def test_demo_refuses_a_dirty_checkout(release_clone: Callable[[str], Path]) -> None:
+    checkout = release_clone("0.28.0")
+    (checkout / "README.md").write_text("edited\n")
+    (checkout / "scratch.py").write_text("x = 1\n")
+    before = tree_digest(checkout)
+    proc = patchkit("demo", str(checkout))
+    assert proc.returncode == 2
+    assert "dirty" in proc.stderr and "README.md" in proc.stderr
+    assert tree_digest(checkout) == before
+
+
+def test_demo_refuses_a_missing_path(tmp_path: Path) -> None:
+    proc = patchkit("demo", str(tmp_path / "nowhere"))
+    assert proc.returncode == 2
+    assert "no such directory" in proc.stderr

@@ -1,0 +1,161 @@
+"""The main job: show the bug on real vLLM code, apply the series, show it fixed.
+
+With no checkout given, it works on a clone of the cached vLLM 0.28.0
+release tree. Given a user's checkout, it runs the "before" scenarios on it
+read-only, applies the series in a temporary git worktree, and keeps the
+result as a new branch; the user's branch and files are never touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_patchkit.apply import (
+    ApplyResult,
+    NotACheckoutError,
+    Status,
+    apply_series,
+    dirty_reason,
+    open_checkout,
+)
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.regression.runner import TreeReport, run_scenarios
+from vllm_patchkit.releases import clone_release
+from vllm_patchkit.series import Series
+
+DEFAULT_VERSION = "0.28.0"
+"""The last affected release, the one the series is made on."""
+DEFAULT_BRANCH = "vllm-overlay/fix-51585"
+
+
+class DemoInputError(ValueError):
+    """The given checkout cannot be used; nothing was changed."""
+
+
+@dataclass
+class DemoResult:
+    tree: Path
+    origin: str
+    before: TreeReport
+    apply: ApplyResult
+    after: TreeReport | None
+    branch: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        if self.apply.status is Status.UPSTREAMED:
+            return self.before.fixed
+        return self.after is not None and self.after.fixed
+
+
+def run_release_demo(
+    series: Series, workdir: Path, version: str = DEFAULT_VERSION
+) -> DemoResult:
+    """Demo on a fresh clone of the cached release tree under ``workdir``."""
+    tree = workdir / f"vllm-{version}"
+    shutil.rmtree(tree, ignore_errors=True)
+    clone_release(version, tree)
+    before = run_scenarios(tree)
+    applied = apply_series(tree, series)
+    after = run_scenarios(tree) if applied.status is Status.APPLIED else None
+    return DemoResult(
+        tree, f"vLLM {version} release tree (cached)", before, applied, after
+    )
+
+
+def run_checkout_demo(
+    series: Series, checkout: Path, branch: str = DEFAULT_BRANCH
+) -> DemoResult:
+    """Demo on a user's checkout; the fixed tree is left on ``branch``."""
+    try:
+        git = open_checkout(checkout)
+    except NotACheckoutError as exc:
+        raise DemoInputError(str(exc)) from exc
+    reason = dirty_reason(git)
+    if reason:
+        raise DemoInputError(
+            f"{checkout}: refusing a dirty checkout ({reason}); commit or stash first"
+        )
+    if (
+        git.run(
+            "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False
+        ).returncode
+        == 0
+    ):
+        raise DemoInputError(
+            f"{checkout}: branch {branch!r} already exists; delete it or pass --branch"
+        )
+    before = run_scenarios(git.root)
+    scratch = Path(tempfile.mkdtemp(prefix="vllm-overlay-demo-"))
+    worktree = scratch / "tree"
+    git.run("worktree", "add", "--quiet", "--detach", str(worktree), "HEAD")
+    try:
+        applied = apply_series(worktree, series)
+        after = None
+        kept = None
+        if applied.status is Status.APPLIED:
+            after = run_scenarios(worktree)
+            Git(worktree).run("branch", branch, "HEAD")
+            kept = branch
+    finally:
+        git.run("worktree", "remove", "--force", str(worktree), check=False)
+        git.run("worktree", "prune", check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    result = DemoResult(git.root, f"checkout {git.root}", before, applied, after, kept)
+    if kept:
+        result.notes.append(
+            f"the patched tree is on branch {kept} (git switch {kept}); "
+            "your branch and files are unchanged"
+        )
+    return result
+
+
+def _cell(report: TreeReport | None, name: str) -> str:
+    if report is None:
+        return "-"
+    if report.report is None:
+        return "ERROR (see log)"
+    for check in report.report["checks"]:
+        if check["name"] == name:
+            return "PASS" if check["passed"] else f"FAIL {check['detail']}"
+    return "n/a"
+
+
+def summary(result: DemoResult) -> str:
+    """A short before/after table for a terminal."""
+    lines = [f"vLLM tree: {result.tree} ({result.origin})"]
+    if result.before.report:
+        lines.append(
+            f"vLLM version: {result.before.report['vllm_version']}, "
+            f"imported from {result.before.report['vllm_file']}"
+        )
+    names = [c["name"] for c in (result.before.report or {}).get("checks", [])]
+    width = max((len(n) for n in names), default=10) + 2
+    lines.append("")
+    lines.append(f"{'scenario':<{width}}before (stock)  ->  after (series applied)")
+    for name in names:
+        lines.append(
+            f"{name:<{width}}{_cell(result.before, name)}\n"
+            f"{'':<{width}}  ->  {_cell(result.after, name)}"
+        )
+    lines.append("")
+    lines.append(f"series: {result.apply.status}: {result.apply.message}")
+    for patch in result.apply.patches:
+        lines.append(f"  {patch.name}: {patch.status} {patch.detail}".rstrip())
+    if result.before.bug_reproduced:
+        lines.append("before: the crash of vLLM #51585 reproduces on this tree")
+    elif result.before.fixed:
+        lines.append("before: this tree already behaves correctly")
+    lines.extend(result.notes)
+    verdict = "FIXED" if result.ok else "NOT FIXED"
+    lines.append(f"verdict: {verdict}")
+    if not result.ok:
+        for report, label in ((result.before, "before"), (result.after, "after")):
+            if report is not None and report.report is None:
+                lines.append(f"--- {label} run log (last lines) ---")
+                lines.extend(report.log.splitlines()[-20:])
+    return "\n".join(lines)
