@@ -1,17 +1,15 @@
-"""Invariants: what a vLLM source tree must look like once a patch is in.
+"""The shape of ``RocmAttentionMetadataBuilder.build_for_cudagraph_capture``.
 
-A textual patch can apply with fuzz and land in the wrong place, or apply
-cleanly to code that already has the fix. An invariant reads the code
-itself (its AST; nothing is imported) and answers one question per patch,
-so the same check verifies an application, detects that upstream carries
-the fix, and tells whether a tree is affected.
+Read from the source's AST, never by importing it: cheap enough for plugin
+registration, safe on a tree that cannot be imported, and precise about
+what it saw (file and line). The overlay patches only the BUGGY shape; the
+toolkit's invariant for patch 0001 is "the shape is FIXED".
 """
 
 from __future__ import annotations
 
 import ast
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,15 +49,6 @@ class CaptureCode:
     @property
     def affected(self) -> bool:
         return self.shape is Shape.BUGGY
-
-
-@dataclass(frozen=True)
-class InvariantResult:
-    name: str
-    holds: bool
-    detail: str
-    file: Path
-    line: int | None
 
 
 def inspect_capture_source(source: str, file: Path) -> CaptureCode:
@@ -209,29 +198,3 @@ class _OffsetUse(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._assigned(node.target, node.lineno)
         self.generic_visit(node)
-
-
-def rocm_capture_zeroes_device_offsets_only(tree: Path) -> InvariantResult:
-    """0001: device offsets zeroed in place, host offsets not touched."""
-    code = inspect_capture_tree(tree)
-    return InvariantResult(
-        name="rocm-capture-zeroes-device-offsets-only",
-        holds=code.shape is Shape.FIXED,
-        detail=code.detail,
-        file=code.file,
-        line=code.line,
-    )
-
-
-INVARIANTS: dict[str, Callable[[Path], InvariantResult]] = {
-    "rocm-capture-zeroes-device-offsets-only": rocm_capture_zeroes_device_offsets_only,
-}
-
-
-def check_invariant(name: str, tree: Path) -> InvariantResult:
-    try:
-        check = INVARIANTS[name]
-    except KeyError:
-        known = ", ".join(sorted(INVARIANTS))
-        raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
-    return check(tree)
