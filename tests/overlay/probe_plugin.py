@@ -1,0 +1,87 @@
+"""Run in a fresh process: load vLLM's plugins the way vLLM does, then probe.
+
+Usage: ``python probe_plugin.py OUTPUT.json``. Writes what the overlay did
+and how vLLM's real builders behave afterwards. The tests read the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def capture_keeps_host_offsets(builder_cls: type) -> bool:
+    from vllm_patchkit.regression import harness
+
+    builder = harness.make_builder(builder_cls, 1, "probe")
+    metadata = harness.uniform_decode_metadata(4, 1)
+    before = metadata.query_start_loc_cpu.clone()
+    builder.build_for_cudagraph_capture(metadata)
+    return bool((metadata.query_start_loc_cpu == before).all())
+
+
+def main(output: str) -> None:
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    import vllm.plugins
+
+    # vLLM may load plugins more than once (several processes, or a reset
+    # flag); registration must stay idempotent.
+    vllm.plugins.plugins_loaded = False
+    load_general_plugins()
+    from vllm_overlay import plugin
+    from vllm_overlay.import_hook import _AfterImportFinder
+
+    plugin.register()
+    state = plugin.current_state()
+    finders = [f for f in sys.meta_path if isinstance(f, _AfterImportFinder)]
+    result: dict[str, Any] = {
+        "action": str(state.action) if state else None,
+        "reason": state.reason if state else None,
+        "pending_import_hooks": len(finders),
+    }
+    from vllm.v1.attention.backends import rocm_attn
+    from vllm.v1.attention.backends.rocm_aiter_unified_attn import (
+        RocmAiterUnifiedAttentionBackend,
+    )
+
+    from vllm_overlay.v1.attention.backends.rocm_attn import is_installed_on
+
+    class SuperCallingBuilder(rocm_attn.RocmAttentionMetadataBuilder):
+        def build_for_cudagraph_capture(self, common_attn_metadata: Any) -> Any:
+            return super().build_for_cudagraph_capture(common_attn_metadata)
+
+    method = rocm_attn.RocmAttentionMetadataBuilder.build_for_cudagraph_capture
+    result["method_from_vllm_file"] = method.__code__.co_filename == rocm_attn.__file__
+    result["fix_on_vllm_class"] = is_installed_on(rocm_attn)
+    result["applied_to_class"] = bool(state and state.applied_to_class)
+    result["problems"] = list(state.problems) if state else []
+    result["hooks_after_import"] = len(
+        [f for f in sys.meta_path if isinstance(f, _AfterImportFinder)]
+    )
+    result["rocm_attn_backend_keeps_host"] = capture_keeps_host_offsets(
+        rocm_attn.RocmAttentionBackend.get_builder_cls()
+    )
+    result["aiter_backend_keeps_host"] = capture_keeps_host_offsets(
+        RocmAiterUnifiedAttentionBackend.get_builder_cls()
+    )
+    result["super_subclass_keeps_host"] = capture_keeps_host_offsets(
+        SuperCallingBuilder
+    )
+
+    from vllm_patchkit.regression.scenarios import run_all
+    from vllm_patchkit.regression.verdict import bug_reproduced, fixed_checks
+
+    outcomes = run_all(["capture_effects", "minimax_indexer_after_rocm"])
+    checks = fixed_checks(outcomes)
+    result["suite_fixed"] = bool(checks) and all(c.passed for c in checks)
+    result["suite_bug_reproduced"] = bug_reproduced(outcomes)
+    result["vllm_file"] = rocm_attn.__file__
+    with open(output, "w") as out:
+        json.dump(result, out, indent=2)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,5 @@
+import sys
+
+from vllm_overlay.doctor import main
+
+sys.exit(main())

@@ -1,0 +1,117 @@
+"""``python -m vllm_overlay``: is this vLLM affected, and is the overlay on?
+
+By default it loads vLLM's general plugins exactly as vLLM does at start-up
+and then imports vLLM's ``rocm_attn`` to confirm the fix is really on the
+class. ``--quick`` answers from the source alone (no vLLM import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+from typing import Any
+
+from vllm_overlay import plugin
+from vllm_overlay.install import UPSTREAM_MODULE, Action, assess
+
+ENTRY_POINT_GROUP = "vllm.general_plugins"
+ENTRY_POINT_NAME = "vllm_overlay"
+
+
+def entry_point_registered() -> bool:
+    return any(
+        ep.name == ENTRY_POINT_NAME
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    )
+
+
+def allowed_by_vllm_plugins() -> bool:
+    """vLLM loads a general plugin only if VLLM_PLUGINS is unset or names it."""
+    value = os.environ.get("VLLM_PLUGINS")
+    if value is None:
+        return True
+    return ENTRY_POINT_NAME in [name.strip() for name in value.split(",")]
+
+
+def diagnose(load_plugins: bool = True) -> dict[str, Any]:
+    assessment = assess()
+    code = assessment.code
+    report: dict[str, Any] = {
+        "vllm_version": assessment.vllm_version,
+        "affected": bool(code and code.affected),
+        "shape": str(code.shape) if code else None,
+        "reason": assessment.reason,
+        "file": str(code.file) if code else None,
+        "line": code.line if code else None,
+        "would_do": str(assessment.action),
+        "covers": list(assessment.covered),
+        "entry_point_registered": entry_point_registered(),
+        "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
+        "disabled": plugin.env_flag(plugin.DISABLE_ENV),
+        "strict": plugin.env_flag(plugin.STRICT_ENV),
+        "active": None,
+        "fix_on_vllm_class": None,
+        "problems": [],
+    }
+    if not load_plugins:
+        return report
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    state = plugin.current_state()
+    report["active"] = bool(state and state.action is Action.INSTALLED)
+    report["in_process_action"] = str(state.action) if state else "not loaded"
+    if state and state.action is Action.INSTALLED:
+        import importlib
+
+        module = importlib.import_module(UPSTREAM_MODULE)
+        from vllm_overlay.v1.attention.backends.rocm_attn import is_installed_on
+
+        report["fix_on_vllm_class"] = is_installed_on(module)
+        report["problems"] = list(state.problems)
+    return report
+
+
+def render(report: dict[str, Any]) -> str:
+    yes_no = {True: "yes", False: "no", None: "not checked"}
+    lines = [
+        f"vLLM: {report['vllm_version']}",
+        (
+            f"affected by vLLM #51585: {yes_no[report['affected']]}"
+            f" ({report['shape']}): {report['reason']}"
+        ),
+        (
+            f"overlay entry point ({ENTRY_POINT_GROUP}): "
+            f"{yes_no[report['entry_point_registered']]}"
+        ),
+        f"allowed by VLLM_PLUGINS: {yes_no[report['allowed_by_vllm_plugins']]}",
+        f"disabled ({plugin.DISABLE_ENV}): {yes_no[report['disabled']]}",
+        f"would do: {report['would_do']}",
+        f"active in this process: {yes_no[report['active']]}",
+        f"fix on vLLM's builder class: {yes_no[report['fix_on_vllm_class']]}",
+    ]
+    if report["covers"]:
+        lines.append("covers:")
+        lines += [f"  - {path}" for path in report["covers"]]
+    lines += [f"problem: {p}" for p in report["problems"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vllm_overlay", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--quick", action="store_true", help="read the source only; do not import vLLM"
+    )
+    args = parser.parse_args(argv)
+    report = diagnose(load_plugins=not args.quick)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render(report))
+    healthy = not report["affected"] or report["active"] is not False
+    return 0 if healthy and not report["problems"] else 1

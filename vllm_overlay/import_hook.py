@@ -1,0 +1,70 @@
+"""Run a callback right after one module is first imported.
+
+The fix must reach vLLM's ``rocm_attn`` without importing it at plugin
+registration (it pulls in Triton kernels and costs seconds); vLLM imports
+it later, and only on ROCm. A meta-path finder wraps that module's loader
+so the callback runs once the module body has executed.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+
+class _CallbackLoader(importlib.abc.Loader):
+    def __init__(
+        self, inner: importlib.abc.Loader, callback: Callable[[ModuleType], None]
+    ) -> None:
+        self._inner = inner
+        self._callback = callback
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        self._callback(module)
+
+    def __getattr__(self, name: str) -> object:
+        # get_source, get_filename, is_package ...: tools such as inspect and
+        # linecache still reach the real loader.
+        return getattr(self._inner, name)
+
+
+class _AfterImportFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname != self.name:
+            return None
+        # Remove first: the callback runs once, and the real finders below
+        # must not see this one while they resolve the spec.
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _CallbackLoader(spec.loader, self.callback)
+                return spec
+        return None
+
+
+def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """Call ``callback(module)`` once ``name`` is imported (now, if it is)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    if any(
+        isinstance(f, _AfterImportFinder) and f.name == name and f.callback == callback
+        for f in sys.meta_path
+    ):
+        return
+    sys.meta_path.insert(0, _AfterImportFinder(name, callback))

@@ -1,0 +1,1 @@
+"""Overlay code that mirrors the layout of ``vllm.v1``."""

@@ -1,0 +1,1 @@
+"""Overlay attention: backends (wired by the plugin) and their kernels."""

@@ -1,0 +1,1 @@
+"""Overlay counterparts of ``vllm.v1.attention.backends`` modules."""
