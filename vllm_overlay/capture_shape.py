@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +54,12 @@ class CaptureCode:
 
 def inspect_capture_source(source: str, file: Path) -> CaptureCode:
     """Classify the ROCm builder's capture method in ``source``."""
-    try:
-        module = ast.parse(source, filename=str(file))
-    except SyntaxError as exc:
-        return CaptureCode(Shape.UNKNOWN, file, exc.lineno, f"syntax error: {exc}")
+    module = _parse_class_only(source, file)
+    if module is None:
+        try:
+            module = ast.parse(source, filename=str(file))
+        except SyntaxError as exc:
+            return CaptureCode(Shape.UNKNOWN, file, exc.lineno, f"syntax error: {exc}")
     method = _find_method(module, BUILDER_CLASS, CAPTURE_METHOD)
     if method is None:
         return CaptureCode(
@@ -119,6 +122,28 @@ def inspect_capture_tree(tree: Path) -> CaptureCode:
     if not file.is_file():
         return CaptureCode(Shape.MISSING, file, None, f"no {ROCM_ATTN} in {tree}")
     return inspect_capture_source(file.read_text(), file)
+
+
+def _parse_class_only(source: str, file: Path) -> ast.Module | None:
+    """Parse just the builder class, keeping the file's line numbers.
+
+    The plugin runs this at every vLLM start-up; the class is a tenth of the
+    module. None when the class cannot be cut out cleanly: the caller then
+    parses the whole file.
+    """
+    match = re.search(rf"^class {BUILDER_CLASS}\b", source, re.MULTILINE)
+    if match is None:
+        return None
+    lines = source[match.start() :].splitlines(keepends=True)
+    end = 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#)"):
+        end += 1
+    try:
+        module = ast.parse("".join(lines[:end]), filename=str(file))
+    except SyntaxError:
+        return None
+    ast.increment_lineno(module, source.count("\n", 0, match.start()))
+    return module
 
 
 def _find_method(

@@ -68,7 +68,7 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         import importlib
 
         module = importlib.import_module(UPSTREAM_MODULE)
-        from vllm_overlay.v1.attention.backends.rocm_attn import is_installed_on
+        from vllm_overlay.fix import is_installed_on
 
         report["fix_on_vllm_class"] = is_installed_on(module)
         report["problems"] = list(state.problems)

@@ -13,11 +13,13 @@ import enum
 import importlib.metadata
 import importlib.util
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from vllm_overlay.capture_shape import CaptureCode, Shape, inspect_capture_source
+from vllm_overlay.fix import FIX_MARKER, install_on
 from vllm_overlay.import_hook import after_import
 
 UPSTREAM_MODULE = "vllm.v1.attention.backends.rocm_attn"
@@ -56,6 +58,10 @@ class InstallState:
 
 
 def vllm_version() -> str:
+    """The running vLLM's version; metadata lookup only when not imported."""
+    loaded = sys.modules.get("vllm")
+    if loaded is not None and isinstance(getattr(loaded, "__version__", None), str):
+        return loaded.__version__
     try:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -104,7 +110,13 @@ def arm(state: InstallState) -> None:
     expected = state.code
 
     def patch(module: ModuleType) -> None:
-        _patch_loaded_module(module, expected, state)
+        # Runs inside vLLM's own import of rocm_attn: a failure here must not
+        # become a failed import of vLLM's module.
+        try:
+            _patch_loaded_module(module, expected, state)
+        except Exception as exc:
+            state.problems.append(f"patching failed: {exc!r}")
+            logger.warning("vllm-overlay: fix not installed: %r", exc)
 
     after_import(UPSTREAM_MODULE, patch)
 
@@ -119,7 +131,7 @@ def _patch_loaded_module(
         None,
     )
     code = getattr(method, "__code__", None)
-    if getattr(method, "__vllm_overlay_fix__", False):
+    if getattr(method, FIX_MARKER, False):
         state.applied_to_class = True
         return
     if (
@@ -136,8 +148,6 @@ def _patch_loaded_module(
         state.problems.append(problem)
         logger.warning("vllm-overlay: %s", problem)
         return
-    from vllm_overlay.v1.attention.backends.rocm_attn import install_on
-
     install_on(module)
     state.applied_to_class = True
     logger.debug("vllm-overlay: fixed %s.RocmAttentionMetadataBuilder", UPSTREAM_MODULE)

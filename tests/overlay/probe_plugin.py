@@ -47,7 +47,7 @@ def main(output: str) -> None:
         RocmAiterUnifiedAttentionBackend,
     )
 
-    from vllm_overlay.v1.attention.backends.rocm_attn import is_installed_on
+    from vllm_overlay.fix import is_installed_on
 
     class SuperCallingBuilder(rocm_attn.RocmAttentionMetadataBuilder):
         def build_for_cudagraph_capture(self, common_attn_metadata: Any) -> Any:

@@ -35,7 +35,7 @@ def check_version(version: str) -> str:
 
 
 @contextmanager
-def _locked(name: str) -> Iterator[None]:
+def locked(name: str) -> Iterator[None]:
     """Serialise cache writers (parallel tests, two demos at once)."""
     locks = cache_dir() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
@@ -51,7 +51,7 @@ def sdist_path(version: str) -> Path:
     """The cached source distribution of vLLM ``version``, downloaded once."""
     check_version(version)
     dest = cache_dir() / "sdists" / f"vllm-{version}.tar.gz"
-    with _locked(f"sdist-{version}"):
+    with locked(f"sdist-{version}"):
         if not dest.is_file():
             print(
                 f"fetching vLLM {version} source from the package index",
@@ -65,7 +65,7 @@ def release_tree(version: str) -> Path:
     """The cached git tree of vLLM ``version`` (read-only by convention)."""
     check_version(version)
     dest = cache_dir() / "trees" / f"vllm-{version}"
-    with _locked(f"tree-{version}"):
+    with locked(f"tree-{version}"):
         if (dest / ".git").is_dir() and _tagged(dest, version):
             return dest
         archive = sdist_path(version)

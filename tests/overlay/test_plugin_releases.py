@@ -1,0 +1,64 @@
+"""The overlay on real installs of four vLLM releases (slower tier).
+
+0.27.0 and 0.28.0 are affected: the fix is installed on vLLM's class.
+0.29.0 and 0.32.0 carry the fix: the overlay does nothing, arms nothing and
+imports nothing. All four pin torch 2.13.0, so each release is a
+``pip install --no-deps --target`` directory run with the project venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.release_installs import installed_release
+
+pytestmark = pytest.mark.plugin_releases
+
+PROBE = Path(__file__).with_name("probe_release.py")
+
+
+def probe(version: str, tmp_path: Path) -> dict[str, Any]:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("VLLM_PLUGINS", None)
+    if version != "0.28.0":  # the venv's own vLLM
+        env["PYTHONPATH"] = str(installed_release(version))
+    output = tmp_path / "probe.json"
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), str(output)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert output.is_file(), proc.stdout + proc.stderr
+    return json.loads(output.read_text())
+
+
+@pytest.mark.parametrize("version", ["0.27.0", "0.28.0"])
+def test_affected_release_gets_the_fix(version: str, tmp_path: Path) -> None:
+    report = probe(version, tmp_path)
+    assert report["vllm_version"] == version
+    if version == "0.28.0":
+        assert Path(report["vllm_file"]).parent == installed_vllm_dir()
+    assert report["action"] == "installed", report["reason"]
+    assert report["fix_on_vllm_class"] and report["overlay_builder_fixed"]
+    assert report["capture_keeps_host"] and report["capture_zeroes_device"]
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.32.0"])
+def test_fixed_release_is_left_alone(version: str, tmp_path: Path) -> None:
+    report = probe(version, tmp_path)
+    assert report["vllm_version"] == version
+    assert report["action"] == "not-needed"
+    assert "leaves query_start_loc_cpu alone" in report["reason"]
+    assert report["armed_hooks"] == 0
+    assert not report["rocm_attn_imported_by_plugins"]
