@@ -1,0 +1,113 @@
+"""What the overlay costs at vLLM start-up: its ``register()`` against vLLM's
+own ``load_general_plugins()`` without the overlay, measured in one run.
+
+    .venv/bin/python benchmarks/plugin_registration.py [--repeat N] [--json]
+
+Both sides are timed in this process after ``import vllm`` (which every vLLM
+process has done before it loads plugins). The baseline is
+``load_general_plugins()`` with ``VLLM_PLUGINS`` naming no plugin: entry
+point discovery and vLLM's bookkeeping, the floor any plugin adds to. The
+overlay side is one full registration: reading and parsing ``rocm_attn.py``
+and arming the import hook. It also lists every module that registration
+imports, so a heavy import (Triton, vLLM's attention code) shows at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+
+def best_of(
+    fn: Callable[[], None], reset: Callable[[], None], repeat: int
+) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        reset()
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+    import vllm.plugins
+
+    before = set(sys.modules)
+    from vllm_overlay import plugin
+    from vllm_overlay.import_hook import _AfterImportFinder
+
+    plugin.register()
+    imported = sorted(set(sys.modules) - before)
+
+    def reset_vllm() -> None:
+        vllm.plugins.plugins_loaded = False
+
+    def baseline() -> None:
+        os.environ["VLLM_PLUGINS"] = "no-such-plugin"
+        try:
+            vllm.plugins.load_general_plugins()
+        finally:
+            del os.environ["VLLM_PLUGINS"]
+
+    def reset_overlay() -> None:
+        plugin._state = None
+        sys.meta_path[:] = [
+            f for f in sys.meta_path if not isinstance(f, _AfterImportFinder)
+        ]
+
+    base = best_of(baseline, reset_vllm, args.repeat)
+    overlay = best_of(plugin.register, reset_overlay, args.repeat)
+    result = {
+        "vllm_version": plugin.current_state().vllm_version,
+        "repeat": args.repeat,
+        "baseline_load_general_plugins_ms": {
+            "median": statistics.median(base),
+            "min": min(base),
+        },
+        "overlay_register_ms": {
+            "median": statistics.median(overlay),
+            "min": min(overlay),
+        },
+        "ratio_median": statistics.median(overlay) / statistics.median(base),
+        "modules_imported_by_register": imported,
+        "heavy_imports": [
+            m
+            for m in imported
+            if m.startswith(("triton", "vllm.v1.attention.backends.rocm"))
+        ],
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"vLLM {result['vllm_version']}, {args.repeat} repetitions each")
+        print(
+            f"load_general_plugins() without the overlay: "
+            f"median {result['baseline_load_general_plugins_ms']['median']:.3f} ms"
+        )
+        print(
+            f"overlay register():                          "
+            f"median {result['overlay_register_ms']['median']:.3f} ms"
+        )
+        print(
+            "ratio (overlay / baseline):                  "
+            f"{result['ratio_median']:.2f}x"
+        )
+        print(f"modules imported by register(): {', '.join(imported) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
