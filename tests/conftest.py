@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.installed import copy_installed_vllm
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios

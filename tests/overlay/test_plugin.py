@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from vllm_patchkit.installed import copy_installed_vllm
 
 PROBE = Path(__file__).with_name("probe_plugin.py")

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.invariants import Shape, inspect_capture_tree

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vllm_patchkit.gitcmd import Git
 
 from tests.toolkit.test_demo import patchkit
+from vllm_patchkit.gitcmd import Git
 
 pytestmark = pytest.mark.release_trees
 

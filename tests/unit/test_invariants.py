@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.invariants import (
     Shape,

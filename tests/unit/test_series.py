@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from vllm_patchkit.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.series import SeriesError, load_series, missing_trailers, parse_patch

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from vllm_patchkit.regression.runner import TreeReport
 from vllm_patchkit.regression.scenarios import DECODE_QUERY_LENS, Outcome
 from vllm_patchkit.regression.verdict import INDEXER_ASSERT, INDEXER_FILE, is_pr_crash
