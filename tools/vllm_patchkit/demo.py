@@ -21,7 +21,6 @@ from vllm_patchkit.apply import (
     dirty_reason,
     open_checkout,
 )
-from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.series import Series
@@ -92,19 +91,22 @@ def run_checkout_demo(
     before = run_scenarios(git.root)
     scratch = Path(tempfile.mkdtemp(prefix="vllm-overlay-demo-"))
     worktree = scratch / "tree"
-    git.run("worktree", "add", "--quiet", "--detach", str(worktree), "HEAD")
+    # A worktree on the new branch: the series goes in there, and the user's
+    # own work tree, index and branch never change.
+    git.run("worktree", "add", "--quiet", "-b", branch, str(worktree), "HEAD")
+    kept = None
     try:
         applied = apply_series(worktree, series)
         after = None
-        kept = None
         if applied.status is Status.APPLIED:
             after = run_scenarios(worktree)
-            Git(worktree).run("branch", branch, "HEAD")
             kept = branch
     finally:
         git.run("worktree", "remove", "--force", str(worktree), check=False)
         git.run("worktree", "prune", check=False)
         shutil.rmtree(scratch, ignore_errors=True)
+        if kept is None:
+            git.run("branch", "-D", branch, check=False)
     result = DemoResult(git.root, f"checkout {git.root}", before, applied, after, kept)
     if kept:
         result.notes.append(

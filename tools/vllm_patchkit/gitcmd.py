@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # Identity used for commits the toolkit makes in trees it owns (release
 # trees, scratch copies). Commits in a user's checkout keep the user's own.
@@ -51,6 +52,7 @@ class Git:
 
     root: Path
     extra_env: tuple[tuple[str, str], ...] = ()
+    _facts: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def run(
         self,
@@ -96,7 +98,9 @@ class Git:
         return proc.stdout.strip() or None
 
     def status_porcelain(self, untracked: bool = True) -> str:
-        mode = "--untracked-files=all" if untracked else "--untracked-files=no"
+        # "normal" lists an untracked directory as one entry instead of
+        # walking it: enough to know the tree is not clean, and much faster.
+        mode = "--untracked-files=normal" if untracked else "--untracked-files=no"
         return self.run("status", "--porcelain=v1", "-z", mode).stdout
 
     def is_clean(self) -> bool:
@@ -104,7 +108,10 @@ class Git:
         return self.status_porcelain() == ""
 
     def git_dir(self) -> Path:
-        return Path(self.out("rev-parse", "--absolute-git-dir"))
+        """This work tree's git directory (fixed for the object's lifetime)."""
+        if "git_dir" not in self._facts:
+            self._facts["git_dir"] = Path(self.out("rev-parse", "--absolute-git-dir"))
+        return self._facts["git_dir"]
 
 
 def init_repo(path: Path, *, initial_branch: str = "main") -> Git:
