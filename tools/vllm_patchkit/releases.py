@@ -25,7 +25,7 @@ from vllm_patchkit.paths import cache_dir
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]+)?$")
 # Fixed commit metadata: the same release gives the same commit id anywhere.
-_RELEASE_DATE = "2000-01-01T00:00:00+0000"
+RELEASE_DATE = "2000-01-01T00:00:00+0000"
 
 
 def check_version(version: str) -> str:
@@ -80,8 +80,8 @@ def release_tree(version: str) -> Path:
             # names (vllm/_version.py) included.
             git.run("add", "-f", "-A")
             dated = {
-                "GIT_AUTHOR_DATE": _RELEASE_DATE,
-                "GIT_COMMITTER_DATE": _RELEASE_DATE,
+                "GIT_AUTHOR_DATE": RELEASE_DATE,
+                "GIT_COMMITTER_DATE": RELEASE_DATE,
             }
             git.run(
                 "commit", "--quiet", "--no-verify", "-m", f"vLLM {version}", env=dated
