@@ -17,10 +17,11 @@ from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_REFU
 from vllm_patchkit.gitcmd import GitError, GitMissingError
 from vllm_patchkit.guard import BusyError
 from vllm_patchkit.index import PackageIndexError
+from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.series import SeriesError
 
-COMMANDS = (demo, apply, check, rebase, refresh, upstream)
+COMMANDS = (demo, apply, check, rebase, refresh, upstream, memcheck_command)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""One module per ``vllm-patchkit`` subcommand; each has ``add_parser``."""

@@ -1,0 +1,63 @@
+"""``vllm-patchkit apply``: the series as commits on the checked-out branch."""
+
+from __future__ import annotations
+
+import argparse
+
+from vllm_patchkit.apply import Status, apply_series
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_CONFLICT,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UPSTREAMED,
+    add_json,
+    add_path,
+    emit_json,
+    patch_lines,
+)
+from vllm_patchkit.series import load_series
+
+EXIT_BY_STATUS = {
+    Status.APPLIED: EXIT_OK,
+    Status.ALREADY_APPLIED: EXIT_OK,
+    Status.UPSTREAMED: EXIT_UPSTREAMED,
+    Status.CONFLICT: EXIT_CONFLICT,
+    Status.REFUSED: EXIT_REFUSED,
+    Status.ERROR: EXIT_ERROR,
+}
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "apply",
+        help="apply the series to a checkout as commits (git am -3), all or nothing",
+        description=(
+            "Apply every patch of the series to the checked-out branch with "
+            "`git am -3`, then check each patch's invariant (this catches a hunk "
+            "that landed in the wrong place). On any failure the checkout is put "
+            "back exactly as it was. A dirty checkout, a detached HEAD or a "
+            "checkout another run is working on is refused. Patches already in "
+            "the history are skipped; if upstream already has the fix, nothing "
+            "changes and the exit code is 5. JSON status: applied, "
+            "already-applied, upstreamed, conflict, refused, error."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_path(parser)
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = apply_series(args.path, load_series(args.patches))
+    if args.json:
+        emit_json(result)
+    else:
+        for note in result.notes:
+            print(f"note: {note}")
+        print(f"{result.status}: {result.message}")
+        print("\n".join(patch_lines(result.patches)))
+    return EXIT_BY_STATUS[result.status]

@@ -1,0 +1,45 @@
+"""``vllm-patchkit check``: read-only status of each patch in a checkout."""
+
+from __future__ import annotations
+
+import argparse
+
+from vllm_patchkit.check import check_series
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_json,
+    add_path,
+    emit_json,
+    patch_lines,
+)
+from vllm_patchkit.series import load_series
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "check",
+        help="read-only: is each patch applied, upstreamed, applicable?",
+        description=(
+            "Report, without changing anything, the state of each patch in the "
+            "checkout: applied (in the history), upstreamed (its invariant holds "
+            "without it), not-applied (would apply) or would-conflict. Exit 1 "
+            "when a patch would conflict."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_path(parser)
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    reports = check_series(args.path, load_series(args.patches))
+    conflict = any(r.status == "would-conflict" for r in reports)
+    if args.json:
+        emit_json({"path": args.path.resolve(), "patches": reports})
+    else:
+        print("\n".join(patch_lines(reports)))
+    return EXIT_FAILED if conflict else EXIT_OK

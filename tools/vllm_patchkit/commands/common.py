@@ -1,0 +1,75 @@
+"""What every subcommand shares: exit codes, PATH and --json, output."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 2
+EXIT_ERROR = 3
+EXIT_CONFLICT = 4
+EXIT_UPSTREAMED = 5
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0  success (applied, already applied, nothing to report)
+  1  the job ran and its verdict is bad (bug not fixed, a patch would conflict)
+  2  refused or bad input: dirty or busy checkout, not a vLLM checkout,
+     detached HEAD, malformed series; nothing was changed
+  3  environment error: git missing, package index unreachable, git failure
+  4  conflict: a patch does not apply; everything was rolled back
+  5  upstreamed: upstream already carries the fix; nothing was changed
+"""
+
+
+def add_path(
+    parser: argparse.ArgumentParser, what: str = "a vLLM git checkout"
+) -> None:
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=Path("."),
+        help=f"{what} (default: the current directory)",
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout"
+    )
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: to_jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def emit_json(payload: Any) -> None:
+    json.dump(to_jsonable(payload), sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def patch_lines(patches: list[Any]) -> list[str]:
+    lines = []
+    for patch in patches:
+        lines.append(
+            f"  {patch.name}: {patch.status}"
+            + (f" ({patch.detail})" if patch.detail else "")
+        )
+        for hunk in getattr(patch, "hunks", []):
+            lines.append(f"    conflict at {hunk}")
+    return lines

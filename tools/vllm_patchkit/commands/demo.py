@@ -1,0 +1,65 @@
+"""``vllm-patchkit demo``: reproduce the crash, apply the series, show it fixed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vllm_patchkit import demo
+from vllm_patchkit.commands.common import EXIT_FAILED, EXIT_OK, add_json, emit_json
+from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.series import load_series
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "demo",
+        help="reproduce the crash, apply the series, show it fixed",
+        description=(
+            "Run the capture-crash scenarios on real vLLM code, apply the patch "
+            "series, and run them again. With no PATH: a clone of the cached "
+            f"vLLM {demo.DEFAULT_VERSION} release tree (downloaded once from the "
+            "package index pip is configured with). With PATH: your vLLM git "
+            "checkout, which must be clean; the patched tree is left on a new "
+            "branch and your branch and files are not touched."
+        ),
+    )
+    parser.add_argument("path", nargs="?", type=Path, help="a vLLM git checkout")
+    parser.add_argument(
+        "--release",
+        default=demo.DEFAULT_VERSION,
+        help="release to use when no PATH is given (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="where the release clone goes (default: the cache)"
+    )
+    parser.add_argument(
+        "--branch",
+        default=demo.DEFAULT_BRANCH,
+        help="branch that keeps the patched tree of PATH (default: %(default)s)",
+    )
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    series = load_series(args.patches)
+    if args.path is None:
+        workdir = args.workdir or cache_dir() / "demo"
+        result = demo.run_release_demo(series, workdir, args.release)
+    else:
+        result = demo.run_checkout_demo(series, args.path, args.branch)
+    if args.json:
+        emit_json(
+            {
+                "ok": result.ok,
+                "tree": result.tree,
+                "branch": result.branch,
+                "apply": result.apply,
+                "before": result.before.report,
+                "after": result.after.report if result.after else None,
+            }
+        )
+    else:
+        print(demo.summary(result))
+    return EXIT_OK if result.ok else EXIT_FAILED

@@ -1,0 +1,51 @@
+"""``vllm-patchkit refresh``: regenerate patches/ from the checkout's commits."""
+
+from __future__ import annotations
+
+import argparse
+
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_OK,
+    add_json,
+    add_path,
+    emit_json,
+)
+from vllm_patchkit.refresh import refresh_series
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "refresh",
+        help="regenerate the patch files from the series commits (idempotent)",
+        description=(
+            "Export the commits between the series base (recorded by apply and "
+            "rebase, or --base) and HEAD into the patches directory with stable "
+            "git format-patch options, and rewrite the series file. Running it "
+            "twice gives byte-identical files."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--base", metavar="REF", help="the upstream commit below the series"
+    )
+    add_path(parser)
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = refresh_series(args.path, args.patches, args.base)
+    if args.json:
+        emit_json(result)
+    else:
+        print(
+            f"base {result.base[:12]}: wrote {len(result.written)} patch(es), "
+            f"{len(result.changed)} changed, {len(result.removed)} removed"
+        )
+        for name in result.changed:
+            print(f"  changed {name}")
+        for name in result.removed:
+            print(f"  removed {name}")
+    return EXIT_OK
