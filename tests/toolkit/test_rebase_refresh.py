@@ -1,0 +1,164 @@
+"""Rebase across real upstream drift and refresh, on a release upstream.
+
+The upstream is built from released sources: v0.20.0 -> v0.28.0 -> v0.29.0,
+one commit each. A fork carries the series on v0.20.0 and is rebased.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.invariants import Shape, inspect_capture_tree
+from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.upstream import build_upstream
+
+pytestmark = pytest.mark.release_trees
+
+VERSIONS = ["0.20.0", "0.28.0", "0.29.0"]
+ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Path:
+    return build_upstream(VERSIONS)
+
+
+@pytest.fixture
+def fork(tmp_path: Path, upstream: Path) -> Path:
+    """A user's clone of upstream at v0.20.0 with the series applied."""
+    tree = tmp_path / "fork"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.20.0", str(upstream), str(tree)
+    )
+    git = as_user(tree)
+    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    code, result = patchkit_json("apply", str(tree))
+    assert (code, result["status"]) == (0, "applied")
+    return tree
+
+
+def test_upstream_is_a_tagged_chain(upstream: Path) -> None:
+    git = Git(upstream)
+    assert git.out("rev-list", "--count", "v0.29.0") == "3"
+    assert git.out("rev-parse", "v0.28.0^") == git.out("rev-parse", "v0.20.0")
+    assert build_upstream(VERSIONS) == upstream  # cached
+
+
+def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)
+    )
+    assert code == 0, result
+    assert result["status"] == "rebased"
+    assert [p["status"] for p in result["patches"]] == ["applied"]
+    git = Git(fork)
+    assert git.branch() == "rocm-fixes"
+    assert git.out("rev-parse", "HEAD^") == result["onto"]
+    assert git.out("log", "-1", "--format=%s").startswith("[Bugfix][ROCm]")
+    assert inspect_capture_tree(fork).shape is Shape.FIXED
+    assert git.is_clean()
+
+
+def test_rebase_onto_0_29_drops_the_upstreamed_patch(
+    fork: Path, upstream: Path
+) -> None:
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
+    )
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["upstreamed"]
+    assert "dropped as upstreamed" in result["message"]
+    git = Git(fork)
+    assert git.head() == result["onto"]
+    assert inspect_capture_tree(fork).shape is Shape.FIXED
+
+
+def test_conflicting_upstream_leaves_the_fork_byte_identical(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Upstream rewrote the zeroing lines another way: conflict, nothing moves."""
+    work = tmp_path / "upstream-work"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(work)
+    )
+    source = work / ROCM_ATTN
+    text = source.read_text()
+    rewritten = text.replace(
+        "        common_attn_metadata.query_start_loc.zero_()\n"
+        "        common_attn_metadata.query_start_loc_cpu.zero_()\n",
+        "        for offsets in (\n"
+        "            common_attn_metadata.query_start_loc,\n"
+        "            common_attn_metadata.query_start_loc_cpu,\n"
+        "        ):\n"
+        "            offsets.zero_()\n",
+    )
+    assert rewritten != text
+    source.write_text(rewritten)
+    as_user(work).run("commit", "--quiet", "-am", "[Misc] zero offsets in a loop")
+    before = snapshot(fork)
+    summary = tmp_path / "summary.md"
+
+    code, result = patchkit_json(
+        "rebase",
+        "--onto",
+        "HEAD",
+        "--upstream",
+        str(work),
+        "--summary",
+        str(summary),
+        str(fork),
+    )
+
+    assert code == 4, result
+    assert result["status"] == "conflict"
+    patch = result["patches"][0]
+    assert patch["status"] == "conflict"
+    assert patch["files"] == [ROCM_ATTN]
+    assert patch["hunks"] and patch["hunks"][0].startswith(ROCM_ATTN + ":")
+    assert patch["name"] in result["message"]
+    assert snapshot(fork) == before
+    assert "| conflict |" in summary.read_text()
+
+
+def test_refresh_reproduces_the_series_and_is_idempotent(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    code, _ = patchkit_json(
+        "rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)
+    )
+    assert code == 0
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+
+    first = patchkit("--patches", str(patches), "refresh", str(fork))
+    assert first.returncode == 0, first.stderr
+    after_first = {p.name: p.read_bytes() for p in patches.iterdir()}
+    second = patchkit("--patches", str(patches), "refresh", "--json", str(fork))
+    assert second.returncode == 0
+    assert {p.name: p.read_bytes() for p in patches.iterdir()} == after_first
+    # Made on 0.28.0's tree, the committed series is exactly what refresh
+    # exports from a fork rebased onto 0.28.0.
+    assert after_first == {p.name: p.read_bytes() for p in PATCHES_DIR.iterdir()}
+
+
+def test_refresh_after_drop_removes_the_patch(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    code, _ = patchkit_json(
+        "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
+    )
+    assert code == 0
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
+    assert code == 0
+    assert result["written"] == [] and len(result["removed"]) == 1
+    assert not list(patches.glob("*.patch"))
+    assert all(
+        line.startswith("#") for line in (patches / "series").read_text().splitlines()
+    )
