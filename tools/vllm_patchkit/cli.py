@@ -12,16 +12,23 @@ import signal
 import sys
 from pathlib import Path
 
-from vllm_patchkit.commands import apply, check, demo, rebase, refresh, upstream
+from vllm_patchkit.commands import (
+    apply,
+    check,
+    demo,
+    doctor,
+    rebase,
+    refresh,
+    upstream,
+)
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_REFUSED
 from vllm_patchkit.gitcmd import GitError, GitMissingError
 from vllm_patchkit.guard import BusyError
 from vllm_patchkit.index import PackageIndexError
-from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.series import SeriesError
 
-COMMANDS = (demo, apply, check, rebase, refresh, upstream, memcheck_command)
+COMMANDS = (demo, apply, check, rebase, refresh, upstream, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,46 @@
+"""``vllm-patchkit doctor`` verdicts on real release trees and the install."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.toolkit.cli_helpers import patchkit_json
+from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.releases import release_tree
+
+pytestmark = pytest.mark.release_trees
+
+
+@pytest.mark.parametrize(
+    ("version", "affected", "shape", "patch_status"),
+    [
+        ("0.11.0", False, "no-zeroing", "would-conflict"),
+        ("0.12.0", True, "buggy", "applies"),
+        ("0.28.0", True, "buggy", "applies"),
+        ("0.29.0", False, "fixed", "upstreamed"),
+    ],
+)
+def test_release_tree_verdicts(
+    version: str, affected: bool, shape: str, patch_status: str
+) -> None:
+    tree = release_tree(version)
+    code, report = patchkit_json("doctor", str(tree))
+    assert report["vllm_version"] == version
+    assert report["affected"] is affected
+    assert report["shape"] == shape
+    assert report["file"].endswith("vllm/v1/attention/backends/rocm_attn.py")
+    assert [p["status"] for p in report["patches"]] == [patch_status]
+    assert code == (1 if affected else 0)
+    if affected:
+        assert report["line"] and "query_start_loc_cpu" in report["reason"]
+
+
+def test_installed_vllm_is_affected_but_protected_by_the_overlay() -> None:
+    code, report = patchkit_json("doctor")
+    assert report["vllm_version"] == "0.28.0"
+    assert report["affected"] is True
+    assert report["installed"] is True
+    assert report["target"].endswith(f"({installed_vllm_dir().parent})")
+    assert report["overlay_entry_point"] and report["overlay_would_activate"]
+    assert report["protected"] is True
+    assert code == 0

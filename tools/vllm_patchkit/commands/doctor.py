@@ -1,0 +1,62 @@
+"""``vllm-patchkit doctor``: is this vLLM affected, and what would fix it?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_json,
+    emit_json,
+    patch_lines,
+    to_jsonable,
+)
+from vllm_patchkit.doctor import diagnose
+from vllm_patchkit.series import load_series
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "doctor",
+        help="is a vLLM tree or the installed vLLM affected, and why?",
+        description=(
+            "Read a vLLM checkout, release tree or (with no PATH) the vLLM "
+            "installed in this environment, without importing it, and report: "
+            "the version, whether it carries the bug and why (file and line), "
+            "the state of each patch, and whether the overlay is installed and "
+            "would activate. Exit 1 when the tree is affected and not protected "
+            "(a tree given by path is protected only by patching it; the "
+            "installed vLLM also by the overlay); 0 otherwise."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "path", nargs="?", type=Path, help="a vLLM tree (default: the installed vLLM)"
+    )
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    diagnosis = diagnose(load_series(args.patches), args.path)
+    if args.json:
+        emit_json({**to_jsonable(diagnosis), "protected": diagnosis.protected})
+    else:
+        yes_no = {True: "yes", False: "no"}
+        where = (
+            f"{diagnosis.file}:{diagnosis.line}" if diagnosis.line else diagnosis.file
+        )
+        print(f"vLLM {diagnosis.vllm_version} at {diagnosis.target}")
+        print(f"affected: {yes_no[diagnosis.affected]} ({diagnosis.shape}) at {where}")
+        print(f"  {diagnosis.reason}")
+        print("patches:")
+        print("\n".join(patch_lines(diagnosis.patches)))
+        print(
+            f"overlay: entry point installed: {yes_no[diagnosis.overlay_entry_point]}; "
+            f"would activate: {yes_no[diagnosis.overlay_would_activate]}"
+        )
+    return EXIT_OK if diagnosis.protected else EXIT_FAILED
