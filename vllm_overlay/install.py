@@ -88,16 +88,27 @@ def assess() -> InstallState:
             Action.ABSENT, version, f"vLLM {version} has no {UPSTREAM_MODULE}"
         )
     code = inspect_capture_source(source.read_text(), source)
-    if code.shape is Shape.BUGGY:
-        return InstallState(Action.INSTALLED, version, code.detail, code, COVERED_PATHS)
-    if code.shape in (Shape.FIXED, Shape.NO_ZEROING):
-        return InstallState(Action.NOT_NEEDED, version, code.detail, code)
+    action = action_for(code.shape)
+    if action is Action.INSTALLED:
+        return InstallState(action, version, code.detail, code, COVERED_PATHS)
+    if action is Action.NOT_NEEDED:
+        return InstallState(action, version, code.detail, code)
     return InstallState(
-        Action.UNRECOGNISED,
+        action,
         version,
         f"unrecognised {code.shape} code, left as it is: {code.detail}",
         code,
     )
+
+
+def action_for(shape: Shape) -> Action:
+    """The overlay's decision for a capture-method shape."""
+    return {
+        Shape.BUGGY: Action.INSTALLED,
+        Shape.FIXED: Action.NOT_NEEDED,
+        Shape.NO_ZEROING: Action.NOT_NEEDED,
+        Shape.MISSING: Action.ABSENT,
+    }.get(shape, Action.UNRECOGNISED)
 
 
 def arm(state: InstallState) -> None:

@@ -17,6 +17,7 @@ from vllm_patchkit.commands import (
     check,
     demo,
     doctor,
+    matrix,
     rebase,
     refresh,
     upstream,
@@ -28,7 +29,16 @@ from vllm_patchkit.index import PackageIndexError
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.series import SeriesError
 
-COMMANDS = (demo, apply, check, rebase, refresh, upstream, doctor)
+COMMANDS = (
+    demo,
+    apply,
+    check,
+    rebase,
+    refresh,
+    upstream,
+    doctor,
+    matrix,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

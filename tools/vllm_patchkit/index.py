@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import html.parser
 import json
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -84,6 +85,22 @@ def list_files(project: str, index_url: str) -> list[IndexFile]:
         sha = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
         files.append(IndexFile(text.strip(), url.split("#", 1)[0], sha))
     return files
+
+
+def release_versions(project: str = "vllm") -> list[str]:
+    """Final releases with a source distribution on the first configured index,
+    oldest first (pre-releases and dev builds are left out)."""
+    pattern = re.compile(rf"^{re.escape(project)}-(\d+(?:\.\d+)*)\.tar\.gz$")
+    found = {
+        match.group(1)
+        for file in list_files(project, configured_index_urls()[0])
+        if (match := pattern.match(file.filename))
+    }
+    return sorted(found, key=version_key)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def find_sdist(project: str, version: str) -> IndexFile:
