@@ -127,10 +127,15 @@ def install_waiting_hook(tree: Path, tmp_path: Path) -> tuple[Path, Path]:
     """applypatch-msg that says 'started' and waits for 'release'."""
     started, release = tmp_path / "started", tmp_path / "release"
     hook = tree / ".git" / "hooks" / "applypatch-msg"
+    # Gives up after 120 s, so a test that never releases it leaves no
+    # process behind for long.
     hook.write_text(
         "#!/bin/sh\n"
         f"touch '{started}'\n"
-        f"while [ ! -e '{release}' ]; do sleep 0.05; done\n"
+        "n=0\n"
+        f"while [ ! -e '{release}' ] && [ $n -lt 2400 ]; do\n"
+        "  sleep 0.05; n=$((n + 1))\n"
+        "done\n"
     )
     hook.chmod(0o755)
     return started, release
@@ -159,7 +164,7 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> N
 def test_interrupt_mid_apply_restores_everything(
     tree: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
-    started, _ = install_waiting_hook(tree, tmp_path)
+    started, release = install_waiting_hook(tree, tmp_path)
     before = snapshot(tree)
     proc = start_apply(tree)
     wait_for(started, proc)
@@ -167,6 +172,7 @@ def test_interrupt_mid_apply_restores_everything(
 
     os.kill(proc.pid, sig)
     _, stderr = proc.communicate(timeout=120)
+    release.touch()  # lets the orphaned hook (git am's child) exit
 
     assert proc.returncode == 130, stderr
     assert "restored" in stderr
