@@ -1,0 +1,1 @@
+"""The overlay's own attention kernels; importing them never imports vLLM."""
