@@ -26,6 +26,7 @@ from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_REFU
 from vllm_patchkit.gitcmd import GitError, GitMissingError
 from vllm_patchkit.guard import BusyError
 from vllm_patchkit.index import PackageIndexError
+from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.series import SeriesError
 
@@ -38,6 +39,7 @@ COMMANDS = (
     upstream,
     doctor,
     matrix,
+    memcheck_command,
 )
 
 

@@ -1,0 +1,33 @@
+"""A memory checker for Triton kernels run by the interpreter.
+
+``with memcheck():`` checks every interpreted load and store against the
+storages of the tensors passed to the running launch and raises
+:class:`MemoryViolation` before an out-of-bounds access happens. Also a
+pytest fixture (``vllm_patchkit.memcheck.fixture``) and the command
+``vllm-patchkit memcheck SCRIPT`` (``vllm_patchkit.memcheck.command``).
+
+Exports load lazily: the command line imports this package and must not pay
+for torch and numpy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_patchkit.memcheck.checker import MemoryViolation, Stats, memcheck
+    from vllm_patchkit.memcheck.regions import Region
+
+__all__ = ["MemoryViolation", "Region", "Stats", "memcheck"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Region":
+        from vllm_patchkit.memcheck import regions
+
+        return regions.Region
+    if name in __all__:
+        from vllm_patchkit.memcheck import checker
+
+        return getattr(checker, name)
+    raise AttributeError(name)

@@ -1,0 +1,49 @@
+"""The ``vllm-patchkit memcheck [--] SCRIPT [ARGS...]`` subcommand.
+
+The script runs in a child interpreter so that ``TRITON_INTERPRET=1`` (and
+``CUDA_VISIBLE_DEVICES=""`` unless set) are in its environment before it
+imports anything: Triton decides at import time whether kernels are compiled
+or interpreted, and only interpreted kernels can be checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit status: the script's; 1 on a violation; 2 without a script."""
+    argv = list(args.script)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("vllm-patchkit memcheck: error: no script given", file=sys.stderr)
+        return 2
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    command = [sys.executable, "-m", "vllm_patchkit.memcheck", *argv]
+    return subprocess.run(command, env=env, check=False).returncode
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register the subcommand on the toolkit's subparsers."""
+    parser = commands.add_parser(
+        "memcheck",
+        help="run a Python script with every Triton load/store bounds-checked",
+        description=(
+            "Run SCRIPT with Triton kernels interpreted on the CPU and every "
+            "load and store checked against the storages of the tensors passed "
+            "to its launch. An out-of-bounds access stops the script before it "
+            "happens, naming the kernel, the nearest argument and the offset."
+        ),
+    )
+    parser.add_argument(
+        "script",
+        nargs=argparse.REMAINDER,
+        metavar="[--] SCRIPT [ARGS...]",
+        help="the script and its arguments",
+    )
+    parser.set_defaults(handler=run)
