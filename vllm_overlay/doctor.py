@@ -8,6 +8,7 @@ class. ``--quick`` answers from the source alone (no vLLM import).
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import json
 import os
@@ -16,6 +17,7 @@ from typing import Any
 
 from vllm_overlay import plugin
 from vllm_overlay.install import UPSTREAM_MODULE, Action, assess
+from vllm_overlay.kernel_switch import CALLER_MODULE, KERNEL_ENV
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "vllm_overlay"
@@ -52,6 +54,8 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
         "disabled": plugin.env_flag(plugin.DISABLE_ENV),
         "strict": plugin.env_flag(plugin.STRICT_ENV),
+        "kernel_opt_in": plugin.env_flag(KERNEL_ENV),
+        "kernel": None,
         "active": None,
         "fix_on_vllm_class": None,
         "problems": [],
@@ -65,12 +69,14 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     report["active"] = bool(state and state.action is Action.INSTALLED)
     report["in_process_action"] = str(state.action) if state else "not loaded"
     if state and state.action is Action.INSTALLED:
-        import importlib
-
         module = importlib.import_module(UPSTREAM_MODULE)
         from vllm_overlay.fix import is_installed_on
 
         report["fix_on_vllm_class"] = is_installed_on(module)
+    if state and report["kernel_opt_in"]:
+        importlib.import_module(CALLER_MODULE)
+        report["kernel"] = state.kernel
+    if state:
         report["problems"] = list(state.problems)
     return report
 
@@ -92,6 +98,7 @@ def render(report: dict[str, Any]) -> str:
         f"would do: {report['would_do']}",
         f"active in this process: {yes_no[report['active']]}",
         f"fix on vLLM's builder class: {yes_no[report['fix_on_vllm_class']]}",
+        f"prefix-prefill kernel ({KERNEL_ENV}): {report['kernel'] or 'upstream'}",
     ]
     if report["covers"]:
         lines.append("covers:")

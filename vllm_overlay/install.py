@@ -55,6 +55,8 @@ class InstallState:
     applied_to_class: bool = False
     """True once vLLM's builder class really carries the fixed method."""
     problems: list[str] = field(default_factory=list)
+    kernel: str = "upstream"
+    """Which prefix-prefill kernel vLLM's ROCm path calls: upstream or overlay."""
 
 
 def vllm_version() -> str:

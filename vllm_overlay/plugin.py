@@ -9,6 +9,8 @@ Environment:
 * ``VLLM_OVERLAY_DISABLE=1``: do nothing.
 * ``VLLM_OVERLAY_STRICT=1``: raise when the installed vLLM's code is not
   recognised (or the overlay fails), instead of warning.
+* ``VLLM_OVERLAY_PREFIX_PREFILL=1``: opt in to the overlay's capture-safe
+  prefix-prefill Triton kernel (see :mod:`vllm_overlay.kernel_switch`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 
 from vllm_overlay.install import Action, InstallState, arm, assess, logger, vllm_version
+from vllm_overlay.kernel_switch import KERNEL_ENV, arm_kernel
 
 DISABLE_ENV = "VLLM_OVERLAY_DISABLE"
 STRICT_ENV = "VLLM_OVERLAY_STRICT"
@@ -51,6 +54,8 @@ def register() -> None:
         state = assess()
         if state.action is Action.INSTALLED:
             arm(state)
+        if env_flag(KERNEL_ENV):
+            arm_kernel(state)
     except Exception as exc:
         _state = InstallState(
             Action.UNRECOGNISED, vllm_version(), f"overlay failed: {exc!r}"
