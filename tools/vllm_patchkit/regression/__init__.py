@@ -4,4 +4,11 @@ Scenarios drive real vLLM builders on CPU. They run in whichever process
 imports them, so pointing ``PYTHONPATH`` at a source tree tests that tree:
 ``python -m vllm_patchkit.regression --json`` is what the tests and the
 demo run in a subprocess for each tree.
+
+- :mod:`.scenarios`: what is run and what it recorded; :mod:`.verdict`: what
+  a fixed tree must show;
+- :mod:`.harness`: real vLLM configs, specs and batch metadata for CPU;
+- :mod:`.victims`: the builders that read the shared host offsets;
+  :mod:`.survey`: finds them in a tree, statically;
+- :mod:`.capture_loop`: vLLM's own per-KV-cache-group loop for capture.
 """

@@ -24,19 +24,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenario", action="append", help="run only this scenario (repeatable)"
     )
+    parser.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first failing check (mutation runs)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    # A CPU-only host is no accelerator platform: vLLM's CPU platform says so
+    # (no pinned memory), where the fallback claims pinned memory it lacks.
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     logging.disable(logging.WARNING)
 
     import vllm
 
-    from vllm_patchkit.regression.scenarios import SCENARIOS, run_all
+    from vllm_patchkit.regression.scenarios import SCENARIOS, Outcome, run_all
     from vllm_patchkit.regression.verdict import bug_reproduced, fixed_checks
 
     unknown = set(args.scenario or []) - SCENARIOS.keys()
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
-    outcomes = run_all(args.scenario)
+
+    def failed(outcome: Outcome) -> bool:
+        return args.fail_fast and not all(c.passed for c in fixed_checks([outcome]))
+
+    outcomes = run_all(args.scenario, stop=failed)
     checks = fixed_checks(outcomes)
     fixed = bool(checks) and all(c.passed for c in checks)
     report = {

@@ -38,6 +38,9 @@ def scenario_env(tree: Path | None) -> dict[str, str]:
     # Keep the user's tree free of __pycache__ directories.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""
+    # vLLM's CPU platform: without it a CPU-only host gets the fallback
+    # platform, which claims pinned memory and fails to allocate it.
+    env["VLLM_TARGET_DEVICE"] = "cpu"
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     return env
 

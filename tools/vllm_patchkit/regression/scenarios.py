@@ -8,6 +8,7 @@ run shows the bug on stock code and its absence with the fix.
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -15,7 +16,7 @@ from typing import Any
 
 import torch
 
-from vllm_patchkit.regression import harness
+from vllm_patchkit.regression import capture_loop, harness, victims
 
 DECODE_QUERY_LENS = (1, 3)
 """1: plain decode; 3: speculative decoding with two draft tokens."""
@@ -40,7 +41,7 @@ def _vllm_relpath(filename: str) -> str:
     return f"vllm/{tail}" if sep else filename
 
 
-def _error_info(exc: BaseException) -> dict[str, Any]:
+def error_info(exc: BaseException) -> dict[str, Any]:
     """The exception and the innermost vLLM frame that raised it."""
     frames = traceback.extract_tb(exc.__traceback__)
     vllm_frames = [f for f in frames if "/vllm/" in f.filename] or frames
@@ -56,6 +57,9 @@ def _error_info(exc: BaseException) -> dict[str, Any]:
     }
 
 
+_error_info = error_info  # the name older callers import
+
+
 def capture_effects(decode_query_len: int) -> Outcome:
     """What the ROCm builder's capture leaves in the shared metadata."""
     rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
@@ -63,6 +67,7 @@ def capture_effects(decode_query_len: int) -> Outcome:
     device = metadata.query_start_loc
     host = metadata.query_start_loc_cpu
     device_ptr = device.data_ptr()
+    seq_lens_ptr = metadata.seq_lens.data_ptr()
     host_before = host.clone()
     attn = rocm.build_for_cudagraph_capture(metadata)
     return Outcome(
@@ -74,6 +79,11 @@ def capture_effects(decode_query_len: int) -> Outcome:
             and device.data_ptr() == device_ptr,
             "device_zeroed": bool(torch.all(device == 0)),
             "seq_lens_all_one": bool(torch.all(attn.seq_lens == 1)),
+            # The graph reads the runner's persistent buffers: the ROCm
+            # metadata must point at them, not at copies.
+            "metadata_uses_shared_buffers": attn.query_start_loc.data_ptr()
+            == device_ptr
+            and attn.seq_lens.data_ptr() == seq_lens_ptr,
             "host_same_tensor": metadata.query_start_loc_cpu is host,
             "host_unchanged": bool(
                 torch.equal(metadata.query_start_loc_cpu, host_before)
@@ -109,7 +119,7 @@ def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
             "minimax_indexer_after_rocm",
             decode_query_len,
             "raised",
-            error=_error_info(exc),
+            error=error_info(exc),
         )
     decode = built.decode
     return Outcome(
@@ -123,20 +133,149 @@ def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
     )
 
 
-SCENARIOS: dict[str, Callable[[int], Outcome]] = {
+def repeated_capture(decode_query_len: int) -> Outcome:
+    """One ROCm builder capturing several batches, as the capture loop does.
+
+    vLLM captures many batch shapes with the same builders. A decode batch is
+    followed by a smaller mixed one (FULL graphs cover mixed batches for this
+    ALWAYS-capable backend); the host offsets must be intact after each. This
+    tells a fix that keeps the host offsets from one that restores them from
+    a copy kept across calls.
+    """
+    rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
+    batches = [[decode_query_len] * NUM_REQS, [decode_query_len, decode_query_len + 4]]
+    kept, after, device_zeroed = [], [], []
+    for query_lens in batches:
+        metadata = harness.batch_metadata(query_lens)
+        before = metadata.query_start_loc_cpu.clone()
+        rocm.build_for_cudagraph_capture(metadata)
+        kept.append(bool(torch.equal(metadata.query_start_loc_cpu, before)))
+        after.append(metadata.query_start_loc_cpu.tolist())
+        device_zeroed.append(bool(torch.all(metadata.query_start_loc == 0)))
+    return Outcome(
+        "repeated_capture",
+        decode_query_len,
+        "ok",
+        facts={
+            "host_kept": kept,
+            "host_after": after,
+            "device_zeroed": device_zeroed,
+        },
+    )
+
+
+def _diff(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: [expected.get(key), got.get(key)]
+        for key in sorted(expected.keys() | got.keys())
+        if expected.get(key) != got.get(key)
+    }
+
+
+def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
+    """The ROCm capture, then ``victim``'s, on one shared metadata object.
+
+    The expectation is the victim's own build from the metadata the ROCm
+    capture is meant to leave (device offsets zeroed, device ``seq_lens``
+    set to 1, host untouched; see ``harness.apply_intended_capture_effects``).
+    Any difference, or an exception, is the capture leaking into this builder.
+    """
+    from vllm.config import set_current_vllm_config
+
+    def unavailable(why: str) -> Outcome:
+        return Outcome(
+            victim.scenario,
+            decode_query_len,
+            "unavailable",
+            facts={"builder": victim.qualname},
+            error={"type": "unavailable", "message": why},
+        )
+
+    if decode_query_len not in victim.query_lens:
+        return unavailable(f"not run at query length {decode_query_len} on CPU")
+    try:
+        builder = victims.make_victim_builder(victim, decode_query_len)
+    except victims.VictimUnavailable as exc:
+        return unavailable(str(exc))
+    rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
+    prepare = victims.victim_metadata_hook(victim)
+    config = harness.vllm_config(decode_query_len, victim.model)
+
+    intended = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
+    prepare(intended)
+    harness.apply_intended_capture_effects(intended)
+    try:
+        with set_current_vllm_config(config):
+            expected = harness.snapshot(builder.build_for_cudagraph_capture(intended))
+    except Exception as exc:  # the victim cannot build on this tree or host
+        info = error_info(exc)
+        return unavailable(
+            f"builds nothing from the intended metadata: {info['type']} at "
+            f"{info['relpath']}:{info['line']}: {info['message'][:200]}"
+        )
+
+    shared = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
+    prepare(shared)
+    reads = harness.track_host_offset_reads(shared)
+    rocm.build_for_cudagraph_capture(shared)
+    reads.clear()
+    facts: dict[str, Any] = {"builder": victim.qualname}
+    try:
+        with set_current_vllm_config(config):
+            built = builder.build_for_cudagraph_capture(shared)
+    except Exception as exc:  # what the capture does to this builder
+        facts["reads_host_offsets"] = bool(reads)
+        return Outcome(
+            victim.scenario, decode_query_len, "raised", facts, error_info(exc)
+        )
+    facts["reads_host_offsets"] = bool(reads)
+    facts["diverged"] = _diff(expected, harness.snapshot(built))
+    return Outcome(victim.scenario, decode_query_len, "ok", facts)
+
+
+def _loop_scenario(name: str, run: Callable[[int], dict[str, Any]]) -> Scenario:
+    def scenario(decode_query_len: int) -> Outcome:
+        try:
+            facts = run(decode_query_len)
+        except capture_loop.LoopUnavailable as exc:
+            return Outcome(
+                name,
+                decode_query_len,
+                "unavailable",
+                error={"type": "unavailable", "message": str(exc)},
+            )
+        return Outcome(name, decode_query_len, "ok", facts)
+
+    scenario.__doc__ = f"vLLM's per-group loop ({name}) for capture."
+    return scenario
+
+
+Scenario = Callable[[int], Outcome]
+
+SCENARIOS: dict[str, Scenario] = {
     "capture_effects": capture_effects,
     "minimax_indexer_after_rocm": minimax_indexer_after_rocm,
+    "repeated_capture": repeated_capture,
+    "capture_loop_v1": _loop_scenario("capture_loop_v1", capture_loop.run_v1_loop),
+    "capture_loop_v2": _loop_scenario("capture_loop_v2", capture_loop.run_v2_loop),
+    **{v.scenario: functools.partial(victim_after_rocm, v) for v in victims.VICTIMS},
 }
+VICTIM_SCENARIOS = frozenset(v.scenario for v in victims.VICTIMS)
 
 
-def run_all(names: list[str] | None = None) -> list[Outcome]:
+def run_all(
+    names: list[str] | None = None,
+    stop: Callable[[Outcome], bool] | None = None,
+) -> list[Outcome]:
+    """Run the scenarios in order; ``stop`` ends the run after an outcome."""
     outcomes = []
     for name in names or list(SCENARIOS):
         for query_len in DECODE_QUERY_LENS:
             try:
-                outcomes.append(SCENARIOS[name](query_len))
+                outcome = SCENARIOS[name](query_len)
             except Exception as exc:  # a harness failure, reported, not hidden
-                outcomes.append(
-                    Outcome(name, query_len, "error", error=_error_info(exc))
-                )
+                outcome = Outcome(name, query_len, "error", error=error_info(exc))
+            outcomes.append(outcome)
+            if stop is not None and stop(outcome):
+                return outcomes
     return outcomes
