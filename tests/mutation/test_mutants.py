@@ -1,0 +1,73 @@
+"""The mutants themselves: each is a real, distinct rewrite of the fixed method.
+
+Cheap (no vLLM import): these run in the default tier so a broken mutant
+table is caught before the slow mutation tier spends minutes on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_patchkit.invariants import Shape, inspect_capture_source
+from vllm_patchkit.mutation.mutants import (
+    DEVICE_ZERO,
+    MUTANTS,
+    Mutant,
+    MutationError,
+    mutate,
+)
+from vllm_patchkit.mutation.worker import MODULE
+
+ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
+FOOL_THE_AST = {
+    "device_zeroed_once",
+    "host_alias",
+    "host_torch_fn",
+    "max_query_len_zeroed",
+    "seq_lens_fill_dropped",
+    "seq_lens_zero",
+    "seq_lens_fill_copy",
+}
+"""Mutants the AST invariant calls fixed: only the runtime scenarios catch them."""
+
+
+@pytest.fixture(scope="module")
+def fixed_source(patched_installed_tree: Path) -> str:
+    return (patched_installed_tree / ROCM_ATTN).read_text()
+
+
+def test_fixed_source_is_fixed(fixed_source: str) -> None:
+    assert inspect_capture_source(fixed_source, ROCM_ATTN).shape is Shape.FIXED
+
+
+def test_each_mutant_changes_the_method_differently(fixed_source: str) -> None:
+    mutated = {m.name: mutate(fixed_source, m) for m in MUTANTS}
+    assert len(set(mutated.values())) == len(MUTANTS)
+    assert fixed_source not in mutated.values()
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+def test_which_mutants_fool_the_ast_invariant(fixed_source: str) -> None:
+    fooled = {
+        m.name
+        for m in MUTANTS
+        if inspect_capture_source(mutate(fixed_source, m), ROCM_ATTN).shape
+        is Shape.FIXED
+    }
+    assert fooled == FOOL_THE_AST
+
+
+def test_the_bug_mutant_is_the_stock_shape(fixed_source: str) -> None:
+    both = next(m for m in MUTANTS if m.name == "both_zeroed")
+    shape = inspect_capture_source(mutate(fixed_source, both), ROCM_ATTN).shape
+    assert shape is Shape.BUGGY
+
+
+def test_mutate_refuses_a_method_without_the_statement(fixed_source: str) -> None:
+    stock_like = fixed_source.replace(DEVICE_ZERO, "pass")
+    with pytest.raises(MutationError, match="expected one"):
+        mutate(stock_like, MUTANTS[0])
+    with pytest.raises(MutationError, match="no RocmAttentionMetadataBuilder"):
+        mutate("x = 1\n", Mutant("m", "d", ((DEVICE_ZERO, ("pass",)),)))

@@ -1,0 +1,66 @@
+"""Mutation tier: the runtime scenarios fail on every wrong fix (kill rate 100%).
+
+Each mutant of the fixed ``build_for_cudagraph_capture`` runs the whole
+regression suite in its own subprocess, two at a time, over the one patched
+installed tree of the session. A survivor is a scenario the suite lacks. The
+mutants the AST invariant calls fixed (see ``test_mutants.FOOL_THE_AST``)
+show the runtime scenarios catch what the static check cannot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.mutation.test_mutants import FOOL_THE_AST
+from vllm_patchkit.mutation.mutants import MUTANTS
+from vllm_patchkit.mutation.runner import MutationReport, format_report, run_mutation
+
+pytestmark = pytest.mark.mutation
+BUDGET_S = 300
+
+
+@pytest.fixture(scope="module")
+def mutation_report(patched_installed_tree: Path) -> MutationReport:
+    report = run_mutation(patched_installed_tree, MUTANTS, jobs=2)
+    print(format_report(report))
+    return report
+
+
+def test_every_mutant_ran_against_its_own_module(
+    mutation_report: MutationReport,
+) -> None:
+    assert [r.name for r in mutation_report.runs] == [m.name for m in MUTANTS]
+    assert [(r.name, r.problem) for r in mutation_report.runs if r.problem] == []
+    assert not mutation_report.baseline.killed
+
+
+def test_kill_rate_is_total(mutation_report: MutationReport) -> None:
+    assert mutation_report.survivors == [], format_report(mutation_report)
+    assert mutation_report.kill_rate == 1.0
+
+
+def test_mutants_that_fool_the_ast_die_at_run_time(
+    mutation_report: MutationReport,
+) -> None:
+    runs = {r.name: r for r in mutation_report.runs}
+    for name in FOOL_THE_AST:
+        assert runs[name].invariant_shape == "fixed"
+        assert runs[name].killed and runs[name].failed_checks, name
+
+
+def test_builder_level_scenarios_kill_the_host_mutants(
+    mutation_report: MutationReport,
+) -> None:
+    """Not only the direct probe: a real victim builder fails on each."""
+    runs = {r.name: r for r in mutation_report.runs}
+    for name in ("host_alias", "host_torch_fn", "host_partial", "host_rebound"):
+        victims = [c for c in runs[name].failed_checks if c.startswith("rocm_then_")]
+        assert victims, (name, runs[name].failed_checks)
+    stale = runs["host_stale_restore"].failed_checks
+    assert any(c.startswith("repeated_capture") for c in stale), stale
+
+
+def test_tier_fits_its_budget(mutation_report: MutationReport) -> None:
+    assert mutation_report.seconds < BUDGET_S

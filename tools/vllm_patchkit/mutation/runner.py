@@ -1,0 +1,253 @@
+"""Run every mutant through the regression suite; count the kills.
+
+One fixed tree serves all mutants: each gets its own copy of ``rocm_attn.py``
+in a scratch directory and its own subprocess (see :mod:`.worker`), at most
+two at a time. The unmutated method runs first through the same path and
+must pass, or nothing after it means anything.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.invariants import inspect_capture_source
+from vllm_patchkit.mutation.mutants import MUTANTS, Mutant, mutate
+from vllm_patchkit.mutation.worker import MODULE
+from vllm_patchkit.regression.runner import scenario_env
+
+ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
+MAX_JOBS = 2
+
+
+@dataclass
+class MutantRun:
+    name: str
+    description: str
+    invariant_shape: str
+    """What the AST invariant makes of the mutated method (``fixed`` = fooled)."""
+    killed: bool
+    failed_checks: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    problem: str | None = None
+    """Why the run proves nothing (no report, the mutant not imported)."""
+
+
+@dataclass
+class MutationReport:
+    tree: Path
+    baseline: MutantRun
+    runs: list[MutantRun]
+    seconds: float
+
+    @property
+    def valid(self) -> list[MutantRun]:
+        return [r for r in self.runs if r.problem is None]
+
+    @property
+    def kill_rate(self) -> float:
+        valid = self.valid
+        return sum(r.killed for r in valid) / len(valid) if valid else 0.0
+
+    @property
+    def survivors(self) -> list[str]:
+        return [r.name for r in self.valid if not r.killed]
+
+
+class BaselineFailed(RuntimeError):
+    """The unmutated fixed method does not pass: kills would mean nothing."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    name: str
+    description: str
+    directory: Path
+    source: str
+    fail_fast: bool
+
+    @property
+    def module_file(self) -> Path:
+        return self.directory / ROCM_ATTN
+
+    @property
+    def output(self) -> Path:
+        return self.directory / "report.json"
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "log.txt"
+
+    @property
+    def args(self) -> list[str]:
+        return ["--output", str(self.output)] + (
+            ["--fail-fast"] if self.fail_fast else []
+        )
+
+    def write(self) -> _Job:
+        self.module_file.parent.mkdir(parents=True)
+        self.module_file.write_text(self.source)
+        return self
+
+
+def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
+    """What the job's report says; a run that proves nothing says why."""
+    shape = inspect_capture_source(job.source, job.module_file).shape.value
+    run = MutantRun(job.name, job.description, shape, False, seconds=seconds)
+    if problem is None and not job.output.is_file():
+        log = job.log.read_text() if job.log.is_file() else ""
+        problem = f"no report: {log[-300:]}"
+    if problem is not None:
+        run.problem = problem
+        return run
+    report: dict[str, Any] = json.loads(job.output.read_text())
+    if Path(report.get("module_file") or "") != job.module_file.resolve():
+        run.problem = f"imported {report.get('module_file')}, not the mutant"
+        return run
+    run.failed_checks = [c["name"] for c in report["checks"] if not c["passed"]]
+    run.killed = not report["fixed"]
+    return run
+
+
+def _spawn(tree: Path, job: _Job, timeout: float) -> MutantRun:
+    """One fresh interpreter for the job (the fallback; slow imports)."""
+    command = [sys.executable, "-m", "vllm_patchkit.mutation.worker"]
+    command += [str(job.module_file), "--", *job.args]
+    start = time.monotonic()
+    with job.log.open("w") as log:
+        try:
+            subprocess.run(
+                command,
+                cwd=job.directory,
+                env=scenario_env(tree),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return _result(job, time.monotonic() - start, "timed out")
+    return _result(job, time.monotonic() - start)
+
+
+def _fork_all(
+    tree: Path, jobs: list[_Job], jobs_at_once: int, timeout: float
+) -> list[MutantRun] | None:
+    """All jobs forked from one warmed-up process; None if it cannot."""
+    request = {
+        "jobs": [
+            {
+                "name": j.name,
+                "module_file": str(j.module_file),
+                "args": j.args,
+                "log": str(j.log),
+            }
+            for j in jobs
+        ],
+        "jobs_at_once": jobs_at_once,
+        "timeout": timeout,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_patchkit.mutation.zygote"],
+        input=json.dumps(request),
+        cwd=jobs[0].directory.parent,
+        env=scenario_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=timeout * (len(jobs) + 1),
+    )
+    if proc.returncode != 0:
+        return None
+    done = {r["name"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
+    runs = []
+    for job in jobs:
+        if job.name not in done:
+            runs.append(_result(job, 0.0, "not run (the baseline failed)"))
+            continue
+        result = done[job.name]
+        killed_by_timeout = result["returncode"] == -signal.SIGKILL
+        problem = "timed out" if killed_by_timeout else None
+        runs.append(_result(job, result["seconds"], problem))
+    return runs
+
+
+def run_mutation(
+    tree: Path,
+    mutants: Sequence[Mutant] = MUTANTS,
+    jobs: int = MAX_JOBS,
+    fail_fast: bool = False,
+    timeout: float = 300,
+    fork: bool = True,
+) -> MutationReport:
+    """Run ``mutants`` of the fixed method in ``tree`` (which must be fixed).
+
+    ``fork``: every mutant in a process forked from one that imported vLLM
+    once (see :mod:`.zygote`); falls back to a fresh interpreter per mutant
+    when the warm-up cannot keep ``rocm_attn`` out.
+    """
+    jobs = max(1, min(jobs, MAX_JOBS))
+    source = (tree / ROCM_ATTN).read_text()
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="vllm-overlay-mutants-") as tmp:
+        scratch = Path(tmp)
+        baseline = _Job(
+            "baseline", "the fixed method", scratch / "baseline", source, fail_fast
+        )
+        work = [baseline.write()] + [
+            _Job(
+                m.name, m.description, scratch / m.name, mutate(source, m), fail_fast
+            ).write()
+            for m in mutants
+        ]
+        runs = _fork_all(tree, work, jobs, timeout) if fork else None
+        if runs is None:
+            first = _spawn(tree, baseline, timeout)
+            runs = [first]
+            if not (first.problem or first.killed):
+                with ThreadPoolExecutor(max_workers=jobs) as pool:
+                    runs += list(pool.map(lambda j: _spawn(tree, j, timeout), work[1:]))
+        first, rest = runs[0], runs[1:]
+        if first.problem or first.killed:
+            raise BaselineFailed(
+                f"the unmutated method does not pass: {first.problem or ''}"
+                f"{first.failed_checks}"
+            )
+    return MutationReport(tree, first, rest, time.monotonic() - start)
+
+
+def format_report(report: MutationReport) -> str:
+    rows = [("mutant", "AST invariant", "suite", "failing checks", "s")]
+    for run in report.runs:
+        if run.problem:
+            verdict, detail = "INVALID", run.problem[:60]
+        else:
+            verdict = "killed" if run.killed else "SURVIVED"
+            shown = ", ".join(run.failed_checks[:3])
+            more = len(run.failed_checks) - 3
+            detail = shown + (f" (+{more})" if more > 0 else "")
+        invariant = "holds (fooled)" if run.invariant_shape == "fixed" else "fails"
+        rows.append((run.name, invariant, verdict, detail, f"{run.seconds:.0f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + f"  {row[4]}"
+        for row in rows
+    ]
+    valid = report.valid
+    killed = sum(r.killed for r in valid)
+    lines.append(
+        f"kill rate: {killed}/{len(valid)} = {report.kill_rate:.0%}"
+        f"  (baseline passed in {report.baseline.seconds:.0f} s;"
+        f" total {report.seconds:.0f} s)"
+    )
+    if report.survivors:
+        lines.append(f"survivors (missing scenarios): {', '.join(report.survivors)}")
+    return "\n".join(lines)
