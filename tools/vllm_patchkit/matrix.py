@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import vllm_overlay.capture_shape
-import vllm_patchkit.regression.scenarios
+import vllm_patchkit.regression
 from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
 from vllm_overlay.install import action_for
 from vllm_patchkit.apply import invariant_holds
@@ -65,8 +65,12 @@ def cache_key(series: Series, with_suite: bool) -> str:
     digest = hashlib.sha256()
     for patch in series.patches:
         digest.update(patch.path.read_bytes())
-    for module in (vllm_overlay.capture_shape, vllm_patchkit.regression.scenarios):
-        digest.update(Path(module.__file__ or "").read_bytes())
+    # Every checker that decides a column: the shape classifier and the whole
+    # regression package (scenarios, harness, verdicts).
+    sources = [Path(vllm_overlay.capture_shape.__file__ or "")]
+    sources += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
+    for source in sources:
+        digest.update(source.read_bytes())
     digest.update(b"suite" if with_suite else b"no-suite")
     digest.update(_local_torch().encode())
     return digest.hexdigest()[:16]
