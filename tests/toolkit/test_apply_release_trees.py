@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.toolkit.cli_helpers import as_user
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.invariants import Shape, inspect_capture_tree
@@ -88,15 +89,7 @@ def test_conflict_rolls_back_everything(
 ) -> None:
     """Upstream rewrote the zeroing lines another way: conflict, nothing lost."""
     tree = release_clone("0.28.0")
-    git = Git(
-        tree,
-        (
-            ("GIT_AUTHOR_NAME", "u"),
-            ("GIT_AUTHOR_EMAIL", "u@x.invalid"),
-            ("GIT_COMMITTER_NAME", "u"),
-            ("GIT_COMMITTER_EMAIL", "u@x.invalid"),
-        ),
-    )
+    git = as_user(tree)
     target = tree / "vllm/v1/attention/backends/rocm_attn.py"
     text = target.read_text()
     rewritten = text.replace(
@@ -125,15 +118,7 @@ def test_misplaced_application_is_caught_by_the_invariant(
 ) -> None:
     """The hunk applies (with an offset) but the host is still zeroed elsewhere."""
     tree = release_clone("0.28.0")
-    git = Git(
-        tree,
-        (
-            ("GIT_AUTHOR_NAME", "u"),
-            ("GIT_AUTHOR_EMAIL", "u@x.invalid"),
-            ("GIT_COMMITTER_NAME", "u"),
-            ("GIT_COMMITTER_EMAIL", "u@x.invalid"),
-        ),
-    )
+    git = as_user(tree)
     target = tree / "vllm/v1/attention/backends/rocm_attn.py"
     anchor = "        attn_metadata = self.build(0, common_attn_metadata)\n"
     text = target.read_text()

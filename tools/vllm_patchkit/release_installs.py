@@ -8,14 +8,12 @@ vLLM 0.27.0-0.32.0 all pin). pip uses its own configuration for the index.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from vllm_patchkit.paths import cache_dir
-from vllm_patchkit.releases import check_version, locked
+from vllm_patchkit.releases import check_version, locked, staged_dir
 
 
 class InstallError(RuntimeError):
@@ -29,9 +27,7 @@ def installed_release(version: str) -> Path:
     with locked(f"install-{version}"):
         if (dest / "vllm" / "__init__.py").is_file():
             return dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".vllm-{version}-", dir=dest.parent))
-        try:
+        with staged_dir(dest, f".vllm-{version}-") as staging:
             proc = subprocess.run(
                 [
                     sys.executable,
@@ -58,9 +54,4 @@ def installed_release(version: str) -> Path:
                 raise InstallError(
                     f"pip could not install vllm=={version}: " + "\n".join(errors[-10:])
                 )
-            shutil.rmtree(dest, ignore_errors=True)
-            staging.rename(dest)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     return dest

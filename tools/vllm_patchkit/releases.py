@@ -47,6 +47,21 @@ def locked(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextmanager
+def staged_dir(dest: Path, prefix: str) -> Iterator[Path]:
+    """Build into a scratch directory beside ``dest``; move it into place only
+    if the block finishes, so a cache entry is either complete or absent."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=dest.parent))
+    try:
+        yield staging
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def sdist_path(version: str) -> Path:
     """The cached source distribution of vLLM ``version``, downloaded once."""
     check_version(version)
@@ -70,10 +85,7 @@ def release_tree(version: str) -> Path:
             return dest
         archive = sdist_path(version)
         print(f"building the vLLM {version} release tree", file=sys.stderr)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(dest, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".vllm-{version}-", dir=dest.parent))
-        try:
+        with staged_dir(dest, f".vllm-{version}-") as staging:
             _extract(archive, staging, f"vllm-{version}")
             git = init_repo(staging)
             # -f: the tree is the released source, files vLLM's .gitignore
@@ -87,10 +99,6 @@ def release_tree(version: str) -> Path:
                 "commit", "--quiet", "--no-verify", "-m", f"vLLM {version}", env=dated
             )
             git.run("tag", f"v{version}")
-            staging.rename(dest)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     return dest
 
 

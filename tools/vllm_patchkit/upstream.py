@@ -9,13 +9,17 @@ the same list of versions always gives the same commit ids.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.paths import cache_dir
-from vllm_patchkit.releases import RELEASE_DATE, check_version, locked, release_tree
+from vllm_patchkit.releases import (
+    RELEASE_DATE,
+    check_version,
+    locked,
+    release_tree,
+    staged_dir,
+)
 
 
 def default_upstream_path(versions: list[str]) -> Path:
@@ -34,9 +38,7 @@ def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
     with locked("upstream-" + dest.name):
         if (dest / "HEAD").is_file() and _has_tags(Git(dest), versions):
             return dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".upstream-", dir=dest.parent))
-        try:
+        with staged_dir(dest, ".upstream-") as staging:
             git = Git(staging, tuple(TOOL_IDENTITY.items()))
             git.run("init", "--quiet", "--bare", "--initial-branch=main")
             parent: str | None = None
@@ -57,11 +59,6 @@ def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
                 git.run("tag", tag, parent)
             assert parent is not None
             git.run("update-ref", "refs/heads/main", parent)
-            shutil.rmtree(dest, ignore_errors=True)
-            staging.rename(dest)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     return dest
 
 
