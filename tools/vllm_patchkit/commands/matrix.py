@@ -59,7 +59,11 @@ def run(args: argparse.Namespace) -> int:
     versions = select_versions(args.first, args.last)
     start = time.perf_counter()
     rows = build_matrix(
-        load_series(args.patches), versions, not args.no_suite, _progress
+        load_series(args.patches),
+        versions,
+        with_suite=not args.no_suite,
+        progress=_progress,
+        refresh=args.refresh,
     )
     seconds = time.perf_counter() - start
     args.output_dir.mkdir(parents=True, exist_ok=True)
