@@ -147,7 +147,8 @@ def summary(result: DemoResult) -> str:
     lines.append("")
     lines.append(f"series: {result.apply.status}: {result.apply.message}")
     for patch in result.apply.patches:
-        lines.append(f"  {patch.name}: {patch.status} {patch.detail}".rstrip())
+        detail = f" ({patch.detail})" if patch.detail else ""
+        lines.append(f"  {patch.name}: {patch.status}{detail}")
     if result.before.bug_reproduced:
         lines.append("before: the crash of vLLM #51585 reproduces on this tree")
     elif result.before.fixed:
