@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.toolkit.cli_helpers import patchkit
+
 pytestmark = pytest.mark.release_trees
-
-
-def patchkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_patchkit", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        timeout=900,
-    )
 
 
 def tree_digest(root: Path) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolkit.test_demo import patchkit
+from tests.toolkit.cli_helpers import patchkit
 from vllm_patchkit.gitcmd import Git
 
 pytestmark = pytest.mark.release_trees
