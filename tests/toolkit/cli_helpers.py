@@ -59,3 +59,31 @@ USER = {
 
 def as_user(root: Path) -> Git:
     return Git(root, tuple(USER.items()))
+
+
+ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
+
+
+def upstream_rewrites_the_zeroing(upstream: Path, work: Path, branch: str) -> Git:
+    """A clone of ``upstream`` at v0.28.0 whose ``branch`` rewrites the two
+    zeroing lines another way (a loop), so 0001 conflicts on top of it."""
+    Git(work.parent).run(
+        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(work)
+    )
+    git = as_user(work)
+    git.run("switch", "--quiet", "-C", branch)
+    source = work / ROCM_ATTN
+    text = source.read_text()
+    rewritten = text.replace(
+        "        common_attn_metadata.query_start_loc.zero_()\n"
+        "        common_attn_metadata.query_start_loc_cpu.zero_()\n",
+        "        for offsets in (\n"
+        "            common_attn_metadata.query_start_loc,\n"
+        "            common_attn_metadata.query_start_loc_cpu,\n"
+        "        ):\n"
+        "            offsets.zero_()\n",
+    )
+    assert rewritten != text
+    source.write_text(rewritten)
+    git.run("commit", "--quiet", "-am", "[Misc] zero offsets in a loop")
+    return git

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,10 +11,12 @@ import pytest
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.invariants import Shape, inspect_capture_tree
+from vllm_patchkit.paths import PATCHES_DIR
 
 pytestmark = pytest.mark.release_trees
 
 PATCH = "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch"
+TEST_PATCH = "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch"
 
 
 @pytest.mark.parametrize("version", ["0.12.0", "0.20.0", "0.25.0", "0.28.0"])
@@ -23,13 +26,13 @@ def test_apply_on_affected_releases(
     tree = release_clone(version)
     code, checked = patchkit_json("check", str(tree))
     assert code == 0
-    assert [p["status"] for p in checked["patches"]] == ["not-applied"]
+    assert [p["status"] for p in checked["patches"]] == ["not-applied"] * 2
 
     code, result = patchkit_json("apply", str(tree))
 
     assert code == 0, result
     assert result["status"] == "applied"
-    assert result["patches"][0]["status"] == "applied"
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 2
     assert inspect_capture_tree(tree).shape is Shape.FIXED
     git = Git(tree)
     assert git.out("log", "-1", "--format=%s").startswith("[Bugfix][ROCm] ")
@@ -40,24 +43,51 @@ def test_apply_on_affected_releases(
     assert (code, again["status"]) == (0, "already-applied")
     assert snapshot(tree) == before
     code, checked = patchkit_json("check", str(tree))
-    assert checked["patches"][0]["status"] == "applied"
+    assert [p["status"] for p in checked["patches"]] == ["applied"] * 2
 
 
 @pytest.mark.parametrize("version", ["0.29.0", "0.32.0"])
-def test_upstreamed_releases_change_nothing(
+def test_fixed_releases_get_only_the_regression_test(
     release_clone: Callable[[str], Path], version: str
 ) -> None:
+    """Upstream carries the fix (0001) but not its test (0002)."""
     tree = release_clone(version)
-    before = snapshot(tree)
+    git = Git(tree)
+    before = git.head()
 
     code, result = patchkit_json("apply", str(tree))
 
-    assert code == 5
-    assert result["status"] == "upstreamed"
-    assert result["patches"][0]["status"] == "upstreamed"
-    assert snapshot(tree) == before
+    assert code == 0, result
+    statuses = {p["name"]: p["status"] for p in result["patches"]}
+    assert statuses == {PATCH: "upstreamed", TEST_PATCH: "applied"}
+    assert PATCH in result["message"]
+    assert git.out("rev-list", "--count", f"{before}..HEAD") == "1"
+    assert git.out("diff", "--name-only", before, "HEAD").split() == [
+        "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+    ]
+    after = snapshot(tree)
+    code, again = patchkit_json("apply", str(tree))
+    assert (code, again["status"]) == (0, "already-applied")
+    assert snapshot(tree) == after
     code, checked = patchkit_json("check", str(tree))
-    assert (code, checked["patches"][0]["status"]) == (0, "upstreamed")
+    assert [p["status"] for p in checked["patches"]] == ["upstreamed", "applied"]
+
+
+def test_a_fully_upstreamed_series_changes_nothing(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Exit 5 when upstream carries every patch, here the fix alone."""
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    shutil.copy(PATCHES_DIR / PATCH, patches)
+    (patches / "series").write_text(PATCH + "\n")
+    tree = release_clone("0.29.0")
+    before = snapshot(tree)
+
+    code, result = patchkit_json("--patches", str(patches), "apply", str(tree))
+
+    assert (code, result["status"]) == (5, "upstreamed")
+    assert snapshot(tree) == before
 
 
 def test_check_reports_would_conflict_without_touching_anything(

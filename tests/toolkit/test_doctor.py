@@ -14,14 +14,15 @@ pytestmark = pytest.mark.release_trees
 @pytest.mark.parametrize(
     ("version", "affected", "shape", "patch_status"),
     [
-        ("0.11.0", False, "no-zeroing", "would-conflict"),
-        ("0.12.0", True, "buggy", "applies"),
-        ("0.28.0", True, "buggy", "applies"),
-        ("0.29.0", False, "fixed", "upstreamed"),
+        # The fix, then its regression test (a new file: it always applies).
+        ("0.11.0", False, "no-zeroing", ["would-conflict", "applies"]),
+        ("0.12.0", True, "buggy", ["applies", "applies"]),
+        ("0.28.0", True, "buggy", ["applies", "applies"]),
+        ("0.29.0", False, "fixed", ["upstreamed", "applies"]),
     ],
 )
 def test_release_tree_verdicts(
-    version: str, affected: bool, shape: str, patch_status: str
+    version: str, affected: bool, shape: str, patch_status: list[str]
 ) -> None:
     tree = release_tree(version)
     code, report = patchkit_json("doctor", str(tree))
@@ -29,7 +30,7 @@ def test_release_tree_verdicts(
     assert report["affected"] is affected
     assert report["shape"] == shape
     assert report["file"].endswith("vllm/v1/attention/backends/rocm_attn.py")
-    assert [p["status"] for p in report["patches"]] == [patch_status]
+    assert [p["status"] for p in report["patches"]] == patch_status
     assert code == (1 if affected else 0)
     if affected:
         assert report["line"] and "query_start_loc_cpu" in report["reason"]

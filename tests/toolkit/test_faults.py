@@ -21,10 +21,12 @@ import pytest
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.series import load_series
 
 pytestmark = pytest.mark.release_trees
 
 PATCH_NAME = next(PATCHES_DIR.glob("0001-*.patch")).name
+SERIES_LENGTH = len(load_series().patches)
 
 
 @pytest.fixture
@@ -198,7 +200,7 @@ def test_sigkill_mid_apply_is_cleaned_up_by_the_next_run(
     assert any("interrupted 'apply' run" in note for note in result["notes"])
     assert result["status"] == "applied"
     git = Git(tree)
-    assert git.out("rev-list", "--count", f"{head}..HEAD") == "1"
+    assert git.out("rev-list", "--count", f"{head}..HEAD") == str(SERIES_LENGTH)
     assert git.is_clean()
 
 
@@ -214,4 +216,5 @@ def test_two_concurrent_runs(tree: Path, tmp_path: Path) -> None:
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert '"status": "applied"' in out
-    assert as_user(tree).out("rev-list", "--count", "HEAD") == "2"
+    # The release commit and the series.
+    assert as_user(tree).out("rev-list", "--count", "HEAD") == str(1 + SERIES_LENGTH)

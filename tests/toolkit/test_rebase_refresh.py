@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
+from tests.toolkit.cli_helpers import (
+    as_user,
+    patchkit,
+    patchkit_json,
+    snapshot,
+    upstream_rewrites_the_zeroing,
+)
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.invariants import Shape, inspect_capture_tree
 from vllm_patchkit.paths import PATCHES_DIR
@@ -21,6 +27,7 @@ pytestmark = pytest.mark.release_trees
 
 VERSIONS = ["0.20.0", "0.28.0", "0.29.0"]
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
+TEST_FILE = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 
 
 @pytest.fixture(scope="module")
@@ -55,26 +62,28 @@ def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
     )
     assert code == 0, result
     assert result["status"] == "rebased"
-    assert [p["status"] for p in result["patches"]] == ["applied"]
+    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
     git = Git(fork)
     assert git.branch() == "rocm-fixes"
-    assert git.out("rev-parse", "HEAD^") == result["onto"]
-    assert git.out("log", "-1", "--format=%s").startswith("[Bugfix][ROCm]")
+    assert git.out("rev-parse", "HEAD~2") == result["onto"]
+    assert git.out("log", "-2", "--format=%s").startswith("[Bugfix][ROCm]")
     assert inspect_capture_tree(fork).shape is Shape.FIXED
     assert git.is_clean()
 
 
-def test_rebase_onto_0_29_drops_the_upstreamed_patch(
+def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
     fork: Path, upstream: Path
 ) -> None:
     code, result = patchkit_json(
         "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
     )
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["upstreamed"]
-    assert "dropped as upstreamed" in result["message"]
+    assert [p["status"] for p in result["patches"]] == ["upstreamed", "applied"]
+    fix = result["patches"][0]["name"]
+    assert f"dropped as upstreamed: {fix}" in result["message"]
     git = Git(fork)
-    assert git.head() == result["onto"]
+    assert git.out("rev-parse", "HEAD^") == result["onto"]
+    assert git.out("diff", "--name-only", "HEAD^", "HEAD") == TEST_FILE
     assert inspect_capture_tree(fork).shape is Shape.FIXED
 
 
@@ -83,23 +92,7 @@ def test_conflicting_upstream_leaves_the_fork_byte_identical(
 ) -> None:
     """Upstream rewrote the zeroing lines another way: conflict, nothing moves."""
     work = tmp_path / "upstream-work"
-    Git(tmp_path).run(
-        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(work)
-    )
-    source = work / ROCM_ATTN
-    text = source.read_text()
-    rewritten = text.replace(
-        "        common_attn_metadata.query_start_loc.zero_()\n"
-        "        common_attn_metadata.query_start_loc_cpu.zero_()\n",
-        "        for offsets in (\n"
-        "            common_attn_metadata.query_start_loc,\n"
-        "            common_attn_metadata.query_start_loc_cpu,\n"
-        "        ):\n"
-        "            offsets.zero_()\n",
-    )
-    assert rewritten != text
-    source.write_text(rewritten)
-    as_user(work).run("commit", "--quiet", "-am", "[Misc] zero offsets in a loop")
+    upstream_rewrites_the_zeroing(upstream, work, "rewrite")
     before = snapshot(fork)
     summary = tmp_path / "summary.md"
 
@@ -155,10 +148,16 @@ def test_refresh_after_drop_removes_the_patch(
     assert code == 0
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
+    fix, test = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
     code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
     assert code == 0
-    assert result["written"] == [] and len(result["removed"]) == 1
-    assert not list(patches.glob("*.patch"))
-    assert all(
-        line.startswith("#") for line in (patches / "series").read_text().splitlines()
-    )
+    assert [Path(p).name for p in result["removed"]] == [fix]
+    assert sorted(p.name for p in patches.glob("*.patch")) == [test]
+    # The test patch is exported unchanged from its new base.
+    assert (patches / test).read_bytes() == (PATCHES_DIR / test).read_bytes()
+    listed = [
+        line
+        for line in (patches / "series").read_text().splitlines()
+        if not line.startswith("#")
+    ]
+    assert listed == [test]

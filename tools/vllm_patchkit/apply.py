@@ -200,18 +200,19 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
         p for p, r in zip(series.patches, reports, strict=True) if r.status == "pending"
     ]
     if not pending:
-        upstreamed = any(r.status == "upstreamed" for r in reports)
-        if upstreamed:
+        upstreamed = [r.name for r in reports if r.status == "upstreamed"]
+        if len(upstreamed) == len(reports):
             return ApplyResult(
                 Status.UPSTREAMED,
-                "upstream already carries the fix; nothing to apply",
+                "upstream already carries the whole series; nothing to apply",
                 head,
                 head,
                 reports,
             )
-        return ApplyResult(
-            Status.ALREADY_APPLIED, "the series is already applied", head, head, reports
+        message = "the series is already applied" + (
+            f" (upstream carries {', '.join(upstreamed)})" if upstreamed else ""
         )
+        return ApplyResult(Status.ALREADY_APPLIED, message, head, head, reports)
     by_name = {r.name: r for r in reports}
     journal = guard.begin(head, git.branch())
     try:
@@ -231,9 +232,11 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
     except BaseException:
         restore(git, journal.head, journal.branch)
         raise
+    upstreamed = [r.name for r in reports if r.status == "upstreamed"]
     return ApplyResult(
         Status.APPLIED,
-        f"applied {len(pending)} patch(es)",
+        f"applied {len(pending)} patch(es)"
+        + (f"; upstream already carries {', '.join(upstreamed)}" if upstreamed else ""),
         head,
         git.head(),
         reports,

@@ -4,8 +4,11 @@ The commits between the recorded base (``refs/vllm-patchkit/base``, or
 ``--base``) and HEAD are exported with ``git format-patch`` using options
 that make the output a function of the commits alone (zero commit hash in
 the From line, no signature, no numbering, fixed blob abbreviation), so
-running it twice gives byte-identical files. Patches whose commits are gone (dropped as
-upstreamed) leave the series; comment lines of the series file are kept.
+running it twice gives byte-identical files. Patches whose commits are gone
+(dropped as upstreamed) leave the series; comment lines of the series file
+are kept. A patch keeps its file name while its subject does: format-patch
+numbers from 1, and renaming 0002 to 0001 after a drop would make a review
+of the refreshed series show a deletion and an addition instead of no change.
 """
 
 from __future__ import annotations
@@ -58,13 +61,14 @@ def refresh_series(
             "format-patch", *FORMAT_PATCH_OPTIONS, "-o", scratch, f"{base_commit}..HEAD"
         )
         fresh = sorted(Path(scratch).glob("*.patch"))
-        for patch in fresh:
-            target = patches_dir / patch.name
+        names = stable_names([p.name for p in fresh], old_names)
+        for patch, name in zip(fresh, names, strict=True):
+            target = patches_dir / name
             content = patch.read_bytes()
             if not target.is_file() or target.read_bytes() != content:
                 target.write_bytes(content)
-                result.changed.append(patch.name)
-            result.written.append(patch.name)
+                result.changed.append(name)
+            result.written.append(name)
     for name in old_names:
         if name not in result.written:
             (patches_dir / name).unlink(missing_ok=True)
@@ -72,3 +76,31 @@ def refresh_series(
     header = [x for x in old_lines if x.startswith("#")]
     series_file.write_text("\n".join([*header, *result.written]) + "\n")
     return result
+
+
+def stable_names(fresh: list[str], old: list[str]) -> list[str]:
+    """format-patch's names, with each old name kept for the same subject.
+
+    A new subject is numbered after the highest number in use.
+    """
+    old_by_slug = {_slug(name): name for name in old}
+    kept = [old_by_slug.get(_slug(name)) for name in fresh]
+    used = [_number(name) for name in kept if name is not None]
+    next_number = max(used, default=0) + 1
+    names = []
+    for name, old_name in zip(fresh, kept, strict=True):
+        if old_name is None:
+            old_name = f"{next_number:04d}-{_slug(name)}"
+            next_number += 1
+        names.append(old_name)
+    return names
+
+
+def _slug(name: str) -> str:
+    number, _, rest = name.partition("-")
+    return rest if number.isdigit() else name
+
+
+def _number(name: str) -> int:
+    number = name.partition("-")[0]
+    return int(number) if number.isdigit() else 0

@@ -24,7 +24,7 @@ exit codes:
      detached HEAD, malformed series; nothing was changed
   3  environment error: git missing, package index unreachable, git failure
   4  conflict: a patch does not apply; everything was rolled back
-  5  upstreamed: upstream already carries the fix; nothing was changed
+  5  upstreamed: upstream already carries every patch; nothing was changed
 """
 
 
