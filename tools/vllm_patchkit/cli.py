@@ -20,6 +20,7 @@ from vllm_patchkit.commands import (
     matrix,
     rebase,
     refresh,
+    test,
     upstream,
 )
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_REFUSED
@@ -39,6 +40,7 @@ COMMANDS = (
     upstream,
     doctor,
     matrix,
+    test,
     memcheck_command,
 )
 

@@ -1,0 +1,106 @@
+"""Run test files that live inside a vLLM tree, against that tree.
+
+The series carries an upstream-style test (patch 0002) meant for vLLM's own
+``tests/``. It is run the way vLLM's CI would, with two differences that let
+it run offline on CPU: vLLM's ``tests/conftest.py`` is not loaded
+(``--noconftest``: it imports model and hub helpers a source tree here cannot
+satisfy), and vLLM is imported from the tree through ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_patchkit.regression.runner import scenario_env
+from vllm_patchkit.series import Series
+
+PYTEST_OPTIONS = ("-p", "no:cacheprovider", "--noconftest", "-q", "-rfE")
+
+
+@dataclass
+class PytestRun:
+    files: list[str]
+    command: list[str]
+    returncode: int
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    failures: list[str] = field(default_factory=list)
+    """``test id: first line of the failure message`` for each failure."""
+    output: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.passed > 0 and not self.failed
+
+    @property
+    def summary(self) -> str:
+        parts = [f"{self.passed} passed", f"{self.failed} failed"]
+        if self.errors:
+            parts.append(f"{self.errors} errors")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped")
+        return ", ".join(parts)
+
+
+def series_test_files(series: Series) -> list[str]:
+    """The test files the series adds or changes under ``tests/``."""
+    files = []
+    for patch in series.patches:
+        for name in patch.files:
+            path = Path(name)
+            is_test = path.parts[:1] == ("tests",) and path.name.startswith("test_")
+            if is_test and name not in files:
+                files.append(name)
+    return files
+
+
+def run_tree_tests(
+    tree: Path, files: list[str], timeout: float = 900
+) -> PytestRun | None:
+    """Run ``files`` (relative to ``tree``) with ``tree``'s vLLM; None if absent."""
+    present = [f for f in files if (tree / f).is_file()]
+    if not present:
+        return None
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pytest-") as scratch:
+        report = Path(scratch) / "junit.xml"
+        command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *present]
+        proc = subprocess.run(
+            [*command, f"--junitxml={report}"],
+            cwd=tree,
+            env=scenario_env(tree),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        run = PytestRun(
+            present, command, proc.returncode, output=proc.stdout + proc.stderr
+        )
+        if report.is_file():
+            _read_junit(report, run)
+    return run
+
+
+def _read_junit(report: Path, run: PytestRun) -> None:
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        failure = case.find("failure")
+        error = case.find("error")
+        if failure is not None:
+            run.failed += 1
+            message = (failure.get("message") or "").splitlines()
+            run.failures.append(f"{name}: {message[0] if message else 'failed'}")
+        elif error is not None:
+            run.errors += 1
+            message = (error.get("message") or "").splitlines()
+            run.failures.append(f"{name}: {message[0] if message else 'error'}")
+        elif case.find("skipped") is not None:
+            run.skipped += 1
+        else:
+            run.passed += 1
