@@ -18,6 +18,7 @@ from vllm_patchkit.commands import (
     demo,
     doctor,
     matrix,
+    precommit,
     rebase,
     refresh,
     test,
@@ -41,6 +42,7 @@ COMMANDS = (
     doctor,
     matrix,
     test,
+    precommit,
     memcheck_command,
 )
 

@@ -1,0 +1,155 @@
+"""``vllm-patchkit precommit``: vLLM's own pre-commit hooks, offline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vllm_patchkit.commands.common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    add_json,
+    add_path,
+    emit_json,
+    to_jsonable,
+)
+from vllm_patchkit.precommit import (
+    PrecommitEnvironmentError,
+    PrecommitRefused,
+    PrecommitResult,
+    run_precommit,
+)
+from vllm_patchkit.precommit.mirrors import MIRRORS
+from vllm_patchkit.series import load_series
+
+DESCRIPTION = """\
+Run the checkout's own .pre-commit-config.yaml on the files the patch series
+touches (those that exist in PATH), and report every hook: passed, failed or
+skipped, and why.
+
+What is mirrored, and why: vLLM's config takes most hooks from remote git
+repositories, which pre-commit clones at run time; an offline machine cannot.
+Each known remote hook repository is replaced, at the revision the config
+pins, by a local hook running the same tool at the same version, installed
+from the package index pip (or npm) is configured with:
+{mirrors}
+The upstream hook definitions (entry, file types, default args) are kept, and
+the config's own per-hook settings (args, files, exclude, types, stages,
+name, ...) win over them, as pre-commit does. Remote repositories without a
+mirror are skipped and reported; local and meta hooks run as configured.
+Hooks that a commit would not run (stages without pre-commit) or that match
+none of the files are reported skipped and their environments not installed.
+
+The derived config is written under the vllm-overlay cache, never into the
+checkout. pre-commit runs in a throwaway clone of PATH (HEAD plus its
+uncommitted and untracked files): hooks that fix files in place (ruff format,
+clang-format) or write caches change nothing in PATH; a fix counts as a
+failure and its diff is shown. --online runs the checkout's config unchanged
+(pre-commit then clones the remote repositories).
+"""
+
+EXIT_HELP = """\
+exit codes:
+  0  every hook passed or was skipped
+  1  a hook failed (its output, and the diff of any fix, are in the report)
+  2  refused or bad input: not the top of a git checkout, no commit, no
+     .pre-commit-config.yaml, none of the series' files in PATH, a config
+     pre-commit rejects; nothing was run
+  3  environment error: a hook's install from the package index failed (the
+     package and hook are named), git missing
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    mirrors = "\n".join(f"  {slug}" for slug in MIRRORS)
+    parser = commands.add_parser(
+        "precommit",
+        help="run the checkout's pre-commit hooks on the series' files, offline",
+        description=DESCRIPTION.format(mirrors=mirrors),
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_path(parser)
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="HOOK_ID",
+        help="do not run this hook (pre-commit's SKIP); repeatable",
+    )
+    parser.add_argument(
+        "--online",
+        action="store_true",
+        help="run the checkout's config as it is, without mirroring",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="pass --verbose to pre-commit (every hook's output and duration)",
+    )
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    series = load_series(args.patches)
+    files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))
+    try:
+        result = run_precommit(
+            args.path,
+            files,
+            online=args.online,
+            skip=args.skip,
+            verbose=args.verbose,
+        )
+    except PrecommitRefused as exc:
+        return _error(args, "refused", exc, EXIT_REFUSED)
+    except PrecommitEnvironmentError as exc:
+        return _error(args, "error", exc, EXIT_ERROR)
+    if args.json:
+        emit_json({**to_jsonable(result), "diff": result.diff})
+    else:
+        _print(result)
+    return EXIT_OK if result.passed else EXIT_FAILED
+
+
+def _error(args: argparse.Namespace, status: str, exc: Exception, code: int) -> int:
+    if args.json:
+        emit_json({"status": status, "error": str(exc)})
+    print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
+    return code
+
+
+def _print(result: PrecommitResult) -> None:
+    print(format_result(result))
+
+
+def format_result(result: PrecommitResult) -> str:
+    """One line per hook (failures with their output), then a summary."""
+    lines = [
+        f"  {name}: missing in {result.path} (not checked)" for name in result.missing
+    ]
+    labels = [h.alias if h.alias else h.id for h in result.hooks]
+    width = max(map(len, labels), default=0)
+    for label, hook in zip(labels, result.hooks, strict=True):
+        line = f"  {label:<{width}}  {hook.status}"
+        if hook.status != "failed" and hook.detail:
+            line += f" ({hook.detail})"
+        if hook.mirror:
+            line += f"  [mirror: {hook.mirror}]"
+        lines.append(line)
+        if hook.status == "failed" and hook.detail:
+            lines += [f"      {text}" for text in hook.detail.splitlines()]
+    if result.diff:
+        lines.append(f"  changes the hooks made (not applied to {result.path}):")
+        lines += [f"      {text}" for text in result.diff.splitlines()]
+    counts = {
+        status: sum(h.status == status for h in result.hooks)
+        for status in ("passed", "failed", "skipped")
+    }
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    verdict = "passed" if result.passed else "FAILED"
+    lines.append(f"pre-commit on {len(result.files)} file(s): {summary}: {verdict}")
+    return "\n".join(lines)
