@@ -18,6 +18,7 @@ from vllm_patchkit.commands import (
     demo,
     doctor,
     matrix,
+    pr,
     precommit,
     rebase,
     refresh,
@@ -43,6 +44,7 @@ COMMANDS = (
     matrix,
     test,
     precommit,
+    pr,
     memcheck_command,
 )
 

@@ -1,0 +1,188 @@
+"""``vllm-patchkit pr`` on a real 0.28.0 checkout with the series applied.
+
+The checks the PR body reports (``test``, ``precommit``) run for real in one
+test; the others skip them to test sign-offs, the branch and the hand-off
+to gh. gh itself is GitHub's client and cannot reach GitHub here: a small
+stand-in on PATH records the arguments it is given, and the push goes to a
+local bare repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.releases import clone_release
+
+pytestmark = pytest.mark.release_trees
+
+ME = "Fork Maintainer <fork@example.invalid>"
+SERIES_AUTHOR = "vllm-overlay developers <dev@vllm-overlay.invalid>"
+UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+
+
+@pytest.fixture
+def checkout(release_clone: Callable[[str], Path]) -> Path:
+    """0.28.0 with the series applied by a user whose git identity is ME."""
+    tree = release_clone("0.28.0")
+    git = Git(tree)
+    git.run("config", "user.name", "Fork Maintainer")
+    git.run("config", "user.email", "fork@example.invalid")
+    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    # Its origin is the shared release cache: nothing may be pushed there.
+    git.run("remote", "remove", "origin")
+    code, result = patchkit_json("apply", str(tree))
+    assert code == 0, result
+    return tree
+
+
+def test_missing_signoff_is_refused_then_added_only_on_request(
+    checkout: Path,
+) -> None:
+    before = snapshot(checkout)
+    code, refused = patchkit_json("pr", "--no-test", "--no-precommit", str(checkout))
+    assert code == 2, refused
+    assert refused["status"] == "refused"
+    assert f"Signed-off-by of submitter {ME}" in refused["message"]
+    assert "--signoff" in refused["message"]
+
+    code, pr = patchkit_json(
+        "pr", "--signoff", "--no-test", "--no-precommit", str(checkout)
+    )
+    assert code == 0, pr
+    assert [c["signoff_added"] for c in pr["commits"]] == [ME, ME]
+    for commit in pr["commits"]:
+        trailers = commit["message"].rstrip().split("\n\n")[-1].splitlines()
+        assert trailers == [
+            f"Signed-off-by: {SERIES_AUTHOR}",
+            f"Signed-off-by: {ME}",
+        ]
+    assert snapshot(checkout) == before  # a dry run changes nothing
+
+
+def test_dry_run_body_comes_from_real_test_and_precommit_runs(
+    checkout: Path,
+) -> None:
+    before = snapshot(checkout)
+
+    code, pr = patchkit_json("pr", "--dry-run", "--signoff", str(checkout))
+
+    assert code == 0, pr
+    assert pr["status"] == "ready"
+    assert pr["title"] == (
+        "[Bugfix][ROCm] Preserve CPU query offsets during CUDA graph capture"
+    )
+    assert pr["template"] == ".github/PULL_REQUEST_TEMPLATE.md"
+    body = pr["body"]
+    purpose = body.split("## Purpose", 1)[1].split("## Test Plan", 1)[0]
+    assert "Zeroing it makes the" in purpose and "Related: " in purpose
+    plan = body.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
+    assert f"vllm-patchkit test {checkout}" in plan
+    assert f"vllm-patchkit precommit {checkout}" in plan
+    assert f"pytest --noconftest {UPSTREAM_TEST}" in plan
+    result = body.split("## Test Result", 1)[1]
+    assert f"`{UPSTREAM_TEST}` without the fix: 0 passed, 4 failed." in result
+    assert f"`{UPSTREAM_TEST}` with the fix: 4 passed, 0 failed." in result
+    assert "Regression suite: FIXED" in result and "bug reproduced" in result
+    assert "verdict: FIXED" in result  # the test command's own output
+    assert "ruff-check" in result and "pre-commit on 2 file(s)" in result
+    assert body.count("- [x]") == 3
+    assert "PLEASE FILL IN" not in body
+    assert [r["returncode"] for r in pr["runs"]] == [0, 0]
+    body_file = Path(pr["body_file"])
+    assert body_file.read_text() == body
+    assert not body_file.is_relative_to(checkout)
+    assert pr["gh_command"][:3] == ["gh", "pr", "create"]
+    assert pr["gh_command"][pr["gh_command"].index("--title") + 1] == pr["title"]
+    assert snapshot(checkout) == before
+
+
+def test_submit_pushes_a_branch_and_hands_it_to_gh(
+    checkout: Path, tmp_path: Path
+) -> None:
+    remote = tmp_path / "fork.git"
+    Git(tmp_path).run("init", "--quiet", "--bare", str(remote))
+    git = Git(checkout)
+    git.run("remote", "add", "origin", str(remote))
+    bin_dir, gh_log = tmp_path / "bin", tmp_path / "gh-args"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    gh.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$@\" > '{gh_log}'\n"
+        "echo https://example.invalid/vllm-project/vllm/pull/1\n"
+    )
+    gh.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    head, branch = git.head(), git.branch()
+    args = ("pr", "--submit", "--signoff", "--no-test", "--no-precommit")
+
+    proc = patchkit(*args, "--json", str(checkout), env=env)
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert '"status": "submitted"' in proc.stdout
+    pr_branch = "vllm-overlay/preserve-cpu-query-offsets-during-cuda-graph-cap"
+    new_head = git.out("rev-parse", f"refs/heads/{pr_branch}")
+    assert Git(remote).out("rev-parse", f"refs/heads/{pr_branch}") == new_head
+    # Same trees on the same base; upstream messages; the user's branch and
+    # work tree untouched.
+    assert git.out("rev-parse", f"{new_head}^{{tree}}") == git.out(
+        "rev-parse", "HEAD^{tree}"
+    )
+    assert git.out("rev-parse", f"{new_head}~2") == git.out(
+        "rev-parse", "refs/vllm-patchkit/base"
+    )
+    for rev in (new_head, f"{new_head}^"):
+        message = git.out("log", "-1", "--format=%B", rev)
+        assert "Invariant:" not in message and "Origin:" not in message
+        assert message.endswith(f"Signed-off-by: {SERIES_AUTHOR}\nSigned-off-by: {ME}")
+        assert git.out("log", "-1", "--format=%an <%ae>", rev) == SERIES_AUTHOR
+    assert (git.head(), git.branch()) == (head, branch) and git.is_clean()
+    gh_args = gh_log.read_text().splitlines()
+    assert gh_args[:2] == ["pr", "create"]
+    assert gh_args[gh_args.index("--head") + 1] == pr_branch
+    assert gh_args[gh_args.index("--repo") + 1] == "vllm-project/vllm"
+
+    again = patchkit(*args, str(checkout), env=env)
+    assert again.returncode == 0, again.stdout  # same commits: idempotent
+
+
+@pytest.mark.skipif(shutil.which("gh") is not None, reason="gh is installed here")
+def test_submit_without_gh_prints_the_command(checkout: Path, tmp_path: Path) -> None:
+    remote = tmp_path / "fork.git"
+    Git(tmp_path).run("init", "--quiet", "--bare", str(remote))
+    proc = patchkit(
+        "pr", "--submit", "--signoff", "--no-test", "--no-precommit",
+        "--remote", str(remote), str(checkout),
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout
+    assert "gh is not installed" in proc.stdout
+    assert "gh pr create --repo vllm-project/vllm" in proc.stdout
+
+
+def test_refusals(checkout: Path, tmp_path: Path) -> None:
+    other = Git(checkout)
+    other.run(
+        "-c", "user.name=Someone Else", "-c", "user.email=else@example.invalid",
+        "commit", "--quiet", "--allow-empty", "-m", "[Misc] unsigned",
+    )  # fmt: skip
+    code, pr = patchkit_json(
+        "pr", "--signoff", "--no-test", "--no-precommit", str(checkout)
+    )
+    assert code == 2
+    assert "only the author can certify it" in pr["message"]
+
+    (checkout / UPSTREAM_TEST).write_text("# edited\n")
+    code, pr = patchkit_json("pr", "--no-test", "--no-precommit", str(checkout))
+    assert code == 2 and "commit or stash first" in pr["message"]
+
+    stock = tmp_path / "stock"
+    clone_release("0.28.0", stock)
+    code, pr = patchkit_json("pr", "--no-test", "--no-precommit", str(stock))
+    assert code == 2 and "no series base" in pr["message"]

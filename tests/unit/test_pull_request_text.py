@@ -1,0 +1,95 @@
+"""PR title, description and upstream commit messages (pure text)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_patchkit.pull_request.body import (
+    FALLBACK_TEMPLATE,
+    fill_template,
+    pr_title,
+)
+from vllm_patchkit.pull_request.signoff import (
+    Identity,
+    signoffs,
+    upstream_message,
+)
+
+ME = Identity("Fork Maintainer", "fork@example.invalid")
+
+
+@pytest.mark.parametrize(
+    ("subject", "title"),
+    [
+        ("[Bugfix][ROCm] Keep offsets", "[Bugfix][ROCm] Keep offsets"),
+        ("[ROCm] Keep offsets", "[Bugfix][ROCm] Keep offsets"),
+        ("[Bugfix] Keep offsets", "[Bugfix][ROCm] Keep offsets"),
+        ("Keep offsets", "[Bugfix][ROCm] Keep offsets"),
+        (
+            "[Bugfix][Hardware][AMD] Keep offsets",
+            "[Bugfix][Hardware][AMD] Keep offsets",
+        ),
+        ("[Hardware] Keep offsets", "[Bugfix][ROCm][Hardware] Keep offsets"),
+    ],
+)
+def test_title_prefixes(subject: str, title: str) -> None:
+    assert pr_title(subject) == title
+
+
+def test_template_sections_are_filled_and_checklist_ticked() -> None:
+    template = (
+        "<!-- markdownlint-disable -->\n"
+        "PLEASE FILL IN THE PR DESCRIPTION HERE.\n\n"
+        "## Purpose\n\n## Test Plan\n\n## Test Result\n\n---\n"
+        "- [ ] The purpose of the PR.\n"
+        "- [ ] The test plan, such as providing test command.\n"
+        "- [ ] The test results, such as before and after.\n"
+        "- [ ] (Optional) The necessary documentation update.\n"
+    )
+    body = fill_template(
+        template, {"Purpose": "why", "Test Plan": "how", "Test Result": "what"}
+    )
+    assert "PLEASE FILL IN" not in body
+    assert "## Purpose\n\nwhy\n\n## Test Plan\n\nhow\n\n## Test Result\n\nwhat" in body
+    assert body.count("- [x]") == 3
+    assert "- [ ] (Optional) The necessary documentation update." in body
+
+
+def test_builtin_template_and_missing_sections() -> None:
+    body = fill_template(FALLBACK_TEMPLATE, {"Purpose": "why", "Test Result": "x"})
+    assert body.startswith("## Purpose\n\nwhy\n")
+    assert "## Test Plan\n\n## Test Result\n\nx\n" in body
+    appended = fill_template("## Purpose\n", {"Purpose": "a", "Test Result": "b"})
+    assert appended.endswith("## Test Result\n\nb\n")
+
+
+MESSAGE = """\
+[Bugfix][ROCm] Keep offsets
+
+Body text: with a colon.
+
+Origin: backport, vllm-project/vllm#51585
+Bug: vllm-project/vllm#25985
+Forwarded: not-needed
+Invariant: rocm-capture-zeroes-device-offsets-only
+Signed-off-by: vllm-overlay developers <dev@vllm-overlay.invalid>
+"""
+
+
+def test_upstream_message_drops_vendor_trailers_and_signs_once() -> None:
+    message = upstream_message(MESSAGE, ME)
+    assert message == (
+        "[Bugfix][ROCm] Keep offsets\n\nBody text: with a colon.\n\n"
+        "Signed-off-by: vllm-overlay developers <dev@vllm-overlay.invalid>\n"
+        f"Signed-off-by: {ME}\n"
+    )
+    assert upstream_message(message, ME) == message
+    assert [s.email for s in signoffs(message)] == [
+        "dev@vllm-overlay.invalid",
+        ME.email,
+    ]
+
+
+def test_upstream_message_without_trailers() -> None:
+    assert upstream_message("Subject\n\nBody.\n") == "Subject\n\nBody.\n"
+    assert upstream_message("Subject\n", ME) == f"Subject\n\nSigned-off-by: {ME}\n"

@@ -1,0 +1,147 @@
+"""``vllm-patchkit pr``: prepare the upstream pull request for the series."""
+
+from __future__ import annotations
+
+import argparse
+
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    add_json,
+    add_path,
+    emit_json,
+    to_jsonable,
+)
+from vllm_patchkit.pull_request import (
+    UPSTREAM_REPO,
+    Options,
+    PullRequest,
+    prepare_pull_request,
+    submit,
+)
+from vllm_patchkit.series import load_series
+
+EXIT_BY_STATUS = {
+    "ready": EXIT_OK,
+    "submitted": EXIT_OK,
+    "checks-failed": EXIT_FAILED,
+    "refused": EXIT_REFUSED,
+    "error": EXIT_ERROR,
+}
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "pr",
+        help="prepare the upstream PR: sign-offs, title, body, gh command",
+        description=(
+            "Build the upstream pull request from the series' commits in a vLLM "
+            "checkout (the commits after the base recorded by apply or rebase). "
+            "Every commit must carry a DCO Signed-off-by of its author and of "
+            "you (git's user.name/user.email); --signoff adds yours, nothing "
+            "else does. The title gets vLLM's [Bugfix] and [ROCm] prefixes; the "
+            "body is the checkout's .github/PULL_REQUEST_TEMPLATE.md (or a "
+            "built-in one) with Purpose from the commit messages and Test Plan "
+            "and Test Result from real runs of `vllm-patchkit test` and "
+            "`precommit`, with their output. This project's bookkeeping "
+            "trailers (Origin, Forwarded, Affects, Invariant, ...) are left out "
+            "of the commits proposed upstream. The default is a dry run that "
+            "changes nothing and prints the `gh pr create` command; --submit "
+            "creates the branch, pushes it to --remote and runs gh when it is "
+            "installed."
+        ),
+        epilog=EXIT_CODES_HELP
+        + "  (pr: 1 = test or precommit failed; 2 = a sign-off is missing)\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing; print title, body and gh command (the default)",
+    )
+    mode.add_argument(
+        "--submit",
+        action="store_true",
+        help="create the branch, push it and run `gh pr create`",
+    )
+    parser.add_argument(
+        "--signoff",
+        action="store_true",
+        help="add your Signed-off-by to commits that lack it (DCO)",
+    )
+    parser.add_argument("--branch", help="PR branch name (default: from the title)")
+    parser.add_argument(
+        "--base", metavar="REV", help="series base (default: the one apply recorded)"
+    )
+    parser.add_argument(
+        "--upstream-branch",
+        default="main",
+        help="branch the PR targets (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repo",
+        default=UPSTREAM_REPO,
+        help="repository the PR targets (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--remote",
+        default="origin",
+        help="where --submit pushes the branch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-test", action="store_true", help="do not run `vllm-patchkit test`"
+    )
+    parser.add_argument(
+        "--no-precommit",
+        action="store_true",
+        help="do not run `vllm-patchkit precommit`",
+    )
+    add_path(parser)
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = Options(
+        signoff=args.signoff,
+        run_test=not args.no_test,
+        run_precommit=not args.no_precommit,
+        base=args.base,
+        branch=args.branch,
+        base_branch=args.upstream_branch,
+        repo=args.repo,
+    )
+    pr = prepare_pull_request(args.path, load_series(args.patches), options)
+    if args.submit:
+        pr = submit(pr, args.remote)
+    if args.json:
+        emit_json({**to_jsonable(pr), "gh_command_line": pr.gh_command_line})
+    else:
+        print(format_pr(pr, submitted=args.submit))
+    return EXIT_BY_STATUS[pr.status]
+
+
+def format_pr(pr: PullRequest, *, submitted: bool) -> str:
+    lines = []
+    for commit in pr.commits:
+        state = "signed off"
+        if commit.signoff_added:
+            state = f"adds Signed-off-by: {commit.signoff_added}"
+        elif commit.missing_signoffs:
+            state = f"MISSING sign-off of {' and '.join(commit.missing_signoffs)}"
+        lines.append(f"  {commit.sha[:12]} {commit.subject}: {state}")
+    for record in pr.runs:
+        verdict = "passed" if record.returncode == 0 else "FAILED"
+        lines.append(f"  {record.command}: {verdict} (exit {record.returncode})")
+    if pr.title:
+        lines += [f"title:  {pr.title}", f"branch: {pr.branch}"]
+    if pr.body:
+        lines += [f"body ({pr.template}), also in {pr.body_file}:", "", pr.body]
+    if pr.gh_command and not submitted:
+        lines += ["dry run: nothing was changed. To open the PR:", pr.gh_command_line]
+    lines.append(f"{pr.status}: {pr.message}")
+    return "\n".join(lines)

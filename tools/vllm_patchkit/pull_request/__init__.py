@@ -1,0 +1,381 @@
+"""Prepare (and, when asked, open) the upstream pull request for the series.
+
+``prepare_pull_request`` reads the series' commits in a vLLM checkout (from
+the base recorded by apply or rebase to HEAD), checks their DCO sign-offs,
+runs ``vllm-patchkit test`` and ``precommit`` on the checkout for real, and
+builds the title and the description from vLLM's template. It changes
+nothing. ``submit`` then makes the branch (the same trees, upstream commit
+messages, sign-offs added only with ``signoff=True``), pushes it and runs
+``gh pr create`` when gh is installed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_patchkit.apply import (
+    BASE_REF,
+    busy_reason,
+    committer_env,
+    dirty_reason,
+    open_checkout,
+)
+from vllm_patchkit.commands.precommit import format_result as format_precommit
+from vllm_patchkit.commands.test import format_result as format_test
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.precommit import run_precommit
+from vllm_patchkit.pull_request.body import (
+    RunRecord,
+    fill_template,
+    load_template,
+    plan_section,
+    pr_title,
+    purpose_section,
+    result_section,
+)
+from vllm_patchkit.pull_request.signoff import (
+    Identity,
+    SeriesCommit,
+    configured_identity,
+    missing_signoffs,
+    series_commits,
+    upstream_message,
+)
+from vllm_patchkit.series import Series
+from vllm_patchkit.tree_pytest import series_test_files
+from vllm_patchkit.verify import verify_tree
+
+UPSTREAM_REPO = "vllm-project/vllm"
+_REFERENCE = re.compile(r"vllm-project/vllm#(\d+)")
+
+
+@dataclass
+class CommitPlan:
+    sha: str
+    subject: str
+    author: str
+    missing_signoffs: list[str]
+    signoff_added: str | None
+    message: str
+    """The message the PR branch gets."""
+
+
+@dataclass
+class PullRequest:
+    status: str
+    """ready, checks-failed, refused, submitted or error."""
+    message: str
+    checkout: str
+    title: str = ""
+    body: str = ""
+    body_file: str | None = None
+    template: str = ""
+    branch: str = ""
+    base_branch: str = "main"
+    repo: str = UPSTREAM_REPO
+    commits: list[CommitPlan] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
+    gh_command: list[str] = field(default_factory=list)
+    head: str | None = None
+    pushed_to: str | None = None
+    url: str | None = None
+    base_commit: str = ""
+
+    @property
+    def gh_command_line(self) -> str:
+        return shlex.join(self.gh_command)
+
+
+@dataclass(frozen=True)
+class Options:
+    signoff: bool = False
+    run_test: bool = True
+    run_precommit: bool = True
+    base: str | None = None
+    branch: str | None = None
+    base_branch: str = "main"
+    repo: str = UPSTREAM_REPO
+
+
+def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRequest:
+    """Everything ``gh pr create`` needs; the checkout is not changed."""
+    git = open_checkout(path)
+    pr = PullRequest("ready", "", str(git.root), repo=options.repo)
+    pr.base_branch = options.base_branch
+    reason = busy_reason(git) or dirty_reason(git)
+    if reason:
+        return _refuse(
+            pr,
+            f"{git.root}: refusing: {reason} (the PR is built from "
+            "commits; commit or stash first)",
+        )
+    base = options.base or BASE_REF
+    proc = git.run(
+        "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False
+    )
+    if proc.returncode != 0:
+        return _refuse(
+            pr,
+            f"{git.root}: no series base ({base}); run `vllm-patchkit "
+            "apply` or `rebase` first, or pass --base",
+        )
+    pr.base_commit = proc.stdout.strip()
+    commits = series_commits(git, pr.base_commit)
+    if not commits:
+        return _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
+    submitter = configured_identity(git)
+    problems = _plan_commits(pr, commits, submitter, options.signoff)
+    pr.title = pr_title(commits[0].subject)
+    pr.branch = options.branch or default_branch(pr.title)
+    if problems:
+        return _refuse(pr, "; ".join(problems))
+    highlights = []
+    if options.run_test:
+        highlights += _run_test(pr, git.root, series)
+    if options.run_precommit:
+        highlights += _run_precommit(pr, git.root, series)
+    template, pr.template = load_template(git.root)
+    references = sorted(
+        {
+            f"vllm-project/vllm#{n}"
+            for c in commits
+            for n in _REFERENCE.findall(c.message)
+        },
+        key=lambda ref: int(ref.rsplit("#", 1)[1]),
+    )
+    sections = {
+        "Purpose": purpose_section(
+            (
+                (c.subject, _body_without_trailers(p.message))
+                for c, p in zip(commits, pr.commits, strict=True)
+            ),
+            references,
+        ),
+        "Test Plan": plan_section(
+            pr.runs,
+            _upstream_test_commands(series, git.root) if options.run_test else [],
+        ),
+        "Test Result": result_section(pr.runs, highlights)
+        if pr.runs
+        else "Not run: the checks were skipped (--no-test, --no-precommit).",
+    }
+    pr.body = fill_template(template, sections)
+    pr.body_file = str(_write_body(pr))
+    pr.gh_command = [
+        "gh", "pr", "create", "--repo", pr.repo, "--base", pr.base_branch,
+        "--head", pr.branch, "--title", pr.title, "--body-file", pr.body_file,
+    ]  # fmt: skip
+    failed = [r.title for r in pr.runs if r.returncode != 0]
+    if failed:
+        pr.status = "checks-failed"
+        pr.message = f"not ready: {', '.join(failed)} failed"
+    else:
+        pr.message = f"{len(pr.commits)} commit(s) for {pr.repo}"
+    return pr
+
+
+def submit(pr: PullRequest, remote: str | None) -> PullRequest:
+    """Create the branch, push it to ``remote`` and run gh; fail closed."""
+    if pr.status != "ready":
+        return pr
+    git = Git(Path(pr.checkout))
+    existing = git.run(
+        "rev-parse", "--verify", "--quiet", f"refs/heads/{pr.branch}", check=False
+    )
+    head = _build_commits(git, pr)
+    if existing.returncode == 0 and existing.stdout.strip() != head:
+        pr.status = "refused"
+        pr.message = f"branch {pr.branch} exists with other commits; delete it or "
+        pr.message += "pass --branch"
+        return pr
+    if existing.returncode != 0:
+        # The empty old value makes git refuse if the branch appeared meanwhile.
+        git.run("update-ref", f"refs/heads/{pr.branch}", head, "")
+    pr.head = head
+    if remote is not None:
+        push = git.run(
+            "push", "--quiet", remote, f"{pr.branch}:{pr.branch}", check=False
+        )
+        if push.returncode != 0:
+            pr.status = "error"
+            pr.message = (
+                f"branch {pr.branch} created, but pushing it to {remote} failed: "
+                f"{push.stderr.strip()}"
+            )
+            return pr
+        pr.pushed_to = remote
+    gh = shutil.which("gh")
+    if gh is None:
+        pr.status = "error"
+        pr.message = (
+            f"branch {pr.branch} is ready, but gh is not installed; open the PR "
+            f"with: {pr.gh_command_line}"
+        )
+        return pr
+    proc = subprocess.run(
+        [gh, *pr.gh_command[1:]], cwd=pr.checkout, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pr.status = "error"
+        pr.message = f"gh pr create failed: {(proc.stderr or proc.stdout).strip()}"
+        return pr
+    pr.status = "submitted"
+    pr.url = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else None
+    pr.message = f"opened {pr.url or 'the pull request'} from {pr.branch}"
+    return pr
+
+
+def default_branch(title: str) -> str:
+    words = re.sub(r"^(\[[^\]]+\])+\s*", "", title).lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", words).strip("-")[:48].rstrip("-")
+    return f"vllm-overlay/{slug or 'series'}"
+
+
+def _plan_commits(
+    pr: PullRequest,
+    commits: list[SeriesCommit],
+    submitter: Identity | None,
+    signoff: bool,
+) -> list[str]:
+    problems = []
+    if signoff and submitter is None:
+        problems.append(
+            "--signoff needs git's user.name and user.email in the checkout"
+        )
+    for commit in commits:
+        missing = missing_signoffs(commit, submitter)
+        author_missing = any(m.startswith("author ") for m in missing)
+        is_submitter = submitter is not None and (
+            submitter.email.lower() == commit.author.email.lower()
+        )
+        adds = signoff and submitter is not None and bool(missing)
+        if author_missing and not is_submitter:
+            problems.append(
+                f"{commit.sha[:12]} {commit.subject!r} lacks its author's sign-off "
+                f"({commit.author}); only the author can certify it (DCO)"
+            )
+        elif missing and not signoff:
+            problems.append(
+                f"{commit.sha[:12]} {commit.subject!r} lacks Signed-off-by of "
+                f"{' and '.join(missing)}; pass --signoff to add "
+                f"'Signed-off-by: {submitter}'"
+            )
+        pr.commits.append(
+            CommitPlan(
+                sha=commit.sha,
+                subject=commit.subject,
+                author=str(commit.author),
+                missing_signoffs=missing,
+                signoff_added=str(submitter) if adds else None,
+                message=upstream_message(commit.message, submitter if adds else None),
+            )
+        )
+    return problems
+
+
+def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
+    result = verify_tree(root, series)
+    code = {"fixed": 0, "not-fixed": 1}.get(result.verdict, 3)
+    pr.runs.append(
+        RunRecord("vllm-patchkit test", f"vllm-patchkit test {root}", code,
+                  format_test(result))
+    )  # fmt: skip
+    after = result.after
+    passed = sum(c["passed"] for c in after.checks)
+    line = f"Regression suite: {result.verdict.upper()}, {passed}/{len(after.checks)} "
+    line += "checks pass"
+    if result.before is not None:
+        failing = sum(not c["passed"] for c in result.before.checks)
+        line += f" (on the base: {failing} fail"
+        line += ", bug reproduced)" if result.before.bug_reproduced else ")"
+    lines = [line + "."]
+    for run, where in ((result.before, "without the fix"), (after, "with the fix")):
+        test = run.upstream_test if run is not None else None
+        if test is not None:
+            lines.append(f"`{' '.join(test.files)}` {where}: {test.summary}.")
+    return lines
+
+
+def _run_precommit(pr: PullRequest, root: Path, series: Series) -> list[str]:
+    files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))
+    result = run_precommit(root, files)
+    pr.runs.append(
+        RunRecord(
+            "vllm-patchkit precommit",
+            f"vllm-patchkit precommit {root}",
+            0 if result.passed else 1,
+            format_precommit(result),
+        )
+    )
+    counts = {s: sum(h.status == s for h in result.hooks) for s in ("passed", "failed")}
+    passed, failed = counts["passed"], counts["failed"]
+    line = f"vLLM's pre-commit hooks on the changed files: {passed} passed, "
+    line += f"{failed} failed (the rest do not apply to these files)."
+    return [line]
+
+
+def _upstream_test_commands(series: Series, root: Path) -> list[str]:
+    """vLLM's own way to run the series' test; ``test`` ran it so, on CPU."""
+    return [
+        f"pytest --noconftest {name}  # also run by vllm-patchkit test"
+        for name in series_test_files(series)
+        if (root / name).is_file()
+    ]
+
+
+def _body_without_trailers(message: str) -> str:
+    paragraphs = message.strip().split("\n\n")
+    body = paragraphs[1:]
+    if body and all(":" in line for line in body[-1].splitlines()):
+        body = body[:-1]
+    return "\n\n".join(body)
+
+
+def _write_body(pr: PullRequest) -> Path:
+    target = cache_dir() / "pr" / (pr.branch.replace("/", "-") + ".md")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(pr.body)
+    return target
+
+
+def _build_commits(git: Git, pr: PullRequest) -> str:
+    """The PR commits: the same trees on the same base, upstream messages.
+
+    Author and both dates are kept, so the same plan always gives the same
+    commits and a second submit finds its branch unchanged.
+    """
+    parent = pr.base_commit
+    fmt = "%x1f".join(["%T", "%an", "%ae", "%aI", "%cI"])
+    for plan in pr.commits:
+        fields = git.out("log", "-1", f"--format={fmt}", plan.sha).split("\x1f")
+        tree, name, email, author_date, committer_date = fields
+        env = {
+            **committer_env(git),
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": author_date,
+            "GIT_COMMITTER_DATE": committer_date,
+        }
+        parent = git.run(
+            "commit-tree",
+            tree,
+            "-p",
+            parent,
+            "-F",
+            "-",
+            input_text=plan.message,
+            env=env,
+        ).stdout.strip()
+    return parent
+
+
+def _refuse(pr: PullRequest, message: str) -> PullRequest:
+    pr.status = "refused"
+    pr.message = message
+    return pr

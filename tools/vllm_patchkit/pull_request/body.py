@@ -1,0 +1,135 @@
+"""The PR title and description, in vLLM's format.
+
+The description starts from the checkout's own
+``.github/PULL_REQUEST_TEMPLATE.md`` so it follows whatever upstream asks for
+today; a built-in template with the same three sections stands in when the
+checkout has none. Purpose comes from the commit messages, Test Plan and
+Test Result from the runs that were actually made, with their output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATE = Path(".github/PULL_REQUEST_TEMPLATE.md")
+FALLBACK_TEMPLATE = """\
+## Purpose
+
+## Test Plan
+
+## Test Result
+"""
+SECTIONS = ("Purpose", "Test Plan", "Test Result")
+_CHECKLIST = {
+    "purpose": "Purpose",
+    "test plan": "Test Plan",
+    "test results": "Test Result",
+}
+_TAG = re.compile(r"^\[([^\]]+)\]\s*")
+_ROCM_TAGS = ({"ROCm"}, {"Hardware", "AMD"})
+_PLACEHOLDER = re.compile(r"^PLEASE FILL IN .*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A command that ran for the PR and what it printed."""
+
+    title: str
+    command: str
+    returncode: int
+    output: str
+
+
+def pr_title(subject: str) -> str:
+    """``subject`` with vLLM's ``[Bugfix]`` and ``[ROCm]`` prefixes ensured.
+
+    vLLM's contributing guide asks for a category prefix and, for hardware
+    specific work, the vendor (``[Hardware][AMD]``); ``[ROCm]`` is what the
+    project's ROCm PRs use and is accepted in its place.
+    """
+    tags, rest = _split_tags(subject)
+    vendor = [] if any(group <= set(tags) for group in _ROCM_TAGS) else ["ROCm"]
+    ordered = ["Bugfix", *vendor, *(tag for tag in tags if tag != "Bugfix")]
+    return "".join(f"[{tag}]" for tag in ordered) + " " + rest
+
+
+def _split_tags(subject: str) -> tuple[list[str], str]:
+    tags = []
+    rest = subject.strip()
+    while match := _TAG.match(rest):
+        tags.append(match.group(1))
+        rest = rest[match.end() :]
+    return tags, rest
+
+
+def load_template(checkout: Path) -> tuple[str, str]:
+    """The template text and where it came from."""
+    path = checkout / TEMPLATE
+    if path.is_file():
+        return path.read_text(), str(TEMPLATE)
+    return FALLBACK_TEMPLATE, "built-in template (the checkout has none)"
+
+
+def fill_template(template: str, sections: dict[str, str]) -> str:
+    """Put each section's text under its ``## `` heading; tick its checklist item."""
+    text = _PLACEHOLDER.sub("", template).lstrip("\n")
+    lines = text.splitlines()
+    out: list[str] = []
+    done = set()
+    for line in lines:
+        out.append(line)
+        heading = line.strip().removeprefix("## ").strip()
+        if line.startswith("## ") and heading in sections and heading not in done:
+            out += ["", sections[heading].rstrip(), ""]
+            done.add(heading)
+        elif line.lstrip().startswith("- [ ]"):
+            lowered = line.lower()
+            if any(
+                key in lowered and _CHECKLIST[key] in sections for key in _CHECKLIST
+            ):
+                out[-1] = line.replace("- [ ]", "- [x]", 1)
+    for name in SECTIONS:
+        if name in sections and name not in done:
+            out += ["", f"## {name}", "", sections[name].rstrip()]
+    return _squeeze_blank_lines("\n".join(out)).strip("\n") + "\n"
+
+
+def _squeeze_blank_lines(text: str) -> str:
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def purpose_section(messages: Iterable[tuple[str, str]], references: list[str]) -> str:
+    """One paragraph block per commit: its subject in bold, then its body."""
+    blocks = []
+    for subject, body in messages:
+        blocks.append(f"**{subject}**\n\n{body.strip()}" if body.strip() else subject)
+    if references:
+        blocks.append("Related: " + ", ".join(references))
+    return "\n\n".join(blocks)
+
+
+def plan_section(records: list[RunRecord], extra: list[str]) -> str:
+    lines = ["Run on CPU (no GPU is needed for these checks):", "", "```bash"]
+    lines += [record.command for record in records]
+    lines += [*extra, "```"]
+    return "\n".join(lines)
+
+
+def result_section(records: list[RunRecord], highlights: list[str]) -> str:
+    blocks = [*(f"- {line}" for line in highlights)]
+    for record in records:
+        summary = f"<code>{record.command}</code> (exit {record.returncode})"
+        blocks += [
+            "",
+            f"<details><summary>{summary}</summary>",
+            "",
+            "```text",
+            record.output.rstrip(),
+            "```",
+            "",
+            "</details>",
+        ]
+    return "\n".join(blocks)

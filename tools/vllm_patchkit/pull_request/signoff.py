@@ -1,0 +1,128 @@
+"""DCO sign-offs and upstream commit messages for the series' commits.
+
+vLLM's DCO check wants every commit signed off by its author. Whoever
+submits someone else's commit adds their own ``Signed-off-by`` too (DCO
+clause (c)); the toolkit does that only when asked (``--signoff``), because
+a sign-off is a legal statement, not formatting.
+
+The series' commits also carry this project's bookkeeping trailers (DEP-3
+``Origin``/``Forwarded``/..., ``Affects``, ``Invariant``); they mean nothing
+upstream and are left out of the commits proposed there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from vllm_patchkit.gitcmd import Git
+
+VENDOR_TRAILERS = frozenset(
+    {"origin", "bug", "forwarded", "applied-upstream", "affects", "invariant"}
+)
+_SIGNOFF = re.compile(r"^Signed-off-by:\s*(.+?)\s*<([^>]+)>\s*$", re.IGNORECASE)
+_TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s")
+_FIELD = "\x1f"
+_RECORD = "\x1e"
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+    def __str__(self) -> str:
+        return f"{self.name} <{self.email}>"
+
+
+@dataclass
+class SeriesCommit:
+    sha: str
+    subject: str
+    message: str
+    author: Identity
+    author_date: str
+    tree: str
+    signoffs: list[Identity] = field(default_factory=list)
+
+    def signed_by(self, who: Identity) -> bool:
+        return any(s.email.lower() == who.email.lower() for s in self.signoffs)
+
+
+def series_commits(git: Git, base: str) -> list[SeriesCommit]:
+    """The commits from ``base`` (exclusive) to HEAD, oldest first."""
+    fmt = _FIELD.join(["%H", "%T", "%an", "%ae", "%aI", "%s", "%B"]) + _RECORD
+    out = git.run(
+        "log", "--reverse", "--first-parent", f"--format={fmt}", f"{base}..HEAD"
+    ).stdout
+    commits = []
+    for record in out.split(_RECORD):
+        record = record.strip("\n")
+        if not record:
+            continue
+        sha, tree, name, email, date, subject, message = record.split(_FIELD, 6)
+        commits.append(
+            SeriesCommit(
+                sha=sha,
+                subject=subject,
+                message=message.rstrip() + "\n",
+                author=Identity(name, email),
+                author_date=date,
+                tree=tree,
+                signoffs=signoffs(message),
+            )
+        )
+    return commits
+
+
+def signoffs(message: str) -> list[Identity]:
+    found = []
+    for line in message.splitlines():
+        match = _SIGNOFF.match(line.strip())
+        if match:
+            found.append(Identity(match.group(1), match.group(2)))
+    return found
+
+
+def configured_identity(git: Git) -> Identity | None:
+    name = git.run("config", "user.name", check=False).stdout.strip()
+    email = git.run("config", "user.email", check=False).stdout.strip()
+    return Identity(name, email) if name and email else None
+
+
+def missing_signoffs(commit: SeriesCommit, submitter: Identity | None) -> list[str]:
+    """What DCO still needs on ``commit``: the author's, then the submitter's."""
+    missing = []
+    if not commit.signed_by(commit.author):
+        missing.append(f"author {commit.author}")
+    if submitter is not None and not commit.signed_by(submitter):
+        missing.append(f"submitter {submitter}")
+    return missing
+
+
+def upstream_message(message: str, add_signoff: Identity | None = None) -> str:
+    """``message`` without vendor trailers, with ``add_signoff`` appended."""
+    paragraphs = message.rstrip().split("\n\n")
+    trailers = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
+    keys = [_trailer_key(line) for line in trailers]
+    if trailers and all(keys):
+        kept = [
+            line
+            for line, key in zip(trailers, keys, strict=True)
+            if key not in VENDOR_TRAILERS
+        ]
+        paragraphs = paragraphs[:-1]
+    else:
+        kept = []
+    if add_signoff is not None and not any(
+        s.email.lower() == add_signoff.email.lower() for s in signoffs("\n".join(kept))
+    ):
+        kept.append(f"Signed-off-by: {add_signoff}")
+    if kept:
+        paragraphs.append("\n".join(kept))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+def _trailer_key(line: str) -> str | None:
+    match = _TRAILER.match(line)
+    return match.group(1).lower() if match else None
