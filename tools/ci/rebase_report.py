@@ -1,0 +1,287 @@
+"""Turn one ``vllm-patchkit rebase --json`` result into the nightly job's texts.
+
+The nightly workflow (``.github/workflows/rebase-upstream.yml``, through
+``tools/ci/rebase-series.sh``) calls this right after the rebase, while
+``patches/`` still holds the series it started from, so the trailers of a
+patch dropped as upstreamed (``Invariant``, ``Applied-Upstream``) can still be
+read. It writes into OUT:
+
+* ``pr-title.txt``, ``pr-body.md``: the pull request that carries the
+  refreshed ``patches/``; both name every patch dropped as upstreamed and why;
+* ``commit-message.txt``: the bot branch's commit message (the same record);
+* ``issue-title.txt``, ``issue-body.md``: the conflict report. The title
+  depends on the upstream repository and ref only, so the job finds the open
+  issue of an earlier night and comments on it instead of opening another.
+
+and prints ``key=value`` lines for ``$GITHUB_OUTPUT``: ``status``, ``applied``
+and ``dropped`` (counts) and ``branch`` (the bot branch for this upstream).
+
+    python tools/ci/rebase_report.py --rebase-json OUT/rebase.json \\
+        --summary OUT/rebase-summary.md --repo vllm-project/vllm --ref main \\
+        --out OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.series import SeriesError, parse_patch
+
+STATUS_BY_EXIT = {0: "rebased", 2: "refused", 3: "error", 4: "conflict"}
+GATES = (
+    "`vllm-patchkit precommit`: vLLM's own pre-commit hooks on the rebased checkout",
+    "`vllm-patchkit test`: the regression suite on the rebased checkout",
+    (
+        "`vllm-patchkit pr --dry-run`: every commit of the series carries a DCO "
+        "`Signed-off-by` (skipped when no patch is left)"
+    ),
+    "`vllm-patchkit refresh`, then this repository's `pre-commit run --all-files`",
+)
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A patch the rebase dropped because upstream carries it."""
+
+    name: str
+    subject: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Report:
+    status: str
+    repo: str
+    ref: str
+    onto: str
+    message: str
+    patches: list[dict[str, Any]]
+    dropped: list[Dropped]
+    summary: str
+    run_url: str
+
+    @property
+    def short(self) -> str:
+        return self.onto[:12] if self.onto else "unknown commit"
+
+    @property
+    def target(self) -> str:
+        return f"{self.repo} `{self.ref}`"
+
+    @property
+    def applied(self) -> int:
+        return sum(p.get("status") == "applied" for p in self.patches)
+
+
+def bot_branch(repo: str, ref: str) -> str:
+    """One bot branch (so one pull request) per upstream repository and ref."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{repo}-{ref}").strip("-.")
+    return f"bot/rebase-{slug or 'upstream'}"
+
+
+def why_dropped(patch: dict[str, Any], patches_dir: Path, target: str) -> Dropped:
+    """Name, subject and reason, from the JSON and the patch's own trailers."""
+    name = str(patch.get("name", "?"))
+    detail = str(patch.get("detail") or "dropped: upstream carries it")
+    why = f"{target} carries it ({detail.removeprefix('dropped: ')})"
+    subject = ""
+    try:
+        parsed = parse_patch(patches_dir / name)
+    except SeriesError:
+        parsed = None
+    if parsed is not None:
+        subject = parsed.subject
+        if parsed.invariant:
+            why = (
+                f"{target} carries it: the rebase found the patch's commit in "
+                f"upstream's history or its invariant `{parsed.invariant}` "
+                "already holding there"
+            )
+        applied_upstream = parsed.trailer("Applied-Upstream")
+        if applied_upstream:
+            why += f"; the patch records Applied-Upstream: {applied_upstream}"
+    return Dropped(name, subject, why)
+
+
+def load_report(args: argparse.Namespace) -> Report:
+    try:
+        result = json.loads(args.rebase_json.read_text())
+    except (OSError, ValueError):
+        result = {}
+    if not isinstance(result, dict):
+        result = {}
+    status = str(result.get("status") or STATUS_BY_EXIT.get(args.exit_code, "error"))
+    patches = [p for p in result.get("patches") or [] if isinstance(p, dict)]
+    summary = ""
+    if args.summary is not None and args.summary.is_file():
+        summary = args.summary.read_text().strip()
+    return Report(
+        status=status,
+        repo=args.repo,
+        ref=args.ref,
+        onto=str(result.get("onto") or ""),
+        message=str(result.get("message") or "vllm-patchkit rebase gave no result"),
+        patches=patches,
+        dropped=[
+            why_dropped(p, args.patches, f"upstream {args.repo} `{args.ref}`")
+            for p in patches
+            if p.get("status") == "upstreamed"
+        ],
+        summary=summary,
+        run_url=args.run_url,
+    )
+
+
+def pr_title(report: Report) -> str:
+    title = f"Rebase the patch series onto {report.repo} {report.ref} ({report.short})"
+    if report.dropped:
+        names = ", ".join(d.name for d in report.dropped)
+        title += f"; drop upstreamed {names}"
+    return title
+
+
+def dropped_lines(report: Report, markdown: bool) -> list[str]:
+    lines = []
+    for drop in report.dropped:
+        name = f"`{drop.name}`" if markdown else drop.name
+        subject = f' ("{drop.subject}")' if drop.subject else ""
+        lines.append(f"- {name}{subject}: {drop.why}")
+    return lines
+
+
+def pr_body(report: Report) -> str:
+    parts = [
+        (
+            f"Nightly rebase of `patches/` onto {report.target} at `{report.onto}`: "
+            f"{report.applied} patch(es) replayed, {len(report.dropped)} dropped as "
+            "upstreamed."
+        ),
+        "",
+    ]
+    if report.dropped:
+        parts += [
+            "### Dropped as upstreamed",
+            "",
+            *dropped_lines(report, markdown=True),
+            "",
+        ]
+    parts += [report.summary or report.message, ""]
+    parts += [
+        "### Checks that passed before this was pushed",
+        "",
+        *(f"- {gate}" for gate in GATES),
+        "",
+    ]
+    if report.run_url:
+        parts.append(f"Workflow run: {report.run_url}")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def commit_message(report: Report) -> str:
+    if report.dropped:
+        subject = "Drop upstreamed " + ", ".join(d.name for d in report.dropped)
+    else:
+        subject = f"Rebase the patch series onto {report.repo} {report.ref}"
+    paragraphs = [
+        textwrap.fill(
+            f"Nightly rebase of patches/ onto {report.repo} {report.ref} at "
+            f"{report.onto}: {report.applied} patch(es) replayed, "
+            f"{len(report.dropped)} dropped as upstreamed. Committed only after "
+            "vLLM's pre-commit, the regression suite, the sign-off check and "
+            "this repository's pre-commit passed on the result.",
+            width=72,
+            break_on_hyphens=False,
+        )
+    ]
+    if report.dropped:
+        entries = [
+            textwrap.fill(
+                line.replace("`", ""),
+                width=72,
+                subsequent_indent="  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            for line in dropped_lines(report, markdown=False)
+        ]
+        paragraphs.append("\n".join(["Dropped as upstreamed:", *entries]))
+    return subject + "\n\n" + "\n\n".join(paragraphs) + "\n"
+
+
+def issue_title(report: Report) -> str:
+    # No commit id: the same title every night, so the job comments on the
+    # open issue instead of opening one per run.
+    return f"Nightly rebase: the patch series conflicts with {report.repo} {report.ref}"
+
+
+def issue_body(report: Report) -> str:
+    parts = [
+        (
+            f"The nightly rebase of `patches/` onto {report.target} "
+            f"(`{report.onto or 'unknown'}`) stopped: **{report.status}**. Nothing "
+            "was pushed; the series on the default branch is unchanged."
+        ),
+        "",
+        report.message,
+        "",
+        "| patch | files | conflicting hunks |",
+        "| --- | --- | --- |",
+    ]
+    for patch in report.patches:
+        if patch.get("status") != "conflict":
+            continue
+        files = ", ".join(f"`{f}`" for f in patch.get("files") or []) or "-"
+        hunks = ", ".join(f"`{h}`" for h in patch.get("hunks") or []) or "-"
+        parts.append(f"| `{patch.get('name', '?')}` | {files} | {hunks} |")
+    if report.summary:
+        parts += ["", report.summary]
+    if report.run_url:
+        parts += ["", f"Workflow run: {report.run_url}"]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rebase-json", type=Path, required=True)
+    parser.add_argument("--summary", type=Path, help="the rebase's Markdown summary")
+    parser.add_argument("--repo", required=True, help="upstream owner/name")
+    parser.add_argument("--ref", required=True, help="the upstream ref rebased onto")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--patches", type=Path, default=PATCHES_DIR)
+    parser.add_argument("--run-url", default="")
+    parser.add_argument(
+        "--exit-code", type=int, default=3, help="the rebase's exit status"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = load_report(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    texts = {
+        "pr-title.txt": pr_title(report) + "\n",
+        "pr-body.md": pr_body(report),
+        "commit-message.txt": commit_message(report),
+        "issue-title.txt": issue_title(report) + "\n",
+        "issue-body.md": issue_body(report),
+    }
+    for name, text in texts.items():
+        (args.out / name).write_text(text)
+    print(f"status={report.status}")
+    print(f"applied={report.applied}")
+    print(f"dropped={len(report.dropped)}")
+    print(f"branch={bot_branch(report.repo, report.ref)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
