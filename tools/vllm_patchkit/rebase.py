@@ -47,6 +47,9 @@ class RebaseResult:
 
 def resolve_target(git: Git, onto: str, upstream: str | None) -> str:
     """The commit to rebase onto, fetched from ``upstream`` when given."""
+    if onto.startswith("-"):
+        # git would read it as an option (--upload-pack=... runs a command).
+        raise ValueError(f"{onto!r} is not a ref name")
     if upstream is not None:
         try:
             git.run("fetch", "--quiet", "--no-tags", upstream, onto)
