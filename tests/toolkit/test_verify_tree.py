@@ -116,3 +116,11 @@ def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
     proc = patchkit("test", "--baseline", "HEAD", str(tmp_path))
     assert proc.returncode == 2
     assert "--baseline needs a git checkout" in proc.stderr
+    git = as_user(tmp_path)
+    git.run("init", "--quiet")
+    git.run("add", "vllm")
+    git.run("commit", "--quiet", "-m", "not much of a vLLM")
+    # Refused before any suite run, not after one.
+    proc = patchkit("test", "--baseline", "no-such-rev", str(tmp_path))
+    assert proc.returncode == 2
+    assert "baseline 'no-such-rev' is not a commit" in proc.stderr

@@ -71,15 +71,16 @@ def verify_tree(
     tree = path.resolve()
     if not (tree / "vllm" / "__init__.py").is_file():
         raise NotATreeError(f"{tree}: not a vLLM source tree (no vllm/__init__.py)")
+    if baseline is not None and not (tree / ".git").exists():
+        raise NotATreeError(f"{tree}: --baseline needs a git checkout")
+    base = baseline or _recorded_base(tree)
+    base_commit = _commit(tree, base) if base is not None and compare else None
     test_files = series_test_files(series)
     after = run_tree(tree, "after", test_files)
     after.revision = _describe(tree, "HEAD")
     before = None
-    if baseline is not None and not (tree / ".git").exists():
-        raise NotATreeError(f"{tree}: --baseline needs a git checkout")
-    base = baseline or _recorded_base(tree)
-    if base is not None and compare:
-        before = _run_base(tree, base, test_files)
+    if base is not None and base_commit is not None:
+        before = _run_base(tree, base, base_commit, test_files)
     if after.problem is not None:
         verdict, message = "error", after.problem
     elif after.passed:
@@ -141,15 +142,17 @@ def _describe(tree: Path, rev: str) -> str:
     return line if proc.returncode == 0 and line else rev
 
 
-def _run_base(tree: Path, base: str, test_files: list[str]) -> TreeRun:
-    """The suite on ``base``, exported with ``git archive`` (the tree is untouched)."""
-    git = Git(tree)
-    proc = git.run(
-        "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False
+def _commit(tree: Path, rev: str) -> str:
+    proc = Git(tree).run(
+        "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False
     )
     if proc.returncode != 0:
-        raise NotATreeError(f"{tree}: baseline {base!r} is not a commit")
-    commit = proc.stdout.strip()
+        raise NotATreeError(f"{tree}: baseline {rev!r} is not a commit")
+    return proc.stdout.strip()
+
+
+def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> TreeRun:
+    """The suite on ``commit``, exported with ``git archive`` (tree untouched)."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-base-") as scratch:
         export = Path(scratch)
         archive = subprocess.run(
