@@ -21,7 +21,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 patches=${VLLM_PATCHKIT_PATCHES:-$root/patches}
 
 if [[ -z $base ]]; then
-    base=$(sed -nE 's/^# Base: vLLM ([0-9][0-9A-Za-z.+-]*).*$/v\1/p' \
+    base=$(sed -nE 's/^# Base: vLLM ([0-9][0-9A-Za-z.+-]*[0-9A-Za-z+-]).*$/v\1/p' \
         "$patches/series" | head -n 1)
 fi
 if [[ -z $base ]]; then
