@@ -105,3 +105,49 @@ def test_invariant_registry(tmp_path: Path) -> None:
     assert not result.holds
     with pytest.raises(KeyError, match="unknown invariant"):
         check_invariant("no-such-invariant", tmp_path)
+
+
+REGRESSION_TEST = """\
+from vllm.v1.attention.backends.rocm_attn import RocmAttentionMetadataBuilder
+
+
+def test_host_offsets_kept(metadata, builder: RocmAttentionMetadataBuilder):
+    builder.build_for_cudagraph_capture(metadata)
+    assert metadata.query_start_loc_cpu.tolist() == [0, 1, 2]
+"""
+
+
+def _tree_with_test(tmp_path: Path, name: str, source: str) -> Path:
+    tests = tmp_path / "tests" / "v1" / "attention"
+    tests.mkdir(parents=True)
+    (tests / name).write_text(source)
+    return tmp_path
+
+
+def test_regression_test_invariant_finds_a_renamed_edited_test(tmp_path: Path) -> None:
+    tree = _tree_with_test(tmp_path, "test_capture_offsets.py", REGRESSION_TEST)
+    result = check_invariant("rocm-capture-regression-test-present", tree)
+    assert result.holds and result.line == 4
+    assert result.file.name == "test_capture_offsets.py"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Another backend's capture test (vLLM 0.32.0's test_mm_prefix.py).
+        REGRESSION_TEST.replace("RocmAttentionMetadataBuilder", "FlexBuilder"),
+        # The ROCm builder, but the host offsets are never checked.
+        REGRESSION_TEST.replace("query_start_loc_cpu", "query_start_loc"),
+        # Not a test function.
+        REGRESSION_TEST.replace("def test_host", "def check_host"),
+        # Not Python.
+        REGRESSION_TEST.replace("(metadata, builder", "(:"),
+    ],
+)
+def test_regression_test_invariant_rejects_near_misses(
+    tmp_path: Path, source: str
+) -> None:
+    tree = _tree_with_test(tmp_path, "test_capture_offsets.py", source)
+    result = check_invariant("rocm-capture-regression-test-present", tree)
+    assert not result.holds
+    assert "no test in tests/v1/attention" in result.detail
