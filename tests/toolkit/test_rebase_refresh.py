@@ -66,7 +66,9 @@ def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
     git = Git(fork)
     assert git.branch() == "rocm-fixes"
     assert git.out("rev-parse", "HEAD~2") == result["onto"]
-    assert git.out("log", "-2", "--format=%s").startswith("[Bugfix][ROCm]")
+    subjects = git.out("log", "-2", "--format=%s").splitlines()
+    assert len(subjects) == 2
+    assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects)
     assert inspect_capture_tree(fork).shape is Shape.FIXED
     assert git.is_clean()
 
@@ -161,3 +163,24 @@ def test_refresh_after_drop_removes_the_patch(
         if not line.startswith("#")
     ]
     assert listed == [test]
+
+
+def test_refresh_refuses_to_write_an_empty_series(
+    upstream: Path, tmp_path: Path
+) -> None:
+    """Every patch upstream (no commits after the base): nothing is written."""
+    tree = tmp_path / "fixed"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.29.0", str(upstream), str(tree)
+    )
+    as_user(tree).run("switch", "--quiet", "-c", "empty")
+    Git(tree).run("update-ref", "refs/vllm-patchkit/base", "HEAD")
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    before = {p.name: p.read_bytes() for p in patches.iterdir()}
+
+    proc = patchkit("--patches", str(patches), "refresh", str(tree))
+
+    assert proc.returncode == 2
+    assert "upstream carries every patch" in proc.stderr
+    assert {p.name: p.read_bytes() for p in patches.iterdir()} == before

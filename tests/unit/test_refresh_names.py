@@ -24,3 +24,12 @@ def test_new_subjects_are_numbered_after_the_kept_ones() -> None:
 def test_first_export_uses_format_patch_names() -> None:
     fresh = ["0001-A.patch", "0002-B.patch"]
     assert stable_names(fresh, []) == fresh
+
+
+def test_subjects_that_share_a_slug_get_distinct_names() -> None:
+    fresh = ["0001-Long-subject-cut-at-52.patch", "0002-Long-subject-cut-at-52.patch"]
+    old = ["0001-Long-subject-cut-at-52.patch"]
+    assert stable_names(fresh, old) == [
+        "0001-Long-subject-cut-at-52.patch",
+        "0002-Long-subject-cut-at-52.patch",
+    ]

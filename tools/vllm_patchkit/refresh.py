@@ -61,6 +61,13 @@ def refresh_series(
             "format-patch", *FORMAT_PATCH_OPTIONS, "-o", scratch, f"{base_commit}..HEAD"
         )
         fresh = sorted(Path(scratch).glob("*.patch"))
+        if not fresh:
+            # A series file without patches is refused by every command; the
+            # end of the series is a decision for a person, not for refresh.
+            raise ValueError(
+                f"{path}: no commits between the base and HEAD: upstream carries "
+                f"every patch; {patches_dir} was left as it is"
+            )
         names = stable_names([p.name for p in fresh], old_names)
         for patch, name in zip(fresh, names, strict=True):
             target = patches_dir / name
@@ -83,8 +90,15 @@ def stable_names(fresh: list[str], old: list[str]) -> list[str]:
 
     A new subject is numbered after the highest number in use.
     """
-    old_by_slug = {_slug(name): name for name in old}
-    kept = [old_by_slug.get(_slug(name)) for name in fresh]
+    # format-patch cuts subjects to 52 characters, so two patches can share
+    # a slug: each old name is handed out once, in order.
+    unclaimed = list(old)
+    kept: list[str | None] = []
+    for name in fresh:
+        match = next((o for o in unclaimed if _slug(o) == _slug(name)), None)
+        if match is not None:
+            unclaimed.remove(match)
+        kept.append(match)
     used = [_number(name) for name in kept if name is not None]
     next_number = max(used, default=0) + 1
     names = []
