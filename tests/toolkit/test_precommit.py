@@ -376,6 +376,25 @@ def test_failed_install_is_an_environment_error(tmp_path: Path) -> None:
     assert "--skip typos" in proc.stderr
 
 
+def test_pre_commit_dying_mid_run_fails_closed(tmp_path: Path) -> None:
+    """A run that dies after a passing hook is no pass (a gate in CI and pr)."""
+    config = LOCAL_CONFIG.replace(
+        "  - id: no-rst\n",
+        "  - id: dies\n"
+        "    name: kills pre-commit\n"
+        "    language: system\n"
+        "    entry: sh -c 'kill -9 $PPID'\n"
+        "    pass_filenames: false\n"
+        "  - id: no-rst\n",
+    )
+    root = _small_repo(tmp_path / "repo", config)
+
+    proc = patchkit("precommit", str(root))
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no hook reported a failure" in proc.stderr
+
+
 def test_help_explains_the_mirrors() -> None:
     proc = patchkit("precommit", "--help")
     assert proc.returncode == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from vllm_patchkit.guard import BusyError
 from vllm_patchkit.index import PackageIndexError
 from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.precommit import PrecommitEnvironmentError
 from vllm_patchkit.series import SeriesError
 
 COMMANDS = (
@@ -87,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     except (SeriesError, ValueError, FileExistsError, BusyError) as exc:
         print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    except (GitMissingError, GitError, PackageIndexError, OSError) as exc:
+    except (
+        GitMissingError,
+        GitError,
+        PackageIndexError,
+        PrecommitEnvironmentError,
+        OSError,
+        subprocess.SubprocessError,
+    ) as exc:
         print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

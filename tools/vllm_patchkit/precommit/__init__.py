@@ -117,6 +117,13 @@ def run_precommit(
         output, returncode = proc.stdout.replace(str(tree), str(root)), proc.returncode
         if not read_results(plan, output, skip) and returncode:
             raise_crash(output, returncode, _installs(plan))
+        if returncode and not any(h.status == "failed" for h in plan.hooks):
+            # pre-commit failed, yet no hook line said so (a crash mid-run, a
+            # line not understood): the gate must not pass.
+            tail = " | ".join(output.strip().splitlines()[-3:])
+            raise PrecommitEnvironmentError(
+                f"pre-commit exited {returncode} but no hook reported a failure: {tail}"
+            )
     return PrecommitResult(
         path=root,
         passed=not any(h.status == "failed" for h in plan.hooks),
