@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
-from vllm_patchkit.commands.test import format_result
 from vllm_patchkit.mutation.mutants import MUTANTS, mutate
 from vllm_patchkit.releases import release_tree
+from vllm_patchkit.reports import format_verify
 from vllm_patchkit.series import load_series
 from vllm_patchkit.verify import verify_tree
 
@@ -67,7 +67,7 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert (stock.passed, stock.failed, stock.errors) == (0, 4, 0)
     assert all("Error" in failure or "assert" in failure for failure in stock.failures)
     assert snapshot(tree) == before_run  # judged without a trace
-    lines = format_result(result).splitlines()
+    lines = format_verify(result).splitlines()
     assert lines[1].startswith("  before: refs/vllm-patchkit/base: ")
     assert lines[3].split() == ["check", "before", "after"]
     assert any(
@@ -95,6 +95,27 @@ def test_a_wrong_fix_fails(release_clone: Callable[[str], Path], mutant: str) ->
     assert result["before"] is None
     assert not result["after"]["fixed"]
     assert result["after"]["upstream_test"]["failed"] > 0
+
+
+def test_a_tree_the_venv_cannot_run_is_not_judged(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """0.12.0 needs other dependencies than this venv's: exit 3, not a verdict.
+
+    Its patched tree also cannot import patch 0002's test (vLLM 0.14.0 moved
+    CommonAttentionMetadata); that is reported, not counted as a failure.
+    """
+    tree = release_clone("0.12.0")
+    code, applied = patchkit_json("apply", str(tree))
+    assert code == 0, applied
+
+    code, result = patchkit_json("test", "--no-baseline", str(tree))
+
+    assert code == 3, result
+    assert result["verdict"] == "error"
+    assert "the suite cannot run on vLLM 0.12.0 with this venv" in result["message"]
+    test = result["after"]["upstream_test"]
+    assert (test["passed"], test["failed"], test["errors"]) == (0, 0, 1)
 
 
 def test_fixed_release_tree_passes() -> None:

@@ -40,6 +40,12 @@ class PytestRun:
         return self.returncode == 0 and self.passed > 0 and not self.failed
 
     @property
+    def ran(self) -> bool:
+        """False when no case got to run: the file does not import on this
+        tree (0002 needs vLLM 0.14.0's module layout) or every setup failed."""
+        return self.passed + self.failed > 0
+
+    @property
     def summary(self) -> str:
         parts = [f"{self.passed} passed", f"{self.failed} failed"]
         if self.errors:

@@ -21,6 +21,7 @@ from typing import Any
 from vllm_patchkit.apply import BASE_REF
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.regression.runner import run_scenarios
+from vllm_patchkit.regression.verdict import HARNESS_ERROR
 from vllm_patchkit.series import Series
 from vllm_patchkit.tree_pytest import PytestRun, run_tree_tests, series_test_files
 
@@ -43,7 +44,10 @@ class TreeRun:
 
     @property
     def passed(self) -> bool:
-        test_ok = self.upstream_test is None or self.upstream_test.ok
+        test = self.upstream_test
+        # A test that cannot run on this tree says nothing either way; the
+        # suite alone judges it (and the output says the test did not run).
+        test_ok = test is None or not test.ran or test.ok
         return self.problem is None and self.fixed and test_ok
 
 
@@ -81,6 +85,8 @@ def verify_tree(
     before = None
     if base is not None and base_commit is not None:
         before = _run_base(tree, base, base_commit, test_files)
+    if after.problem is None and not after.passed:
+        after.problem = _cannot_judge(after)
     if after.problem is not None:
         verdict, message = "error", after.problem
     elif after.passed:
@@ -114,6 +120,20 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
     return run
 
 
+def _cannot_judge(run: TreeRun) -> str | None:
+    """Why the failures say nothing about the fix, when they all are harness
+    errors (the tree's vLLM does not run with this venv's dependencies)."""
+    failed = [c for c in run.checks if not c["passed"]]
+    harness = [c for c in failed if c["detail"].startswith(HARNESS_ERROR)]
+    if run.bug_reproduced or not harness or len(harness) < len(failed):
+        return None
+    return (
+        f"the suite cannot run on vLLM {run.vllm_version} with this venv: "
+        f"{len(harness)} harness errors, first {harness[0]['name']}: "
+        f"{harness[0]['detail'][:160]}"
+    )
+
+
 def _why_not(run: TreeRun) -> str:
     failed = [c["name"] for c in run.checks if not c["passed"]]
     parts = []
@@ -121,8 +141,9 @@ def _why_not(run: TreeRun) -> str:
         parts.append("the bug reproduces (host query offsets zeroed during capture)")
     if failed:
         parts.append(f"failing checks: {', '.join(failed)}")
-    if run.upstream_test is not None and not run.upstream_test.ok:
-        parts.append(f"upstream test: {run.upstream_test.summary}")
+    test = run.upstream_test
+    if test is not None and test.ran and not test.ok:
+        parts.append(f"upstream test: {test.summary}")
     return "; ".join(parts) or "no check ran"
 
 

@@ -18,10 +18,10 @@ from vllm_patchkit.commands.common import (
 from vllm_patchkit.precommit import (
     PrecommitEnvironmentError,
     PrecommitRefused,
-    PrecommitResult,
     run_precommit,
 )
 from vllm_patchkit.precommit.mirrors import MIRRORS
+from vllm_patchkit.reports import format_precommit
 from vllm_patchkit.series import load_series
 
 DESCRIPTION = """\
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**to_jsonable(result), "diff": result.diff})
     else:
-        _print(result)
+        print(format_precommit(result))
     return EXIT_OK if result.passed else EXIT_FAILED
 
 
@@ -120,36 +120,3 @@ def _error(args: argparse.Namespace, status: str, exc: Exception, code: int) -> 
         emit_json({"status": status, "error": str(exc)})
     print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
     return code
-
-
-def _print(result: PrecommitResult) -> None:
-    print(format_result(result))
-
-
-def format_result(result: PrecommitResult) -> str:
-    """One line per hook (failures with their output), then a summary."""
-    lines = [
-        f"  {name}: missing in {result.path} (not checked)" for name in result.missing
-    ]
-    labels = [h.alias if h.alias else h.id for h in result.hooks]
-    width = max(map(len, labels), default=0)
-    for label, hook in zip(labels, result.hooks, strict=True):
-        line = f"  {label:<{width}}  {hook.status}"
-        if hook.status != "failed" and hook.detail:
-            line += f" ({hook.detail})"
-        if hook.mirror:
-            line += f"  [mirror: {hook.mirror}]"
-        lines.append(line)
-        if hook.status == "failed" and hook.detail:
-            lines += [f"      {text}" for text in hook.detail.splitlines()]
-    if result.diff:
-        lines.append(f"  changes the hooks made (not applied to {result.path}):")
-        lines += [f"      {text}" for text in result.diff.splitlines()]
-    counts = {
-        status: sum(h.status == status for h in result.hooks)
-        for status in ("passed", "failed", "skipped")
-    }
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-    verdict = "passed" if result.passed else "FAILED"
-    lines.append(f"pre-commit on {len(result.files)} file(s): {summary}: {verdict}")
-    return "\n".join(lines)

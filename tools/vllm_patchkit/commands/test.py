@@ -13,10 +13,10 @@ from vllm_patchkit.commands.common import (
     add_path,
     emit_json,
 )
+from vllm_patchkit.reports import format_verify
 from vllm_patchkit.series import load_series
-from vllm_patchkit.verify import TreeRun, VerifyResult, verify_tree
+from vllm_patchkit.verify import verify_tree
 
-CELL_WIDTH = 64
 EXIT_BY_VERDICT = {"fixed": EXIT_OK, "not-fixed": EXIT_FAILED, "error": EXIT_ERROR}
 
 
@@ -64,58 +64,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        print(format_result(result))
+        print(format_verify(result))
     return EXIT_BY_VERDICT[result.verdict]
-
-
-def format_result(result: VerifyResult) -> str:
-    """A before/after table: one row per check, then the upstream test."""
-    runs = [r for r in (result.before, result.after) if r is not None]
-    header = [r.label for r in runs]
-    rows: list[list[str]] = []
-    names = [c["name"] for r in runs for c in r.checks]
-    for name in dict.fromkeys(names):
-        rows.append([name, *(_cell(r, name) for r in runs)])
-    if result.test_files:
-        rows.append(["upstream test", *(_test_cell(r) for r in runs)])
-    lines = [f"vLLM {_version(runs)} from {result.after.tree}"]
-    lines += [f"  {r.label}: {r.revision}" for r in runs if r.revision]
-    lines += _table(["check", *header], rows)
-    for run in runs:
-        if run.problem:
-            lines.append(f"{run.label}: cannot judge: {run.problem}")
-        test = run.upstream_test
-        for failure in test.failures[:4] if test else []:
-            lines.append(f"{run.label}: {failure}")
-    lines.append(f"verdict: {result.verdict.upper()}: {result.message}")
-    return "\n".join(lines)
-
-
-def _version(runs: list[TreeRun]) -> str:
-    return next((r.vllm_version for r in reversed(runs) if r.vllm_version), "?")
-
-
-def _cell(run: TreeRun, name: str) -> str:
-    for check in run.checks:
-        if check["name"] == name:
-            if check["passed"]:
-                return "PASS"
-            return f"FAIL {check['detail']}"[:CELL_WIDTH]
-    return "-"
-
-
-def _test_cell(run: TreeRun) -> str:
-    if run.upstream_test is None:
-        return "-"
-    verdict = "PASS" if run.upstream_test.ok else "FAIL"
-    return f"{verdict} {run.upstream_test.summary}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.ljust(width) for cell, width in zip(row, widths, strict=True)
-        ).rstrip()
-        for row in [header, *rows]
-    ]

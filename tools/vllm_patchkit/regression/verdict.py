@@ -21,6 +21,7 @@ CAPTURE_FACTS = (
     "host_unchanged",
 )
 LOOP_GROUPS = ["gdn", "indexer", "rocm"]
+HARNESS_ERROR = "harness error"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
         if outcome.status == "unavailable":
             continue
         if outcome.status == "error":
-            checks.append(Check(name, False, f"harness error: {outcome.error}"))
+            checks.append(Check(name, False, f"{HARNESS_ERROR}: {outcome.error}"))
         elif outcome.scenario == "capture_effects":
             wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
             detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
