@@ -9,6 +9,7 @@ local bare repository.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -52,10 +53,16 @@ def test_missing_signoff_is_refused_then_added_only_on_request(
     assert f"Signed-off-by of submitter {ME}" in refused["message"]
     assert "--signoff" in refused["message"]
 
+    # A fork as the push remote: gh needs OWNER:branch to find the branch.
+    git = Git(checkout)
+    git.run("remote", "add", "origin", "https://example.invalid/forker/vllm.git")
+    before = snapshot(checkout)
     code, pr = patchkit_json(
         "pr", "--signoff", "--no-test", "--no-precommit", str(checkout)
     )
     assert code == 0, pr
+    head = pr["gh_command"][pr["gh_command"].index("--head") + 1]
+    assert head == f"forker:{pr['branch']}"
     assert [c["signoff_added"] for c in pr["commits"]] == [ME, ME]
     for commit in pr["commits"]:
         trailers = commit["message"].rstrip().split("\n\n")[-1].splitlines()
@@ -180,7 +187,19 @@ def test_refusals(checkout: Path, tmp_path: Path) -> None:
 
     (checkout / UPSTREAM_TEST).write_text("# edited\n")
     code, pr = patchkit_json("pr", "--no-test", "--no-precommit", str(checkout))
-    assert code == 2 and "commit or stash first" in pr["message"]
+    assert code == 2 and "the PR is built from commits" in pr["message"]
+
+    git = Git(checkout)
+    git.run("commit", "--quiet", "--amend", "--no-edit", "-a")
+    git.run("config", "--unset", "user.email")
+    # No identity anywhere: the machine's global config is left out too.
+    no_identity = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    proc = patchkit(
+        "pr", "--signoff", "--no-test", "--no-precommit", "--json", str(checkout),
+        env=no_identity,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "set git's user.name and user.email" in json.loads(proc.stdout)["message"]
 
     stock = tmp_path / "stock"
     clone_release("0.28.0", stock)

@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         branch=args.branch,
         base_branch=args.upstream_branch,
         repo=args.repo,
+        remote=args.remote,
     )
     pr = prepare_pull_request(args.path, load_series(args.patches), options)
     if args.submit:

@@ -25,8 +25,6 @@ from vllm_patchkit.apply import (
     dirty_reason,
     open_checkout,
 )
-from vllm_patchkit.commands.precommit import format_result as format_precommit
-from vllm_patchkit.commands.test import format_result as format_test
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit import run_precommit
@@ -47,12 +45,15 @@ from vllm_patchkit.pull_request.signoff import (
     series_commits,
     upstream_message,
 )
+from vllm_patchkit.reports import format_precommit, format_verify
 from vllm_patchkit.series import Series
 from vllm_patchkit.tree_pytest import series_test_files
 from vllm_patchkit.verify import verify_tree
 
 UPSTREAM_REPO = "vllm-project/vllm"
 _REFERENCE = re.compile(r"vllm-project/vllm#(\d+)")
+# owner/name at the end of an https, ssh or scp-style remote URL.
+_REMOTE_SLUG = re.compile(r"[/:]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
 
 @dataclass
@@ -101,6 +102,8 @@ class Options:
     branch: str | None = None
     base_branch: str = "main"
     repo: str = UPSTREAM_REPO
+    remote: str = "origin"
+    """Where --submit pushes; a fork's owner goes into gh's --head."""
 
 
 def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRequest:
@@ -108,68 +111,20 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
     git = open_checkout(path)
     pr = PullRequest("ready", "", str(git.root), repo=options.repo)
     pr.base_branch = options.base_branch
-    reason = busy_reason(git) or dirty_reason(git)
-    if reason:
-        return _refuse(
-            pr,
-            f"{git.root}: refusing: {reason} (the PR is built from "
-            "commits; commit or stash first)",
-        )
-    base = options.base or BASE_REF
-    proc = git.run(
-        "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False
-    )
-    if proc.returncode != 0:
-        return _refuse(
-            pr,
-            f"{git.root}: no series base ({base}); run `vllm-patchkit "
-            "apply` or `rebase` first, or pass --base",
-        )
-    pr.base_commit = proc.stdout.strip()
-    commits = series_commits(git, pr.base_commit)
-    if not commits:
-        return _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
-    submitter = configured_identity(git)
-    problems = _plan_commits(pr, commits, submitter, options.signoff)
-    pr.title = pr_title(commits[0].subject)
-    pr.branch = options.branch or default_branch(pr.title)
-    if problems:
-        return _refuse(pr, "; ".join(problems))
+    commits = _collect(git, pr, options)
+    if pr.status == "refused":
+        return pr
     highlights = []
     if options.run_test:
         highlights += _run_test(pr, git.root, series)
     if options.run_precommit:
         highlights += _run_precommit(pr, git.root, series)
-    template, pr.template = load_template(git.root)
-    references = sorted(
-        {
-            f"vllm-project/vllm#{n}"
-            for c in commits
-            for n in _REFERENCE.findall(c.message)
-        },
-        key=lambda ref: int(ref.rsplit("#", 1)[1]),
-    )
-    sections = {
-        "Purpose": purpose_section(
-            (
-                (c.subject, _body_without_trailers(p.message))
-                for c, p in zip(commits, pr.commits, strict=True)
-            ),
-            references,
-        ),
-        "Test Plan": plan_section(
-            pr.runs,
-            _upstream_test_commands(series, git.root) if options.run_test else [],
-        ),
-        "Test Result": result_section(pr.runs, highlights)
-        if pr.runs
-        else "Not run: the checks were skipped (--no-test, --no-precommit).",
-    }
-    pr.body = fill_template(template, sections)
+    pr.body = _render_body(git.root, pr, commits, series, options, highlights)
     pr.body_file = str(_write_body(pr))
     pr.gh_command = [
         "gh", "pr", "create", "--repo", pr.repo, "--base", pr.base_branch,
-        "--head", pr.branch, "--title", pr.title, "--body-file", pr.body_file,
+        "--head", _gh_head(git, options.remote, pr.branch, pr.repo),
+        "--title", pr.title, "--body-file", pr.body_file,
     ]  # fmt: skip
     failed = [r.title for r in pr.runs if r.returncode != 0]
     if failed:
@@ -178,6 +133,91 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
     else:
         pr.message = f"{len(pr.commits)} commit(s) for {pr.repo}"
     return pr
+
+
+def _collect(git: Git, pr: PullRequest, options: Options) -> list[SeriesCommit]:
+    """The series' commits with their sign-off plan; refusals go into ``pr``."""
+    reason = busy_reason(git) or dirty_reason(git)
+    if reason:
+        _refuse(pr, f"{git.root}: refusing: {reason} (the PR is built from commits)")
+        return []
+    base = options.base or BASE_REF
+    proc = git.run(
+        "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False
+    )
+    if proc.returncode != 0:
+        _refuse(
+            pr,
+            f"{git.root}: no series base ({base}); run `vllm-patchkit apply` or "
+            "`rebase` first, or pass --base",
+        )
+        return []
+    pr.base_commit = proc.stdout.strip()
+    commits = series_commits(git, pr.base_commit)
+    if not commits:
+        _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
+        return []
+    submitter = configured_identity(git)
+    if submitter is None:
+        _refuse(
+            pr,
+            f"{git.root}: set git's user.name and user.email: every commit needs "
+            "your Signed-off-by too (DCO)",
+        )
+        return []
+    problems = _plan_commits(pr, commits, submitter, options.signoff)
+    pr.title = pr_title(commits[0].subject)
+    pr.branch = options.branch or default_branch(pr.title)
+    if problems:
+        _refuse(pr, "; ".join(problems))
+    return commits
+
+
+def _render_body(
+    root: Path,
+    pr: PullRequest,
+    commits: list[SeriesCommit],
+    series: Series,
+    options: Options,
+    highlights: list[str],
+) -> str:
+    template, pr.template = load_template(root)
+    numbers = {int(n) for c in commits for n in _REFERENCE.findall(c.message)}
+    references = [f"vllm-project/vllm#{n}" for n in sorted(numbers)]
+    messages = (
+        (c.subject, _body_without_trailers(p.message))
+        for c, p in zip(commits, pr.commits, strict=True)
+    )
+    test_commands = _upstream_test_commands(series, root) if options.run_test else []
+    result = (
+        result_section(pr.runs, highlights)
+        if pr.runs
+        else "Not run: the checks were skipped (--no-test, --no-precommit)."
+    )
+    sections = {
+        "Purpose": purpose_section(messages, references),
+        "Test Plan": plan_section(pr.runs, test_commands),
+        "Test Result": result,
+    }
+    return fill_template(template, sections)
+
+
+def _gh_head(git: Git, remote: str, branch: str, repo: str) -> str:
+    """``OWNER:branch`` when ``remote`` is a fork of ``repo``, else ``branch``.
+
+    gh reads a bare branch name as a branch of the target repository.
+    """
+    proc = git.run("remote", "get-url", remote, check=False)
+    url = proc.stdout.strip()
+    if proc.returncode != 0 or url.startswith(("/", ".", "file:")):
+        return branch  # a local repository has no owner on the server
+    match = _REMOTE_SLUG.search(url)
+    if match is None:
+        return branch
+    owner, name = match.group(1), match.group(2)
+    if f"{owner}/{name}".lower() == repo.lower():
+        return branch
+    return f"{owner}:{branch}"
 
 
 def submit(pr: PullRequest, remote: str | None) -> PullRequest:
@@ -240,21 +280,16 @@ def default_branch(title: str) -> str:
 def _plan_commits(
     pr: PullRequest,
     commits: list[SeriesCommit],
-    submitter: Identity | None,
+    submitter: Identity,
     signoff: bool,
 ) -> list[str]:
+    """Record each commit's sign-off state and upstream message; the problems."""
     problems = []
-    if signoff and submitter is None:
-        problems.append(
-            "--signoff needs git's user.name and user.email in the checkout"
-        )
     for commit in commits:
         missing = missing_signoffs(commit, submitter)
         author_missing = any(m.startswith("author ") for m in missing)
-        is_submitter = submitter is not None and (
-            submitter.email.lower() == commit.author.email.lower()
-        )
-        adds = signoff and submitter is not None and bool(missing)
+        is_submitter = submitter.email.lower() == commit.author.email.lower()
+        adds = signoff and bool(missing)
         if author_missing and not is_submitter:
             problems.append(
                 f"{commit.sha[:12]} {commit.subject!r} lacks its author's sign-off "
@@ -284,7 +319,7 @@ def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
     code = {"fixed": 0, "not-fixed": 1}.get(result.verdict, 3)
     pr.runs.append(
         RunRecord("vllm-patchkit test", f"vllm-patchkit test {root}", code,
-                  format_test(result))
+                  format_verify(result))
     )  # fmt: skip
     after = result.after
     passed = sum(c["passed"] for c in after.checks)
