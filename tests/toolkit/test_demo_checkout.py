@@ -13,6 +13,7 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit
 from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.series import load_series
 
 pytestmark = pytest.mark.release_trees
 
@@ -30,6 +31,10 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     assert "verdict: FIXED" in proc.stdout
     assert "the crash of vLLM #51585 reproduces" in proc.stdout
     assert (git.head(), git.branch(), git.status_porcelain()) == (head, branch, "")
-    assert git.out("rev-list", "--count", "v0.28.0..vllm-overlay/fix-51585") == "1"
+    series_length = str(len(load_series().patches))
+    assert (
+        git.out("rev-list", "--count", "v0.28.0..vllm-overlay/fix-51585")
+        == series_length
+    )
     assert git.out("worktree", "list", "--porcelain").count("worktree ") == 1
     assert not list(checkout.rglob("__pycache__"))
