@@ -4,10 +4,15 @@
   and catches deliberately broken copies of them;
 * every ``vllm-patchkit`` command line in the workflow and the scripts names a
   real subcommand and parses with the real argument parser;
+* the two jobs keep the write token away from upstream code: the job that
+  runs it has a read-only token, the job that pushes runs no venv, no
+  vllm-patchkit and nothing from the artifact;
 * the scripts run for real on a local upstream chain of release trees:
   provision (clone, base from the series, apply), rebase with the upstreamed
   patch dropped and recorded in the PR title, body and commit message, the
-  bot-branch commit and push, and the conflict report whose issue title is
+  base check of the refreshed series, the artifact's patches installed in a
+  fresh clone, the bot-branch commit and push, a second identical night that
+  pushes nothing, and the issue (conflict or failed check) whose title is
   stable from night to night.
 """
 
@@ -168,6 +173,12 @@ BREAKAGES = {
         "steps.refreshed.outputs.changed",
         'property "refreshed" is not defined',
     ),
+    # the publish job reading an output the rebase job does not declare.
+    "unknown-job-output": (
+        "needs.rebase.outputs.action ==",
+        "needs.rebase.outputs.actions ==",
+        'property "actions" is not defined',
+    ),
 }
 
 
@@ -198,6 +209,17 @@ def test_pre_commit_runs_actionlint_on_workflows() -> None:
 # --- the workflow's shape ---------------------------------------------------
 
 
+def jobs() -> tuple[dict[str, Any], dict[str, Any]]:
+    doc = load_workflow()
+    assert set(doc["jobs"]) == {"rebase", "publish"}
+    return doc["jobs"]["rebase"], doc["jobs"]["publish"]
+
+
+def step_texts(job: dict[str, Any]) -> list[str]:
+    """Each step as text: what it uses, runs and is given."""
+    return [yaml.safe_dump(step) for step in job["steps"]]
+
+
 def test_workflow_triggers_permissions_and_limits() -> None:
     doc = load_workflow()
     on = triggers(doc)
@@ -207,23 +229,71 @@ def test_workflow_triggers_permissions_and_limits() -> None:
     assert inputs["upstream_repository"]["default"] == "vllm-project/vllm"
     assert doc["permissions"] == {}
     assert doc["concurrency"]["cancel-in-progress"] is False
-    (job,) = doc["jobs"].values()
-    assert job["permissions"] == {
+    rebase, publish = jobs()
+    assert 0 < rebase["timeout-minutes"] <= 120
+    assert 0 < publish["timeout-minutes"] <= 30
+    for job in (rebase, publish):
+        checkout = next(s for s in job["steps"] if "checkout" in s.get("uses", ""))
+        assert checkout["with"]["persist-credentials"] is False
+    uploads = [s for s in rebase["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert len(uploads) == 1 and uploads[0]["if"] == "always()"
+
+
+def test_upstream_code_runs_only_in_the_read_only_job() -> None:
+    rebase, publish = jobs()
+    # Job 1 runs upstream code: a read-only token, never handed to a step.
+    assert rebase["permissions"] == {"contents": "read"}
+    texts = step_texts(rebase)
+    assert not any("GH_TOKEN" in t or "github.token" in t for t in texts)
+    assert not any(re.search(r"\bgh ", s.get("run", "")) for s in rebase["steps"])
+    assert set(rebase["outputs"]) >= {"action", "exit", "status", "changed", "branch"}
+
+    # Job 2 holds the write token and waits for job 1's decision.
+    assert publish["needs"] == "rebase"
+    assert "needs.rebase.outputs.action" in publish["if"]
+    assert publish["permissions"] == {
         "contents": "write",
         "pull-requests": "write",
         "issues": "write",
     }
-    assert 0 < job["timeout-minutes"] <= 120
-    # The token reaches only the steps that talk to the server, never the
-    # ones that run upstream code.
-    assert "GH_TOKEN" not in job["env"]
-    checkout = next(s for s in job["steps"] if "checkout" in s.get("uses", ""))
-    assert checkout["with"]["persist-credentials"] is False
-    with_token = [s for s in job["steps"] if "GH_TOKEN" in s.get("env", {})]
+    uses = {s["uses"].split("@")[0] for s in publish["steps"] if "uses" in s}
+    assert uses == {"actions/checkout", "actions/download-artifact"}
+    runs = "\n".join(s.get("run", "") for s in publish["steps"])
+    for banned in (
+        "vllm-patchkit",
+        "bootstrap",
+        ".venv",
+        "python",
+        "pre-commit",
+        "GITHUB_PATH",
+        "source ",
+    ):
+        assert banned not in runs, banned
+    # The artifact is data: each use of a file from it is one of these.
+    allowed = (
+        r'echo "REPORT=\$RUNNER_TEMP/rebase-report"',
+        r'tools/ci/install-series\.sh "\$REPORT/patches" patches',
+        r'tools/ci/commit-bot-branch\.sh \. "\$BRANCH" "\$REPORT/commit-message\.txt"',
+        r'head -n 1 "\$REPORT/(pr|issue)-title\.txt"',
+        r'--body-file "\$REPORT/(pr|issue)-body\.md"',
+    )
+    for line in runs.splitlines():
+        rest = line
+        for pattern in allowed:
+            rest = re.sub(pattern, "", rest)
+        assert "REPORT" not in rest, f"the artifact used another way: {line}"
+    # The token only where gh talks to the server.
+    with_token = [s for s in publish["steps"] if "GH_TOKEN" in s.get("env", {})]
     assert with_token and all("gh " in s["run"] for s in with_token)
-    assert not any("vllm-patchkit" in s["run"] for s in with_token)
-    uploads = [s for s in job["steps"] if "upload-artifact" in s.get("uses", "")]
-    assert len(uploads) == 1 and uploads[0]["if"] == "always()"
+    assert "GH_TOKEN" not in publish["env"]
+    # A run cannot poison the venv cache: it is saved before upstream code
+    # runs, and only job 1 restores it.
+    names = [s.get("uses", "") + s.get("run", "") for s in rebase["steps"]]
+    saved = next(i for i, n in enumerate(names) if "actions/cache/save" in n)
+    first_upstream = next(i for i, n in enumerate(names) if "provision" in n)
+    assert saved < first_upstream
+    assert not any("actions/cache@" in n for n in names)
+    assert "cache" not in "\n".join(step_texts(publish))
 
 
 def test_run_blocks_take_untrusted_values_from_env_only() -> None:
@@ -242,24 +312,42 @@ def test_workflow_names_no_host() -> None:
 
 
 def test_gates_run_before_anything_is_pushed() -> None:
-    (job,) = load_workflow()["jobs"].values()
-    runs = [s.get("run", "") for s in job["steps"]]
+    rebase, publish = jobs()
+    runs = [s.get("run", "") for s in rebase["steps"]]
 
     def position(needle: str) -> int:
         hits = [i for i, run in enumerate(runs) if needle in run]
         assert hits, f"no step runs {needle!r}"
         return hits[0]
 
-    push = position("commit-bot-branch.sh")
-    for gate in (
-        "tools/ci/rebase-series.sh",
-        "vllm-patchkit precommit",
-        "vllm-patchkit test",
-        "vllm-patchkit pr",
-        "vllm-patchkit refresh",
-        "pre-commit run --all-files",
-    ):
-        assert position(gate) < push, gate
+    order = [
+        position(gate)
+        for gate in (
+            "tools/ci/provision-upstream.sh",
+            "tools/ci/rebase-series.sh",
+            "vllm-patchkit precommit",
+            "vllm-patchkit test",
+            'vllm-patchkit pr "',
+            "tools/ci/gate_report.py",
+            "vllm-patchkit refresh",
+            "pre-commit run --all-files",
+            "tools/ci/check-series-base.sh",
+            'action="pr"',
+        )
+    ]
+    assert order == sorted(order)
+    # A failed check is reported, and the refresh (so the PR) waits for all.
+    gates = [s for s in rebase["steps"] if "run-gate.sh" in s.get("run", "")]
+    assert len(gates) == 3 and all(s["continue-on-error"] for s in gates)
+    refresh = next(s for s in rebase["steps"] if s.get("id") == "refresh")
+    assert "steps.gates.outputs.failed == ''" in refresh["if"]
+    # Everything that pushes or files is in job 2, after job 1's decision.
+    publishing = "\n".join(s.get("run", "") for s in publish["steps"])
+    for write in ("commit-bot-branch.sh", "gh pr create", "gh issue create"):
+        assert write in publishing and write not in "\n".join(runs)
+    close = next(s for s in publish["steps"] if "gh pr close" in s.get("run", ""))
+    assert close["if"] == "env.ACTION == 'unchanged'"
+    assert "--comment" in close["run"]
 
 
 # --- vllm-patchkit command lines ------------------------------------------------
@@ -370,6 +458,11 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     assert message.splitlines()[0].startswith(f"Drop upstreamed {FIX}")
     assert f"| `{FIX}` | upstreamed |" in body  # the rebase's own summary
     assert "`vllm-patchkit test`" in body and "run-42" in body
+    # What merging means, in plain words.
+    assert f"This repository stops carrying `{FIX}` in `patches/`" in body
+    assert "the commit before this PR" in body
+    assert "`vllm_overlay` package is not changed" in body
+    assert "still fixes installed affected releases" in " ".join(message.split())
 
     refreshed = subprocess.run(
         [tool("vllm-patchkit"), "--patches", str(patches), "refresh", str(checkout)],
@@ -379,17 +472,52 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     )
     assert refreshed.returncode == 0, refreshed.stderr
     assert not (patches / FIX).exists()
+    assert "# Base: vLLM 0.28.0" in (patches / "series").read_text()
 
+    # The refreshed series (0002 alone) still applies at the Base line's
+    # release; the check leaves the checkout as it was.
+    before = (git.head(), git.branch(), git.out("rev-parse", "refs/vllm-patchkit/base"))
+    based = ci(
+        "check-series-base.sh", str(checkout), "v0.28.0", str(out), patches=patches
+    )
+    assert based.returncode == 0, based.stderr
+    assert outputs(based.stdout) == {"base_applies": "true"}
+    assert (
+        git.head(),
+        git.branch(),
+        git.out("rev-parse", "refs/vllm-patchkit/base"),
+    ) == before
+    assert git.out("worktree", "list").count("\n") == 0
+    assert "base-check" not in git.out("branch", "--list")
+    body = (out / "pr-body.md").read_text()
+    assert "### Base" in body and "still applies at `v0.28.0`" in body
+    assert not (out / "pr-title.txt").read_text().startswith("[Base")
+
+    # The artifact: the refreshed patches/ as the rebase job copies it.
+    artifact = out / "patches"
+    artifact.mkdir()
+    for path in patches.iterdir():
+        if path.name == "series" or path.name.endswith(".patch"):
+            shutil.copy(path, artifact / path.name)
+
+    # Night 1, the publish job: a fresh clone of main, the artifact installed
+    # as data, the bot branch pushed.
+    origin = Git(tmp_path / "overlay-origin.git")
+    night1 = publish_clone(tmp_path, "night1")
+    installed = ci(
+        "install-series.sh", str(artifact), str(night1 / "patches"), patches=patches
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert not (night1 / "patches" / FIX).exists()
     pushed = ci(
         "commit-bot-branch.sh",
-        str(overlay),
+        str(night1),
         keys["branch"],
         str(out / "commit-message.txt"),
         patches=patches,
     )
 
     assert pushed.returncode == 0, pushed.stderr
-    origin = Git(tmp_path / "overlay-origin.git")
     head = origin.out("rev-parse", f"refs/heads/{keys['branch']}")
     assert head == pushed.stdout.strip()
     assert origin.out("rev-parse", f"{head}^") == origin.out("rev-parse", "main")
@@ -400,16 +528,68 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     assert f"D\tpatches/{FIX}" in changed
     assert all(line.split("\t")[1].startswith("patches/") for line in changed)
 
-    # A second night with nothing new: no commit, nothing pushed.
+    # Night 2, the same result: a fresh clone of main (whose patches/ still
+    # differs from the bot branch's), the same artifact. Nothing is
+    # committed, nothing pushed.
+    night2 = publish_clone(tmp_path, "night2")
+    assert (night2 / "patches" / FIX).exists()
+    assert (
+        ci(
+            "install-series.sh", str(artifact), str(night2 / "patches"), patches=patches
+        ).returncode
+        == 0
+    )
     again = ci(
         "commit-bot-branch.sh",
-        str(overlay),
+        str(night2),
         keys["branch"],
         str(out / "commit-message.txt"),
         patches=patches,
     )
-    assert again.returncode == 1 and "unchanged" in again.stderr
+    assert again.returncode == 1, again.stderr
+    assert "unchanged" in again.stderr
     assert origin.out("rev-parse", f"refs/heads/{keys['branch']}") == head
+    night2_git = Git(night2)
+    assert night2_git.branch() == "main"
+    assert night2_git.head() == origin.out("rev-parse", "main")
+    assert keys["branch"] not in night2_git.out("branch", "--list")
+
+    # Night 3, main has moved on: the same patches go on top of the new main.
+    mover = as_user(publish_clone(tmp_path, "mover"))
+    (mover.root / "NOTES").write_text("moved\n")
+    mover.run("add", "NOTES")
+    mover.run("commit", "--quiet", "-m", "Move main")
+    mover.run("push", "--quiet", "origin", "main")
+    night3 = publish_clone(tmp_path, "night3")
+    assert (
+        ci(
+            "install-series.sh", str(artifact), str(night3 / "patches"), patches=patches
+        ).returncode
+        == 0
+    )
+    third = ci(
+        "commit-bot-branch.sh",
+        str(night3),
+        keys["branch"],
+        str(out / "commit-message.txt"),
+        patches=patches,
+    )
+    assert third.returncode == 0, third.stderr
+    moved = origin.out("rev-parse", f"refs/heads/{keys['branch']}")
+    assert moved != head and moved == third.stdout.strip()
+    assert origin.out("rev-parse", f"{moved}^") == origin.out("rev-parse", "main")
+    assert origin.out("rev-parse", f"{moved}:patches") == origin.out(
+        "rev-parse", f"{head}:patches"
+    )
+
+
+def publish_clone(tmp_path: Path, name: str) -> Path:
+    """What the publish job starts from: a fresh clone of main."""
+    clone = tmp_path / name
+    Git(tmp_path).run(
+        "clone", "--quiet", str(tmp_path / "overlay-origin.git"), str(clone)
+    )
+    return clone
 
 
 @pytest.mark.release_trees
@@ -466,9 +646,7 @@ def test_conflict_report_has_patch_files_hunks_and_a_stable_title(
     assert Git(checkout).head() == head
     result = _json(out / "rebase.json")
     title = (out / "issue-title.txt").read_text().strip()
-    assert title == (
-        "Nightly rebase: the patch series conflicts with vllm-project/vllm rewrite"
-    )
+    assert title == "Nightly rebase onto vllm-project/vllm rewrite fails"
     assert result["onto"][:7] not in title  # same title every night
     body = (out / "issue-body.md").read_text()
     conflict = next(p for p in result["patches"] if p["status"] == "conflict")
@@ -477,6 +655,205 @@ def test_conflict_report_has_patch_files_hunks_and_a_stable_title(
     assert f"`{ROCM_ATTN}`" in row
     assert conflict["hunks"] and all(f"`{h}`" in row for h in conflict["hunks"])
     assert "Nothing was pushed" in body and "run-42" in body
+
+
+@pytest.mark.release_trees
+def test_base_check_flags_a_series_that_no_longer_applies_at_its_base(
+    upstream: Path, overlay: Path, tmp_path: Path
+) -> None:
+    """The PR says so, names the new base, and the checkout is left alone."""
+    patches = overlay / "patches"
+    work = tmp_path / "upstream-work"
+    upstream_rewrites_the_zeroing(upstream, work, "rewrite")
+    checkout = tmp_path / "vllm"
+    provision(work, checkout, patches)
+    git = Git(checkout)
+    before = (git.head(), git.branch(), git.out("rev-parse", "refs/vllm-patchkit/base"))
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "pr-title.txt").write_text("Rebase the patch series\n")
+    (out / "pr-body.md").write_text("The body.\n")
+    (out / "commit-message.txt").write_text("Rebase\n\nThe message.\n")
+
+    # 0001 conflicts on the rewritten zeroing: as a base, it would fail.
+    proc = ci(
+        "check-series-base.sh",
+        str(checkout),
+        "origin/rewrite",
+        str(out),
+        patches=patches,
+        UPSTREAM_REF="main",
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(proc.stdout) == {"base_applies": "false"}
+    assert "::warning::" in proc.stdout
+    title = (out / "pr-title.txt").read_text()
+    assert title == "[Base line out of date] Rebase the patch series\n"
+    body = (out / "pr-body.md").read_text()
+    assert body.startswith("> [!WARNING]")
+    assert "no longer applies at `origin/rewrite`" in body
+    assert f"vllm-project/vllm `main` at `{before[2]}`" in body
+    assert "<details>" in body and FIX in body  # what apply said
+    assert body.endswith("The body.\n")
+    message = (out / "commit-message.txt").read_text()
+    assert "no longer applies at origin/rewrite" in message and before[2] in message
+    assert (
+        git.head(),
+        git.branch(),
+        git.out("rev-parse", "refs/vllm-patchkit/base"),
+    ) == before
+    assert git.is_clean() and "base-check" not in git.out("branch", "--list")
+
+    missing = ci(
+        "check-series-base.sh",
+        str(checkout),
+        "v0.28.0",
+        str(tmp_path / "none"),
+        patches=patches,
+    )
+    assert missing.returncode == 2 and "missing" in missing.stderr
+
+
+def test_gate_failures_become_one_issue_that_tells_3_from_1(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    not_a_tree = tmp_path / "not-vllm"
+    not_a_tree.mkdir()
+    gates = {
+        # The real tool, refusing its input.
+        "precommit": [tool("vllm-patchkit"), "precommit", str(not_a_tree)],
+        # `test` when this vLLM cannot be imported here (exit 3), with
+        # output that has its own code fence.
+        "test": ["bash", "-c", "echo '```'; echo 'torch too old'; exit 3"],
+        "signoff": ["true"],
+    }
+    codes = {}
+    for name, command in gates.items():
+        proc = ci("run-gate.sh", name, str(out), *command, patches=PATCHES_DIR)
+        codes[name] = proc.returncode
+        assert (out / "gates" / f"{name}.log").read_text() == proc.stdout.split(
+            "::error::"
+        )[0]
+    assert codes["test"] == 3 and codes["signoff"] == 0 and codes["precommit"] != 0
+    assert (out / "gates.tsv").read_text().splitlines() == [
+        f"precommit\t{codes['precommit']}",
+        "test\t3",
+        "signoff\t0",
+    ]
+    (out / "rebase.json").write_text(json.dumps({"onto": "abc123"}))
+
+    proc = gate_report(out, "--rebase-json", str(out / "rebase.json"))
+
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(proc.stdout) == {"failed": "precommit,test"}
+    # The same title as a conflict's: one issue per upstream repo and ref.
+    title = (out / "issue-title.txt").read_text().strip()
+    assert title == "Nightly rebase onto vllm-project/vllm main fails"
+    body = (out / "issue-body.md").read_text()
+    assert "`abc123`" in body and "Nothing was pushed" in body
+    assert "### `test` exited 3" in body and "could not run or judge" in body
+    assert "torch 2.13.0" in body and "torch too old" in body
+    assert "````text\n```\ntorch too old\n````" in body
+    assert f"### `precommit` exited {codes['precommit']}" in body
+    assert "**1** means the check ran and found a real problem" in body
+    assert "the fix is missing or wrong" in body
+    assert "Passed: `signoff`" in body and "run-42" in body
+
+    # `test` exit 1: the fix is missing or wrong.
+    ok = tmp_path / "ok"
+    assert ci("run-gate.sh", "test", str(ok), "false", patches=PATCHES_DIR).returncode
+    assert outputs(gate_report(ok).stdout) == {"failed": "test"}
+    assert (
+        "the fix is missing or wrong** on this upstream"
+        in (ok / "issue-body.md").read_text()
+    )
+
+    # Every check passed: no issue texts.
+    passed = tmp_path / "passed"
+    assert (
+        ci("run-gate.sh", "test", str(passed), "true", patches=PATCHES_DIR).returncode
+        == 0
+    )
+    assert outputs(gate_report(passed).stdout) == {"failed": ""}
+    assert not (passed / "issue-body.md").exists()
+
+    bad = ci("run-gate.sh", "Bad/Name", str(out), "true", patches=PATCHES_DIR)
+    assert bad.returncode == 2 and "not a check name" in bad.stderr
+
+
+def gate_report(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            str(CI / "gate_report.py"),
+            "--out",
+            str(out),
+            "--repo",
+            "vllm-project/vllm",
+            "--ref",
+            "main",
+            "--run-url",
+            "run-42",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+INSTALL_REFUSALS = {
+    "other-file": lambda d: (d / "evil.sh").write_text("echo pwned\n"),
+    "patch-like": lambda d: (d / "0003-x.patch.sh").write_text(""),
+    "subdirectory": lambda d: (d / "0003-dir.patch").mkdir(),
+    "symlink": lambda d: (d / "0003-link.patch").symlink_to("/etc/passwd"),
+    "series-names-a-path": lambda d: (d / "series").write_text("../0001-x.patch\n"),
+    "series-names-a-missing-patch": lambda d: (d / "series").write_text(
+        "# Base: vLLM 0.28.0\n0009-missing.patch\n"
+    ),
+}
+
+
+def artifact_and_destination(tmp_path: Path) -> tuple[Path, Path]:
+    source = tmp_path / "artifact" / "patches"
+    source.mkdir(parents=True)
+    (source / "series").write_text("# Base: vLLM 0.28.0\n0002-b.patch\n")
+    (source / "0002-b.patch").write_text("new 0002\n")
+    dest = tmp_path / "repo" / "patches"
+    dest.mkdir(parents=True)
+    (dest / "series").write_text("0001-a.patch\n0002-b.patch\n")
+    (dest / "0001-a.patch").write_text("old 0001\n")
+    (dest / "0002-b.patch").write_text("old 0002\n")
+    (dest / "README").write_text("kept\n")
+    return source, dest
+
+
+def test_install_series_copies_the_artifact_as_data(tmp_path: Path) -> None:
+    source, dest = artifact_and_destination(tmp_path)
+
+    proc = ci("install-series.sh", str(source), str(dest), patches=PATCHES_DIR)
+
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "0002-b.patch",
+        "README",
+        "series",
+    ]
+    assert (dest / "0002-b.patch").read_text() == "new 0002\n"
+    assert (dest / "series").read_text() == (source / "series").read_text()
+
+
+@pytest.mark.parametrize("refusal", sorted(INSTALL_REFUSALS))
+def test_install_series_refuses_anything_else(tmp_path: Path, refusal: str) -> None:
+    source, dest = artifact_and_destination(tmp_path)
+    before = {p.name: p.read_text() for p in dest.iterdir()}
+    INSTALL_REFUSALS[refusal](source)
+
+    proc = ci("install-series.sh", str(source), str(dest), patches=PATCHES_DIR)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "nothing installed" in proc.stderr
+    assert {p.name: p.read_text() for p in dest.iterdir()} == before
 
 
 def test_scripts_refuse_refs_that_look_like_options(tmp_path: Path) -> None:

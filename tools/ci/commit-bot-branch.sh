@@ -5,8 +5,12 @@
 #
 # Only patches/ is committed (with a DCO sign-off, by the configured git
 # identity), on BRANCH made from the current HEAD; BRANCH belongs to the bot,
-# so it is overwritten. Prints the new commit. Exit 1 when patches/ has no
-# change (nothing to commit), 2 on bad input.
+# so it is overwritten. Prints the new commit.
+#
+# Exit 1 ("unchanged": nothing committed, nothing pushed) when patches/ is
+# the same as HEAD's, or when REMOTE's BRANCH already is HEAD plus a commit
+# whose patches/ is the same as this one: a second night with the same
+# result pushes nothing. Exit 2 on bad input.
 set -euo pipefail
 
 usage="usage: $0 REPO BRANCH MESSAGE_FILE [REMOTE]"
@@ -24,9 +28,39 @@ if [[ ! -s $message ]]; then
     exit 2
 fi
 if [[ -z $(git -C "$repo" status --porcelain -- patches) ]]; then
-    echo "patches/ is unchanged: nothing to commit" >&2
+    echo "patches/ is unchanged from HEAD: nothing to commit" >&2
     exit 1
 fi
+
+# The tree patches/ would have, without touching the index or any branch.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export GIT_INDEX_FILE=$scratch/index
+git -C "$repo" read-tree HEAD
+git -C "$repo" add --all -- patches
+tree=$(git -C "$repo" write-tree --prefix=patches/)
+unset GIT_INDEX_FILE
+
+tracking=refs/vllm-overlay/bot-branch
+git -C "$repo" update-ref -d "$tracking" 2>/dev/null || true
+if git -C "$repo" ls-remote --exit-code --heads "$remote" "refs/heads/$branch" \
+    >/dev/null; then
+    git -C "$repo" fetch --quiet --no-tags "$remote" "+refs/heads/$branch:$tracking"
+    pushed_tree=$(git -C "$repo" rev-parse --verify --quiet "$tracking:patches" || true)
+    pushed_parent=$(git -C "$repo" rev-parse --verify --quiet "$tracking^" || true)
+    if [[ $pushed_tree == "$tree" && $pushed_parent == $(git -C "$repo" rev-parse HEAD) ]]; then
+        echo "patches/ is unchanged from $remote's $branch: nothing to push" >&2
+        exit 1
+    fi
+else
+    status=$?
+    # ls-remote --exit-code: 2 means no such branch; anything else is an error.
+    if [[ $status -ne 2 ]]; then
+        echo "error: cannot list $remote's branches" >&2
+        exit "$status"
+    fi
+fi
+
 git -C "$repo" switch --quiet -C "$branch"
 git -C "$repo" add --all -- patches
 git -C "$repo" commit --quiet --signoff --file "$message" -- patches

@@ -10,8 +10,10 @@ read. It writes into OUT:
   refreshed ``patches/``; both name every patch dropped as upstreamed and why;
 * ``commit-message.txt``: the bot branch's commit message (the same record);
 * ``issue-title.txt``, ``issue-body.md``: the conflict report. The title
-  depends on the upstream repository and ref only, so the job finds the open
-  issue of an earlier night and comments on it instead of opening another.
+  depends on the upstream repository and ref only (``tools/ci/gate_report.py``
+  uses the same one when a check fails after a clean rebase), so the job finds
+  the open issue of an earlier night and comments on it instead of opening
+  another.
 
 and prints ``key=value`` lines for ``$GITHUB_OUTPUT``: ``status``, ``applied``
 and ``dropped`` (counts) and ``branch`` (the bot branch for this upstream).
@@ -157,6 +159,36 @@ def dropped_lines(report: Report, markdown: bool) -> list[str]:
     return lines
 
 
+def merge_meaning(report: Report) -> list[str]:
+    """What merging a drop does, and does not do, in plain words."""
+    names = ", ".join(f"`{d.name}`" for d in report.dropped)
+    return [
+        "### What merging this means",
+        "",
+        (
+            f"- This repository stops carrying {names} in `patches/`: the series "
+            f"becomes the one for {report.target}, and the file(s) are deleted "
+            "here."
+        ),
+        (
+            "- The series for older releases is not lost: it stays in git history "
+            "(`patches/` as of the commit before this PR, on the default branch); "
+            "check that commit out to get it back."
+        ),
+        (
+            "- The `vllm_overlay` package is not changed by this PR: it still "
+            "fixes installed affected releases at start-up."
+        ),
+        (
+            "- The comment lines of `patches/series` (the `# Base:` line and what "
+            "it says about each patch) are kept as they were. If they describe a "
+            "dropped patch or a release range that no longer holds, edit them on "
+            "this branch before merging."
+        ),
+        "",
+    ]
+
+
 def pr_body(report: Report) -> str:
     parts = [
         (
@@ -172,6 +204,7 @@ def pr_body(report: Report) -> str:
             "",
             *dropped_lines(report, markdown=True),
             "",
+            *merge_meaning(report),
         ]
     parts += [report.summary or report.message, ""]
     parts += [
@@ -213,13 +246,27 @@ def commit_message(report: Report) -> str:
             for line in dropped_lines(report, markdown=False)
         ]
         paragraphs.append("\n".join(["Dropped as upstreamed:", *entries]))
+        paragraphs.append(
+            textwrap.fill(
+                "This repository stops carrying the dropped patch(es) in "
+                "patches/; the series for older releases stays in git history "
+                "(patches/ as of the commit before this one), and the "
+                "vllm_overlay package still fixes installed affected releases.",
+                width=72,
+                break_on_hyphens=False,
+            )
+        )
     return subject + "\n\n" + "\n\n".join(paragraphs) + "\n"
 
 
-def issue_title(report: Report) -> str:
-    # No commit id: the same title every night, so the job comments on the
-    # open issue instead of opening one per run.
-    return f"Nightly rebase: the patch series conflicts with {report.repo} {report.ref}"
+def issue_title(repo: str, ref: str) -> str:
+    """One issue per upstream repository and ref, whatever failed.
+
+    No commit id and no cause: the same title every night, so the job comments
+    on the open issue instead of opening one per run (a conflict one night and
+    a failing check the next land in the same issue).
+    """
+    return f"Nightly rebase onto {repo} {ref} fails"
 
 
 def issue_body(report: Report) -> str:
@@ -271,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         "pr-title.txt": pr_title(report) + "\n",
         "pr-body.md": pr_body(report),
         "commit-message.txt": commit_message(report),
-        "issue-title.txt": issue_title(report) + "\n",
+        "issue-title.txt": issue_title(report.repo, report.ref) + "\n",
         "issue-body.md": issue_body(report),
     }
     for name, text in texts.items():
