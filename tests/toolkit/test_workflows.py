@@ -533,19 +533,7 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     # committed, nothing pushed.
     night2 = publish_clone(tmp_path, "night2")
     assert (night2 / "patches" / FIX).exists()
-    assert (
-        ci(
-            "install-series.sh", str(artifact), str(night2 / "patches"), patches=patches
-        ).returncode
-        == 0
-    )
-    again = ci(
-        "commit-bot-branch.sh",
-        str(night2),
-        keys["branch"],
-        str(out / "commit-message.txt"),
-        patches=patches,
-    )
+    again = publish_night(night2, artifact, keys["branch"], out, patches)
     assert again.returncode == 1, again.stderr
     assert "unchanged" in again.stderr
     assert origin.out("rev-parse", f"refs/heads/{keys['branch']}") == head
@@ -561,25 +549,30 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     mover.run("commit", "--quiet", "-m", "Move main")
     mover.run("push", "--quiet", "origin", "main")
     night3 = publish_clone(tmp_path, "night3")
-    assert (
-        ci(
-            "install-series.sh", str(artifact), str(night3 / "patches"), patches=patches
-        ).returncode
-        == 0
-    )
-    third = ci(
-        "commit-bot-branch.sh",
-        str(night3),
-        keys["branch"],
-        str(out / "commit-message.txt"),
-        patches=patches,
-    )
+    third = publish_night(night3, artifact, keys["branch"], out, patches)
     assert third.returncode == 0, third.stderr
     moved = origin.out("rev-parse", f"refs/heads/{keys['branch']}")
     assert moved != head and moved == third.stdout.strip()
     assert origin.out("rev-parse", f"{moved}^") == origin.out("rev-parse", "main")
     assert origin.out("rev-parse", f"{moved}:patches") == origin.out(
         "rev-parse", f"{head}:patches"
+    )
+
+
+def publish_night(
+    clone: Path, artifact: Path, branch: str, out: Path, patches: Path
+) -> subprocess.CompletedProcess[str]:
+    """The publish job's git part: install the artifact, commit and push."""
+    installed = ci(
+        "install-series.sh", str(artifact), str(clone / "patches"), patches=patches
+    )
+    assert installed.returncode == 0, installed.stderr
+    return ci(
+        "commit-bot-branch.sh",
+        str(clone),
+        branch,
+        str(out / "commit-message.txt"),
+        patches=patches,
     )
 
 
