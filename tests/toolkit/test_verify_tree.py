@@ -132,6 +132,9 @@ def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
     proc = patchkit("test", str(tmp_path))
     assert proc.returncode == 2
     assert "not a vLLM source tree" in proc.stderr
+    code, refused = patchkit_json("test", str(tmp_path))
+    assert (code, refused["status"]) == (2, "refused")
+    assert "not a vLLM source tree" in refused["error"]
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "__init__.py").write_text("")
     proc = patchkit("test", "--baseline", "HEAD", str(tmp_path))

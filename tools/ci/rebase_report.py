@@ -130,7 +130,11 @@ def load_report(args: argparse.Namespace) -> Report:
         repo=args.repo,
         ref=args.ref,
         onto=str(result.get("onto") or ""),
-        message=str(result.get("message") or "vllm-patchkit rebase gave no result"),
+        message=str(
+            result.get("message")
+            or result.get("error")  # the CLI's JSON when it refused or failed
+            or "vllm-patchkit rebase gave no result"
+        ),
         patches=patches,
         dropped=[
             why_dropped(p, args.patches, f"upstream {args.repo} `{args.ref}`")

@@ -26,7 +26,12 @@ from vllm_patchkit.commands import (
     test,
     upstream,
 )
-from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_REFUSED
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_ERROR,
+    EXIT_REFUSED,
+    emit_json,
+)
 from vllm_patchkit.gitcmd import GitError, GitMissingError
 from vllm_patchkit.guard import BusyError
 from vllm_patchkit.index import PackageIndexError
@@ -87,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print("vllm-patchkit: interrupted; the checkout was restored", file=sys.stderr)
         return 130
     except (SeriesError, ValueError, FileExistsError, BusyError) as exc:
-        print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _fail(args, "refused", exc, EXIT_REFUSED)
     except (
         GitMissingError,
         GitError,
@@ -97,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         OSError,
         subprocess.SubprocessError,
     ) as exc:
-        print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _fail(args, "error", exc, EXIT_ERROR)
+
+
+def _fail(args: argparse.Namespace, status: str, exc: Exception, code: int) -> int:
+    """Say why on stderr; with --json, stdout still gets its one object."""
+    if getattr(args, "json", False):
+        emit_json({"status": status, "error": str(exc)})
+    print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":
