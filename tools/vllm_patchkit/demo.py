@@ -79,12 +79,7 @@ def run_checkout_demo(
         raise DemoInputError(
             f"{checkout}: refusing a dirty checkout ({reason}); commit or stash first"
         )
-    if (
-        git.run(
-            "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False
-        ).returncode
-        == 0
-    ):
+    if git.commit_of(f"refs/heads/{branch}") is not None:
         raise DemoInputError(
             f"{checkout}: branch {branch!r} already exists; delete it or pass --branch"
         )

@@ -92,6 +92,13 @@ class Git:
     def head(self) -> str:
         return self.out("rev-parse", "--verify", "HEAD")
 
+    def commit_of(self, rev: str) -> str | None:
+        """The commit ``rev`` names, or None when it names none."""
+        proc = self.run(
+            "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False
+        )
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
     def branch(self) -> str | None:
         """The checked-out branch, or None on a detached HEAD."""
         proc = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)

@@ -59,12 +59,10 @@ def resolve_target(git: Git, onto: str, upstream: str | None) -> str:
                 f"cannot fetch {onto!r} from {upstream}: {detail}"
             ) from exc
         return git.out("rev-parse", "FETCH_HEAD^{commit}")
-    proc = git.run(
-        "rev-parse", "--verify", "--quiet", f"{onto}^{{commit}}", check=False
-    )
-    if proc.returncode != 0:
+    commit = git.commit_of(onto)
+    if commit is None:
         raise ValueError(f"{onto!r} is not a commit in {git.root} (use --upstream)")
-    return proc.stdout.strip()
+    return commit
 
 
 def rebase_series(

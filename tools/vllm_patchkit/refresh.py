@@ -43,15 +43,12 @@ def refresh_series(
 ) -> RefreshResult:
     git = open_checkout(path)
     base_ref = base or BASE_REF
-    proc = git.run(
-        "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}", check=False
-    )
-    if proc.returncode != 0:
+    base_commit = git.commit_of(base_ref)
+    if base_commit is None:
         raise ValueError(
             f"{path}: no base to export from ({base_ref} is unknown); run apply or "
             "rebase first, or pass --base"
         )
-    base_commit = proc.stdout.strip()
     result = RefreshResult(base=base_commit)
     series_file = patches_dir / "series"
     old_lines = series_file.read_text().splitlines() if series_file.is_file() else []

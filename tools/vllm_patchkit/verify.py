@@ -150,8 +150,7 @@ def _why_not(run: TreeRun) -> str:
 def _recorded_base(tree: Path) -> str | None:
     if not (tree / ".git").exists():
         return None
-    proc = Git(tree).run("rev-parse", "--verify", "--quiet", BASE_REF, check=False)
-    return BASE_REF if proc.returncode == 0 else None
+    return BASE_REF if Git(tree).commit_of(BASE_REF) else None
 
 
 def _describe(tree: Path, rev: str) -> str:
@@ -164,12 +163,10 @@ def _describe(tree: Path, rev: str) -> str:
 
 
 def _commit(tree: Path, rev: str) -> str:
-    proc = Git(tree).run(
-        "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False
-    )
-    if proc.returncode != 0:
+    commit = Git(tree).commit_of(rev)
+    if commit is None:
         raise NotATreeError(f"{tree}: baseline {rev!r} is not a commit")
-    return proc.stdout.strip()
+    return commit
 
 
 def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> TreeRun:

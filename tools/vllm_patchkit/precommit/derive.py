@@ -167,13 +167,7 @@ def derive(config: dict[str, Any], root: Path, files: Sequence[str]) -> Plan:
         mirror = None if url in ("local", "meta") else find_mirror(url)
         kept: list[dict[str, Any]] = []
         for user in entry["hooks"]:
-            report = HookReport(
-                id=user["id"],
-                name=user.get("name") or user["id"],
-                repo=url,
-                rev=None if rev is None else str(rev),
-                alias=user.get("alias"),
-            )
+            report = _report(user, url, rev, user.get("name"))
             plan.hooks.append(report)
             hook: dict[str, Any] = user
             if url not in ("local", "meta"):
@@ -206,6 +200,17 @@ def derive(config: dict[str, Any], root: Path, files: Sequence[str]) -> Plan:
     return plan
 
 
+def _report(user: dict[str, Any], url: str, rev: Any, name: str | None) -> HookReport:
+    """A pending report for one hook of the user's config."""
+    return HookReport(
+        id=user["id"],
+        name=name or user["id"],
+        repo=url,
+        rev=None if rev is None else str(rev),
+        alias=user.get("alias"),
+    )
+
+
 def online_plan(config: dict[str, Any]) -> Plan:
     """Reports for running the user's config as it is (no mirroring)."""
     plan = Plan(config, [])
@@ -215,14 +220,7 @@ def online_plan(config: dict[str, Any]) -> Plan:
         for user in entry["hooks"]:
             upstream = mirror.hooks.get(user["id"]) if mirror else None
             merged = {**(upstream.as_config() if upstream else {}), **user}
-            rev = entry.get("rev")
-            report = HookReport(
-                id=user["id"],
-                name=merged.get("name") or user["id"],
-                repo=url,
-                rev=None if rev is None else str(rev),
-                alias=user.get("alias"),
-            )
+            report = _report(user, url, entry.get("rev"), merged.get("name"))
             plan.hooks.append(report)
             hook_stages = stages(merged, config)
             if RUN_STAGE not in hook_stages:

@@ -54,8 +54,8 @@ class PrecommitEnvironmentError(RuntimeError):
 def scratch_clone(root: Path) -> Iterator[Path]:
     """A clone of ``root`` at HEAD plus its uncommitted and untracked files."""
     git = Git(root)
-    head = git.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
-    if head.returncode != 0:
+    head = git.commit_of("HEAD")
+    if head is None:
         raise PrecommitRefused(f"{root}: the checkout has no commit")
     scratch = Path(tempfile.mkdtemp(prefix="vllm-patchkit-precommit-"))
     try:
@@ -63,9 +63,7 @@ def scratch_clone(root: Path) -> Iterator[Path]:
         quiet_hooks = ("-c", "core.hooksPath=/dev/null")
         clone = ("clone", "--quiet", "--shared", "--no-checkout")
         Git(scratch).run(*quiet_hooks, *clone, str(root), str(tree))
-        Git(tree).run(
-            *quiet_hooks, "checkout", "--quiet", "--detach", head.stdout.strip()
-        )
+        Git(tree).run(*quiet_hooks, "checkout", "--quiet", "--detach", head)
         _copy_changes(root, tree)
         yield tree
     finally:

@@ -142,17 +142,15 @@ def _collect(git: Git, pr: PullRequest, options: Options) -> list[SeriesCommit]:
         _refuse(pr, f"{git.root}: refusing: {reason} (the PR is built from commits)")
         return []
     base = options.base or BASE_REF
-    proc = git.run(
-        "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False
-    )
-    if proc.returncode != 0:
+    base_commit = git.commit_of(base)
+    if base_commit is None:
         _refuse(
             pr,
             f"{git.root}: no series base ({base}); run `vllm-patchkit apply` or "
             "`rebase` first, or pass --base",
         )
         return []
-    pr.base_commit = proc.stdout.strip()
+    pr.base_commit = base_commit
     commits = series_commits(git, pr.base_commit)
     if not commits:
         _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
@@ -225,16 +223,14 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
     if pr.status != "ready":
         return pr
     git = Git(Path(pr.checkout))
-    existing = git.run(
-        "rev-parse", "--verify", "--quiet", f"refs/heads/{pr.branch}", check=False
-    )
+    existing = git.commit_of(f"refs/heads/{pr.branch}")
     head = _build_commits(git, pr)
-    if existing.returncode == 0 and existing.stdout.strip() != head:
+    if existing is not None and existing != head:
         pr.status = "refused"
         pr.message = f"branch {pr.branch} exists with other commits; delete it or "
         pr.message += "pass --branch"
         return pr
-    if existing.returncode != 0:
+    if existing is None:
         # The empty old value makes git refuse if the branch appeared meanwhile.
         git.run("update-ref", f"refs/heads/{pr.branch}", head, "")
     pr.head = head
