@@ -239,13 +239,16 @@ def am_one(git: Git, patch: Patch, report: PatchReport) -> str | None:
 
 
 def _am_errors(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [
-        line.strip()
-        for line in (proc.stdout + proc.stderr).splitlines()
-        if line.startswith(("error:", "fatal:", "CONFLICT", "Patch failed"))
-        or any(text in line for text in _ENVIRONMENT_ERRORS)
+    """git am's error lines, an I/O or permission error first when there is one."""
+    lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines()]
+    environment = [x for x in lines if any(t in x for t in _ENVIRONMENT_ERRORS)]
+    errors = [
+        x
+        for x in lines
+        if x.startswith(("error:", "fatal:", "CONFLICT", "Patch failed"))
+        and x not in environment
     ]
-    return "; ".join(lines[:4])
+    return "; ".join((environment + errors)[:4])
 
 
 def conflict_location(git: Git) -> tuple[list[str], list[str]]:
