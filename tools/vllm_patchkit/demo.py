@@ -13,14 +13,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.apply import (
-    ApplyResult,
-    NotACheckoutError,
-    Status,
-    apply_series,
-    dirty_reason,
-    open_checkout,
-)
+from vllm_patchkit.apply import ApplyResult, Status, apply_series
+from vllm_patchkit.checkout import NotACheckoutError, dirty_reason, open_checkout
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.series import Series

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.doctor import entry_point_registered
-from vllm_patchkit.apply import PatchReport, invariant_holds
+from vllm_patchkit.checkout import PatchReport, PatchState, invariant_holds
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.series import Series
@@ -64,7 +64,9 @@ def _patch_status(root: Path, series: Series) -> list[PatchReport]:
     git = Git(root)
     for patch in series.patches:
         if invariant_holds(git, patch):
-            reports.append(PatchReport(patch.name, "upstreamed", "invariant holds"))
+            reports.append(
+                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
+            )
             continue
         # Outside a repository git apply acts like patch(1); inside one it
         # checks against the work tree. --check never writes.
@@ -75,7 +77,9 @@ def _patch_status(root: Path, series: Series) -> list[PatchReport]:
             text=True,
         )
         if proc.returncode == 0:
-            reports.append(PatchReport(patch.name, "applies", "git apply --check"))
+            reports.append(
+                PatchReport(patch.name, PatchState.APPLIES, "git apply --check")
+            )
         else:
             reverse = subprocess.run(
                 [git_executable(), "apply", "--check", "--reverse", str(patch.path)],
@@ -83,7 +87,9 @@ def _patch_status(root: Path, series: Series) -> list[PatchReport]:
                 capture_output=True,
                 text=True,
             )
-            status = "applied" if reverse.returncode == 0 else "would-conflict"
+            status = (
+                PatchState.APPLIED if reverse.returncode == 0 else PatchState.CONFLICT
+            )
             reports.append(PatchReport(patch.name, status, proc.stderr.strip()[:200]))
     return reports
 

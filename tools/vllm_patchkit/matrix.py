@@ -25,7 +25,7 @@ import vllm_overlay.capture_shape
 import vllm_patchkit.regression
 from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
 from vllm_overlay.install import action_for
-from vllm_patchkit.apply import invariant_holds
+from vllm_patchkit.checkout import PatchState, invariant_holds
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
@@ -41,7 +41,7 @@ class Row:
     affected: bool
     shape: str
     series: str
-    """applies, upstreamed, conflict (per patch, comma-joined)."""
+    """A PatchState per patch, comma-joined."""
     overlay: str
     torch_pin: str | None
     suite: str
@@ -114,7 +114,7 @@ def _series_state(root: Path, series: Series) -> str:
     states = []
     for patch in series.patches:
         if invariant_holds(Git(root), patch):
-            states.append("upstreamed")
+            states.append(PatchState.UPSTREAMED)
             continue
         proc = subprocess.run(
             [git_executable(), "apply", "--check", str(patch.path)],
@@ -122,7 +122,9 @@ def _series_state(root: Path, series: Series) -> str:
             capture_output=True,
             text=True,
         )
-        states.append("applies" if proc.returncode == 0 else "conflict")
+        states.append(
+            PatchState.APPLIES if proc.returncode == 0 else PatchState.CONFLICT
+        )
     return ", ".join(states)
 
 

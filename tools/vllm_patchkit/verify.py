@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.apply import BASE_REF
+from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.regression.runner import run_scenarios
 from vllm_patchkit.regression.verdict import HARNESS_ERROR

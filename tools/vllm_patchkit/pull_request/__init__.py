@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.apply import (
+from vllm_patchkit.checkout import (
     BASE_REF,
     busy_reason,
     committer_env,
