@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
             print(f"  {label} {check.name}: {check.detail}")
         print(counts.line())
-        print(f"verdict: {verdict.upper()}: {why}")
+        print(f"verdict: {verdict.replace('-', ' ').upper()}: {why}")
     if verdict == FIXED:
         return 0
     return 3 if verdict == CANNOT_JUDGE else 1

@@ -227,9 +227,12 @@ def _with_control(loop: Loop, decode_query_len: int) -> dict[str, Any]:
         if involves_code_under_test(exc):
             return {"raised": error_info(exc), "host_offsets_after": None}
         raise LoopUnavailable(f"cannot set up: {type(exc).__name__}: {exc}") from exc
-    if control["raised"]:
+    raised = control["raised"]
+    if raised:
         raise LoopUnavailable(
-            f"the loop fails without the ROCm group too: {control['raised']}"
+            f"the loop fails without the ROCm group too: {raised['type']} at "
+            f"{raised.get('relpath')}:{raised.get('line')}: "
+            f"{raised['message'][:160]}"
         )
     return loop(groups, decode_query_len)
 
