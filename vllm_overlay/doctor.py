@@ -2,7 +2,8 @@
 
 By default it loads vLLM's general plugins exactly as vLLM does at start-up
 and then imports vLLM's ``rocm_attn`` to confirm the fix is really on the
-class. ``--quick`` answers from the source alone (no vLLM import).
+class. ``--quick`` answers from the source alone (no vLLM import). Both end
+with the overlay's record: what it patches, why, how, and when that goes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from vllm_overlay import plugin
 from vllm_overlay.install import UPSTREAM_MODULE, Action, assess
 from vllm_overlay.kernel_switch import CALLER_MODULE, KERNEL_ENV
+from vllm_overlay.record import RECORD, render_record
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "vllm_overlay"
@@ -43,12 +45,24 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     code = assessment.code
     report: dict[str, Any] = {
         "vllm_version": assessment.vllm_version,
-        "affected": bool(code and code.affected),
+        "affected": (code.affected if code.judged else None) if code else False,
         "shape": str(code.shape) if code else None,
-        "reason": assessment.reason,
+        "reason": code.detail if code else assessment.reason,
+        "decision": assessment.reason,
         "file": str(code.file) if code else None,
         "line": code.line if code else None,
+        "judged": bool(code and code.judged),
         "would_do": str(assessment.action),
+        "removes": (
+            {
+                "file": str(assessment.plan.file),
+                "line": assessment.plan.removed_line,
+                "statement": assessment.plan.removed_source,
+            }
+            if assessment.plan
+            else None
+        ),
+        "status": None,
         "covers": list(assessment.covered),
         "entry_point_registered": entry_point_registered(),
         "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
@@ -58,7 +72,8 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         "kernel": None,
         "active": None,
         "fix_on_vllm_class": None,
-        "problems": [],
+        "problems": [] if not code or code.judged else [assessment.reason],
+        "record": [target.as_dict() for target in RECORD],
     }
     if not load_plugins:
         return report
@@ -66,18 +81,19 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
 
     load_general_plugins()
     state = plugin.current_state()
-    report["active"] = bool(state and state.action is Action.INSTALLED)
     report["in_process_action"] = str(state.action) if state else "not loaded"
     if state and state.action is Action.INSTALLED:
         module = importlib.import_module(UPSTREAM_MODULE)
         from vllm_overlay.fix import is_installed_on
 
         report["fix_on_vllm_class"] = is_installed_on(module)
+    report["status"] = state.status if state else "not loaded"
+    report["active"] = report["status"] == "installed"
     if state and report["kernel_opt_in"]:
         importlib.import_module(CALLER_MODULE)
         report["kernel"] = state.kernel
     if state:
-        report["problems"] = list(state.problems)
+        report["problems"] += list(state.problems)
     return report
 
 
@@ -86,7 +102,8 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         f"vLLM: {report['vllm_version']}",
         (
-            f"affected by vLLM #51585: {yes_no[report['affected']]}"
+            "affected by vLLM #51585: "
+            f"{ {**yes_no, None: 'cannot judge'}[report['affected']] }"
             f" ({report['shape']}): {report['reason']}"
         ),
         (
@@ -95,7 +112,23 @@ def render(report: dict[str, Any]) -> str:
         ),
         f"allowed by VLLM_PLUGINS: {yes_no[report['allowed_by_vllm_plugins']]}",
         f"disabled ({plugin.DISABLE_ENV}): {yes_no[report['disabled']]}",
-        f"would do: {report['would_do']}",
+        f"would do: {report['would_do']}"
+        + (
+            f" ({report['decision']})"
+            if report["decision"] != report["reason"] and not report["removes"]
+            else ""
+        ),
+        *(
+            [
+                (
+                    f"  removes {report['removes']['file']}:{report['removes']['line']}"
+                    f" `{report['removes']['statement']}`; keeps every other line"
+                )
+            ]
+            if report["removes"]
+            else []
+        ),
+        f"state in this process: {report['status'] or 'not checked'}",
         f"active in this process: {yes_no[report['active']]}",
         f"fix on vLLM's builder class: {yes_no[report['fix_on_vllm_class']]}",
         f"prefix-prefill kernel ({KERNEL_ENV}): {report['kernel'] or 'upstream'}",
@@ -104,6 +137,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append("covers:")
         lines += [f"  - {path}" for path in report["covers"]]
     lines += [f"problem: {p}" for p in report["problems"]]
+    lines += ["", "what the overlay patches:", *render_record()]
     return "\n".join(lines)
 
 

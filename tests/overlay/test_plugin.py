@@ -35,7 +35,10 @@ def run_probe(
     }
     full_env.pop("VLLM_PLUGINS", None)
     if pythonpath is not None:
-        full_env["PYTHONPATH"] = str(pythonpath)
+        # First on the path, ahead of (not instead of) the checkout under test.
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p
+        )
     proc = subprocess.run(
         [sys.executable, str(PROBE), str(output)],
         capture_output=True,
@@ -130,7 +133,9 @@ def test_strict_mode_raises_on_unrecognised_code(
 ) -> None:
     env = {
         **os.environ,
-        "PYTHONPATH": str(unrecognised_vllm),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(unrecognised_vllm), os.environ.get("PYTHONPATH")) if p
+        ),
         "VLLM_OVERLAY_STRICT": "1",
         "CUDA_VISIBLE_DEVICES": "",
         "PYTHONDONTWRITEBYTECODE": "1",
