@@ -209,6 +209,11 @@ def _patch_loaded_module(
         return
     setattr(owner, method_name, fixed)
     state.applied_to_class = owner.__dict__.get(method_name) is fixed
+    if not state.applied_to_class:
+        problem = f"{TARGET.target} did not take the fixed method"
+        state.problems.append(problem)
+        logger.warning("vllm-overlay: fix not installed: %s", problem)
+        return
     logger.info(
         "vllm-overlay: installed the #51585 capture fix on vLLM %s: %s",
         state.vllm_version,

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from vllm_patchkit.installed import copy_installed_vllm
+from tests.overlay.shadow_vllm import shadow_installed_vllm
 
 PROBE = Path(__file__).with_name("probe_plugin.py")
-ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 
 
 def run_probe(
@@ -101,12 +100,13 @@ def test_disable_switch_leaves_the_bug(tmp_path: Path) -> None:
 def unrecognised_vllm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the installed vLLM whose capture method zeroes only the host."""
     tree = tmp_path_factory.mktemp("unrecognised") / "tree"
-    copy_installed_vllm(tree)
-    source = tree / ROCM_ATTN
-    text = source.read_text()
     device_line = "        common_attn_metadata.query_start_loc.zero_()\n"
-    assert device_line in text
-    source.write_text(text.replace(device_line, "", 1))
+
+    def drop_device_zeroing(text: str) -> str:
+        assert device_line in text
+        return text.replace(device_line, "", 1)
+
+    shadow_installed_vllm(tree, drop_device_zeroing)
     return tree
 
 
