@@ -49,8 +49,17 @@ def line_of(file: Path, text: str) -> int:
     return line
 
 
+def guarded_host_zeroing(text: str) -> str:
+    """A vendor guard around the host zeroing: the fix would empty the block."""
+    assert text.count(HOST_LINE) == 1
+    return text.replace(
+        HOST_LINE, "        if not rocm_aiter_ops.is_enabled():\n    " + HOST_LINE
+    )
+
+
 EDITS = {
     "fixed": without(HOST_LINE),
+    "guarded": guarded_host_zeroing,
     "unrecognised": without(DEVICE_LINE),
     "conflict": conflict_markers,
 }
@@ -163,3 +172,20 @@ def test_conflict_markers_are_never_patched(
     line = line_of(file, "<<<<<<< HEAD")
     assert f"{file}:{line}: unparseable: SyntaxError at line {line}" in report["reason"]
     assert {r["level"] for r in report["records"]} == {"DEBUG"}
+
+
+def test_vendor_code_it_cannot_fix_is_left_alone_with_a_warning(
+    tmp_path: Path, shadows: dict[str, Path]
+) -> None:
+    report = probe(tmp_path, import_rocm_attn=True, tree=shadows["guarded"])
+    assert report["action"] == "unrecognised" and not report["planned"]
+    assert set(levels(report, "register")) == {"DEBUG"}
+    above_debug = [r for r in report["records"] if r["level"] != "DEBUG"]
+    assert [r["level"] for r in above_debug] == ["WARNING"], report["records"]
+    file = shadows["guarded"] / "vllm/v1/attention/backends/rocm_attn.py"
+    line = line_of(file, "query_start_loc_cpu.zero_()")
+    assert (
+        f"{file}:{line}: removing the host zeroing would leave an empty block"
+        in above_debug[0]["message"]
+    )
+    assert not above_debug[0]["fix_on_class"]
