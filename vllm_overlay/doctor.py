@@ -9,11 +9,13 @@ with the overlay's record: what it patches, why, how, and when that goes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.metadata
 import json
 import os
 import sys
+from contextlib import nullcontext
 from typing import Any
 
 from vllm_overlay import plugin
@@ -148,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="read the source only; do not import vLLM"
     )
     args = parser.parse_args(argv)
-    report = diagnose(load_plugins=not args.quick)
+    # vLLM's log handler writes to the sys.stdout it finds when vLLM is first
+    # imported (here, inside diagnose): with --json that is stderr, so stdout
+    # holds the one JSON object.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else nullcontext():
+        report = diagnose(load_plugins=not args.quick)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

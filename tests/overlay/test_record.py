@@ -67,3 +67,19 @@ def test_vllm_patchkit_doctor_shows_the_record() -> None:
     text = patchkit("doctor")
     assert "what the overlay patches:" in text.stdout
     assert "related: vLLM PR #51585" in text.stdout
+
+
+def test_json_after_loading_vllm_is_one_object_with_the_state() -> None:
+    """Loading vLLM logs ("installed" at info level); with --json the log
+    goes to stderr and stdout stays one JSON object."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_overlay", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "VLLM_LOGGING_LEVEL": "INFO"},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["status"] == "installed" and report["fix_on_vllm_class"]
+    assert "vllm-overlay: installed" in proc.stderr
