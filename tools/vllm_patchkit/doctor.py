@@ -14,6 +14,8 @@ from pathlib import Path
 
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.doctor import entry_point_registered
+from vllm_overlay.install import Action, assess_file
+from vllm_overlay.record import RECORD
 from vllm_patchkit.checkout import PatchReport, PatchState, invariant_holds
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.installed import installed_vllm_dir
@@ -24,7 +26,8 @@ from vllm_patchkit.series import Series
 class Diagnosis:
     target: str
     vllm_version: str
-    affected: bool
+    affected: bool | None
+    """None: cannot judge (the file does not parse)."""
     shape: str
     reason: str
     file: str
@@ -34,12 +37,23 @@ class Diagnosis:
     """The target is the vLLM installed here (not a tree given by path)."""
     overlay_entry_point: bool = False
     overlay_would_activate: bool = False
+    overlay_decision: str = ""
+    """What the overlay would do with this code, and why (file and line)."""
+    overlay_record: list[dict[str, object]] = field(default_factory=list)
+    """What the overlay patches: target, why, how, related PRs, removal."""
+
+    @property
+    def judged(self) -> bool:
+        return self.affected is not None
 
     @property
     def protected(self) -> bool:
         """Not affected, or the installed vLLM gets the fix from the overlay."""
-        return not self.affected or (
-            self.installed and self.overlay_entry_point and self.overlay_would_activate
+        return self.affected is False or bool(
+            self.affected
+            and self.installed
+            and self.overlay_entry_point
+            and self.overlay_would_activate
         )
 
 
@@ -99,10 +113,12 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     if not (root / "vllm" / "__init__.py").is_file():
         raise ValueError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
     code = inspect_capture_tree(root)
+    version = tree_version(root)
+    overlay = assess_file(code.file, version) if code.file.is_file() else None
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",
-        vllm_version=tree_version(root),
-        affected=code.shape is Shape.BUGGY,
+        vllm_version=version,
+        affected=code.shape is Shape.BUGGY if code.judged else None,
         shape=str(code.shape),
         reason=code.detail,
         file=str(code.file),
@@ -110,5 +126,11 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         patches=_patch_status(root, series),
         installed=path is None,
         overlay_entry_point=entry_point_registered(),
-        overlay_would_activate=code.shape is Shape.BUGGY,
+        overlay_would_activate=bool(overlay and overlay.action is Action.INSTALLED),
+        overlay_decision=(
+            f"{overlay.action}: {overlay.reason}"
+            if overlay
+            else f"absent: {code.detail}"
+        ),
+        overlay_record=[target.as_dict() for target in RECORD],
     )
