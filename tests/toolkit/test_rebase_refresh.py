@@ -7,10 +7,12 @@ one commit each. A fork carries the series on v0.20.0 and is rebased.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.toolkit.checkout_state import checkout_state
 from tests.toolkit.cli_helpers import (
     as_user,
     patchkit,
@@ -184,3 +186,94 @@ def test_refresh_refuses_to_write_an_empty_series(
     assert proc.returncode == 2
     assert "upstream carries every patch" in proc.stderr
     assert {p.name: p.read_bytes() for p in patches.iterdir()} == before
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+# --- refresh writes only inside patches/ (issue 12, case 4) ----------------
+
+
+def _outside_relative(patches: Path, victim: Path) -> None:
+    _list_in_series(patches, f"../{victim.name}")
+
+
+def _outside_absolute(patches: Path, victim: Path) -> None:
+    _list_in_series(patches, str(victim))
+
+
+def _symlink_out(patches: Path, victim: Path) -> None:
+    """A listed patch file that is a link to a file elsewhere."""
+    name = sorted(p.name for p in patches.glob("*.patch"))[0]
+    victim.write_text((patches / name).read_text().replace("Date: ", "Date: Sun, "))
+    (patches / name).unlink()
+    (patches / name).symlink_to(victim)
+
+
+def _list_in_series(patches: Path, line: str) -> None:
+    series = patches / "series"
+    series.write_text(series.read_text() + line + "\n")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_outside_relative, _outside_absolute, _symlink_out],
+    ids=lambda f: f.__name__,
+)
+def test_refresh_never_writes_or_deletes_outside_patches(
+    fork: Path, tmp_path: Path, make: Callable[[Path, Path], None]
+) -> None:
+    patches = tmp_path / "work" / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    victim = tmp_path / "work" / "victim.patch"
+    victim.write_text("precious\n")
+    make(patches, victim)
+    victim_bytes = victim.read_bytes()
+    before = checkout_state(fork), files_of(patches)
+
+    proc = patchkit("--patches", str(patches), "refresh", str(fork))
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert victim.read_bytes() == victim_bytes
+    assert (checkout_state(fork), files_of(patches)) == before
+
+
+COMMENTED_SERIES = """\
+# vllm-overlay patch series
+  # an indented comment before the patches
+
+{fix}   # the fix
+    # an indented comment between them
+{test}
+\t# a tab-indented comment at the end
+"""
+
+
+def test_refresh_keeps_every_comment_where_it_was(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Ordinary, indented and trailing comments and blank lines survive; the
+    line of a dropped patch (0001 on 0.29.0) goes with its comment."""
+    fix, test = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    (patches / "series").write_text(COMMENTED_SERIES.format(fix=fix, test=test))
+    code, _ = patchkit_json(
+        "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
+    )
+    assert code == 0
+
+    code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
+
+    assert code == 0, result
+    assert result["removed"] == [fix]
+    expected = COMMENTED_SERIES.format(fix=fix, test=test).replace(
+        f"{fix}   # the fix\n", ""
+    )
+    assert (patches / "series").read_text() == expected
+    # Nothing to drop: the file stays byte for byte.
+    again = patchkit("--patches", str(patches), "refresh", str(fork))
+    assert again.returncode == 0, again.stderr
+    assert (patches / "series").read_text() == expected
