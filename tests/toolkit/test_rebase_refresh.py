@@ -607,3 +607,64 @@ def test_refresh_keeps_every_comment_where_it_was(
     again = patchkit("--patches", str(patches), "refresh", str(fork))
     assert again.returncode == 0, again.stderr
     assert (patches / "series").read_text() == expected
+
+
+# --- When upstream carries 0002 (issue 12, case 12) ------------------------
+
+DECOY_TEST = """\
+from vllm.v1.attention.backends.rocm_attn import RocmAttentionMetadataBuilder
+
+
+def test_offsets_before_capture(metadata, builder: RocmAttentionMetadataBuilder):
+    assert metadata.query_start_loc_cpu.tolist() == [0, 1, 2]
+    builder.build_for_cudagraph_capture(metadata)
+"""
+
+
+def upstream_adds_a_test(upstream: Path, work: Path, name: str, text: str) -> None:
+    """A clone of upstream at v0.29.0 whose HEAD adds one attention test."""
+    Git(work.parent).run(
+        "clone", "--quiet", "--branch", "v0.29.0", str(upstream), str(work)
+    )
+    git = as_user(work)
+    git.run("switch", "--quiet", "-c", "next")
+    (work / "tests/v1/attention" / name).write_text(text)
+    git.run("add", "--", f"tests/v1/attention/{name}")
+    git.run("commit", "--quiet", "-m", "[CI] Add an attention test")
+
+
+def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Upstream's new test asserts before the capture: 0002 is still needed."""
+    work = tmp_path / "upstream-work"
+    upstream_adds_a_test(upstream, work, "test_rocm_offsets.py", DECOY_TEST)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "HEAD", "--upstream", str(work), str(fork)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["upstreamed", "applied"]
+    assert (fork / TEST_FILE).is_file()
+
+
+def test_an_edited_upstream_copy_of_0002s_test_drops_it(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Upstream took 0002's test under another name, with its tests renamed."""
+    work = tmp_path / "upstream-work"
+    text = (fork / TEST_FILE).read_text()
+    edited = text.replace("def test_capture_zeroes", "def test_rocm_capture_zeroes")
+    edited = edited.replace("def test_next_builder", "def test_rocm_next_builder")
+    assert edited != text
+    upstream_adds_a_test(upstream, work, "test_rocm_attn_capture.py", edited)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "HEAD", "--upstream", str(work), str(fork)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["upstreamed", "upstreamed"]
+    assert not (fork / TEST_FILE).exists()
+    assert Git(fork).head() == result["onto"]
