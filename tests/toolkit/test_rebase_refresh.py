@@ -6,11 +6,18 @@ one commit each. A fork carries the series on v0.20.0 and is rebased.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.toolkit.checkout_state import checkout_state, lived_in
 from tests.toolkit.cli_helpers import (
     as_user,
     patchkit,
@@ -184,3 +191,480 @@ def test_refresh_refuses_to_write_an_empty_series(
     assert proc.returncode == 2
     assert "upstream carries every patch" in proc.stderr
     assert {p.name: p.read_bytes() for p in patches.iterdir()} == before
+
+
+# --- Your own commits on top of the series (issue 12, case 3) ---------------
+
+
+def own_commit(tree: Path, path: str, text: str | None, subject: str) -> str:
+    """Commit a change of the fork's maintainer; None: an empty commit."""
+    git = as_user(tree)
+    if text is None:
+        git.run("commit", "--quiet", "--allow-empty", "-m", subject)
+    else:
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+        git.run("add", "--", path)
+        git.run("commit", "--quiet", "-m", subject)
+    return git.head()
+
+
+def patch_id(git: Git, commit: str) -> str:
+    shown = git.run("show", "--format=", "--full-index", commit).stdout
+    return git.run("patch-id", "--stable", input_text=shown).stdout.split()[0]
+
+
+def test_rebase_replays_your_own_commits_in_order(fork: Path, upstream: Path) -> None:
+    readme = (fork / "README.md").read_text()
+    mine = [
+        own_commit(fork, "tools/my_tool.py", "print('mine')\n", "Add my tool"),
+        own_commit(fork, "README.md", readme + "\nMy fork.\n", "Say it is my fork"),
+        own_commit(fork, "", None, "Mark the fork"),
+    ]
+    git = Git(fork)
+    before = {c: git.out("show", "-s", "--format=%an <%ae> %ad%n%B", c) for c in mine}
+    ids = {c: patch_id(git, c) for c in mine[:2]}
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    assert [c["status"] for c in result["commits"]] == ["applied"] * 3
+    assert "and 3 of your commit(s)" in result["message"]
+    subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
+    assert subjects[:3] == ["Mark the fork", "Say it is my fork", "Add my tool"]
+    assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects[3:])
+    assert len(subjects) == 5
+    replayed = git.out("rev-list", "--reverse", "HEAD~3..HEAD").splitlines()
+    for old, new in zip(mine, replayed, strict=True):
+        # Same author, date and message; the same change.
+        assert git.out("show", "-s", "--format=%an <%ae> %ad%n%B", new) == before[old]
+    assert [patch_id(git, c) for c in replayed[:2]] == [ids[c] for c in mine[:2]]
+    assert (fork / "tools/my_tool.py").read_text() == "print('mine')\n"
+    assert (fork / "README.md").read_text().endswith("\nMy fork.\n")
+    assert inspect_capture_tree(fork).shape is Shape.FIXED
+    assert git.is_clean()
+
+
+def test_rebase_keeps_an_edited_series_commit_as_you_edited_it(
+    fork: Path, upstream: Path
+) -> None:
+    """0002's commit amended in the fork: the amendment is replayed, not the
+    patch file."""
+    test = fork / TEST_FILE
+    test.write_text(test.read_text() + "\n# Checked on our MI300X boxes too.\n")
+    as_user(fork).run("commit", "--quiet", "--amend", "--no-edit", "-a")
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    assert result["commits"] == []
+    assert test.read_text().endswith("# Checked on our MI300X boxes too.\n")
+    assert Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD") == "2"
+
+
+def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
+    fork: Path, upstream: Path
+) -> None:
+    """Your commit rewrites setup.py, which upstream changed since 0.20.0."""
+    lived_in(fork)
+    mine = own_commit(fork, "setup.py", "print('my build')\n", "Use my build")
+    before = checkout_state(fork)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)
+    )
+
+    assert code == 4, result
+    assert result["status"] == "conflict"
+    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    [commit] = result["commits"]
+    assert commit["name"] == f"{mine[:12]} Use my build"
+    assert (commit["status"], commit["files"]) == ("conflict", ["setup.py"])
+    assert commit["hunks"] and commit["hunks"][0].startswith("setup.py:")
+    assert "your commit" in result["message"] and "unchanged" in result["message"]
+    assert checkout_state(fork) == before
+
+
+def _merge_after_the_base(fork: Path) -> None:
+    git = as_user(fork)
+    git.run("switch", "--quiet", "-c", "side")
+    own_commit(fork, "side.txt", "side\n", "Side work")
+    git.run("switch", "--quiet", "rocm-fixes")
+    own_commit(fork, "main.txt", "main\n", "Main work")
+    git.run("merge", "--quiet", "--no-ff", "-m", "Merge side", "side")
+
+
+def _no_base(fork: Path) -> None:
+    own_commit(fork, "mine.txt", "mine\n", "My work")
+    Git(fork).run("update-ref", "-d", "refs/vllm-patchkit/base")
+
+
+def _base_not_below_head(fork: Path) -> None:
+    own_commit(fork, "mine.txt", "mine\n", "My work")
+    Git(fork).run("update-ref", "refs/vllm-patchkit/base", "v0.28.0")
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (_merge_after_the_base, "is a merge"),
+        (_no_base, "no series base"),
+        (_base_not_below_head, "is not below HEAD"),
+    ],
+    ids=["merge-after-base", "no-base", "base-not-below-head"],
+)
+def test_rebase_refuses_a_branch_it_cannot_replay(
+    fork: Path, upstream: Path, make: Callable[[Path], None], said: str
+) -> None:
+    make(fork)
+    lived_in(fork)
+    before = checkout_state(fork)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)
+    )
+
+    assert (code, result["status"]) == (2, "refused"), result
+    assert said in result["message"]
+    assert checkout_state(fork) == before
+
+
+# --- Values that reach git as arguments (issue 12, case 7) -----------------
+
+INJECTIONS = {
+    # As a user types it: argparse passes a value with a space as a value.
+    "rebase --upstream option": lambda m, up: [
+        "rebase",
+        "--onto",
+        "v0.28.0",
+        "--upstream",
+        f"--upload-pack=touch {m};",
+    ],
+    "rebase --upstream ext helper": lambda m, up: [
+        "rebase",
+        "--onto",
+        "v0.28.0",
+        "--upstream",
+        f"ext::sh -c touch% {m}",
+    ],
+    "rebase --onto option, fetched": lambda m, up: [
+        "rebase",
+        f"--onto=--upload-pack=touch {m};",
+        "--upstream",
+        up,
+    ],
+    "rebase --onto option, local": lambda m, up: ["rebase", f"--onto=--output={m}"],
+    "rebase --onto refspec into your branch": lambda m, up: [
+        "rebase",
+        "--onto",
+        "v0.28.0:refs/heads/my-other-branch",
+        "--upstream",
+        up,
+    ],
+    "rebase --base option": lambda m, up: [
+        "rebase",
+        "--onto",
+        "v0.28.0",
+        "--upstream",
+        up,
+        f"--base=--output={m}",
+    ],
+    "refresh --base option": lambda m, up: ["refresh", f"--base=--output={m}"],
+}
+
+
+@pytest.mark.parametrize("case", list(INJECTIONS), ids=list(INJECTIONS))
+def test_no_user_value_reaches_git_as_an_option(
+    fork: Path, upstream: Path, tmp_path: Path, case: str
+) -> None:
+    marker = tmp_path / "marker"
+    Git(fork).run("config", "protocol.ext.allow", "always")  # a careless config
+    lived_in(fork)
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    before = checkout_state(fork), files_of(patches)
+
+    args = INJECTIONS[case](str(marker), str(upstream))
+    proc = patchkit("--patches", str(patches), *args, str(fork), cwd=tmp_path)
+
+    assert not marker.exists()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (checkout_state(fork), files_of(patches)) == before
+
+
+@pytest.mark.parametrize("command", ["rebase --onto v0.28.0", "refresh"])
+def test_a_path_that_looks_like_an_option_is_a_path(
+    tmp_path: Path, command: str
+) -> None:
+    marker = tmp_path / "marker"
+    proc = patchkit(
+        *command.split(), "--", f"--upload-pack=touch {marker};", cwd=tmp_path
+    )
+    assert not marker.exists()
+    assert proc.returncode == 2
+    assert "no such directory" in proc.stderr + proc.stdout
+
+
+def test_upstream_values_do_not_reach_git_as_options(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    versions = patchkit("upstream", f"--versions=--upload-pack=touch {marker};")
+    assert versions.returncode == 2
+    assert "not a vLLM release version" in versions.stderr
+    # --dest is a directory to create, never a git argument.
+    dest = patchkit(
+        "upstream",
+        "--versions",
+        "0.28.0",
+        "--dest",
+        f"--upload-pack=touch {marker};",
+        cwd=tmp_path,
+    )
+    assert dest.returncode == 0, dest.stderr
+    assert Git(tmp_path / f"--upload-pack=touch {marker};").out("tag") == "v0.28.0"
+    assert not marker.exists()
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+# --- A rebase killed mid-replay (issue 12, case 17) ------------------------
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the rebase never replayed a commit"
+        time.sleep(0.05)
+
+
+def worktrees(git: Git) -> list[dict[str, str]]:
+    entries = []
+    for block in git.run("worktree", "list", "--porcelain").stdout.split("\n\n"):
+        fields = dict(
+            (line.split(" ", 1) + [""])[:2] for line in block.splitlines() if line
+        )
+        if fields:
+            entries.append(fields)
+    return entries
+
+
+def test_sigkill_mid_replay_is_cleaned_up_by_the_next_rebase(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    git = as_user(fork)
+    own_commit(fork, "mine.txt", "mine\n", "My work")
+    # Your own worktrees, one of them prunable: the cleanup leaves both.
+    git.run("worktree", "add", "--quiet", "--detach", str(tmp_path / "mine"), "HEAD")
+    git.run("worktree", "add", "--quiet", "--detach", str(tmp_path / "gone"), "HEAD")
+    shutil.rmtree(tmp_path / "gone")
+    yours = worktrees(git)
+    # A hook git runs as it replays a commit (post-commit for a cherry-pick,
+    # applypatch-msg for git am) says so and waits: the run is killed while
+    # it is mid-replay.
+    started, release = tmp_path / "started", tmp_path / "release"
+    for name in ("post-commit", "applypatch-msg"):
+        hook = fork / ".git" / "hooks" / name
+        hook.write_text(
+            "#!/bin/sh\n"
+            f"touch '{started}'\n"
+            "n=0\n"
+            f"while [ ! -e '{release}' ] && [ $n -lt 2400 ]; do\n"
+            "  sleep 0.05; n=$((n + 1))\n"
+            "done\n"
+        )
+        hook.chmod(0o755)
+    rebase = ["rebase", "--onto", "v0.28.0", "--upstream", str(upstream), str(fork)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_patchkit", *rebase, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        start_new_session=True,
+    )
+    wait_for(started, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole job: patchkit, git, the hook
+    proc.wait(timeout=60)
+    release.touch()
+    [left] = [w for w in worktrees(git) if w not in yours]  # as the kill left it
+    scratch = Path(left["worktree"])
+    assert scratch.is_dir()
+    head = git.head()
+
+    code, result = patchkit_json(*rebase)
+
+    assert code == 0, result
+    # Gone, and only it: your worktrees (the prunable one too) are as they were.
+    assert worktrees(git) == [
+        {**w, "HEAD": git.head()} if w["worktree"] == str(fork) else w for w in yours
+    ]
+    assert not scratch.exists()
+    assert not (fork / ".git" / "vllm-patchkit" / "rebase").exists()
+    assert any(
+        "removed the temporary worktree of an interrupted rebase" in n
+        and scratch.name in n
+        for n in result["notes"]
+    ), result["notes"]
+    # Recognisably the tool's: under its folder of the git directory, locked
+    # with a reason that names it.
+    assert scratch.parent == fork / ".git" / "vllm-patchkit" / "rebase"
+    assert "vllm-patchkit rebase" in left.get("locked", "")
+    assert git.out("rev-list", "--count", f"{result['onto']}..HEAD") == "3"
+    assert git.head() != head and git.is_clean()
+
+
+# --- refresh writes only inside patches/ (issue 12, case 4) ----------------
+
+
+def _outside_relative(patches: Path, victim: Path) -> None:
+    _list_in_series(patches, f"../{victim.name}")
+
+
+def _outside_absolute(patches: Path, victim: Path) -> None:
+    _list_in_series(patches, str(victim))
+
+
+def _symlink_out(patches: Path, victim: Path) -> None:
+    """A listed patch file that is a link to a file elsewhere."""
+    name = sorted(p.name for p in patches.glob("*.patch"))[0]
+    victim.write_text((patches / name).read_text().replace("Date: ", "Date: Sun, "))
+    (patches / name).unlink()
+    (patches / name).symlink_to(victim)
+
+
+def _list_in_series(patches: Path, line: str) -> None:
+    series = patches / "series"
+    series.write_text(series.read_text() + line + "\n")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_outside_relative, _outside_absolute, _symlink_out],
+    ids=lambda f: f.__name__,
+)
+def test_refresh_never_writes_or_deletes_outside_patches(
+    fork: Path, tmp_path: Path, make: Callable[[Path, Path], None]
+) -> None:
+    patches = tmp_path / "work" / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    victim = tmp_path / "work" / "victim.patch"
+    victim.write_text("precious\n")
+    make(patches, victim)
+    victim_bytes = victim.read_bytes()
+    before = checkout_state(fork), files_of(patches)
+
+    proc = patchkit("--patches", str(patches), "refresh", str(fork))
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert victim.read_bytes() == victim_bytes
+    assert (checkout_state(fork), files_of(patches)) == before
+
+
+COMMENTED_SERIES = """\
+# vllm-overlay patch series
+  # an indented comment before the patches
+
+{fix}   # the fix
+    # an indented comment between them
+{test}
+\t# a tab-indented comment at the end
+"""
+
+
+def test_refresh_keeps_every_comment_where_it_was(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Ordinary, indented and trailing comments and blank lines survive; the
+    line of a dropped patch (0001 on 0.29.0) goes with its comment."""
+    fix, test = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    (patches / "series").write_text(COMMENTED_SERIES.format(fix=fix, test=test))
+    code, _ = patchkit_json(
+        "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
+    )
+    assert code == 0
+
+    code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
+
+    assert code == 0, result
+    assert result["removed"] == [fix]
+    expected = COMMENTED_SERIES.format(fix=fix, test=test).replace(
+        f"{fix}   # the fix\n", ""
+    )
+    assert (patches / "series").read_text() == expected
+    # Nothing to drop: the file stays byte for byte.
+    again = patchkit("--patches", str(patches), "refresh", str(fork))
+    assert again.returncode == 0, again.stderr
+    assert (patches / "series").read_text() == expected
+
+
+# --- When upstream carries 0002 (issue 12, case 12) ------------------------
+
+DECOY_TEST = """\
+from vllm.v1.attention.backends.rocm_attn import RocmAttentionMetadataBuilder
+
+
+def test_offsets_before_capture(metadata, builder: RocmAttentionMetadataBuilder):
+    assert metadata.query_start_loc_cpu.tolist() == [0, 1, 2]
+    builder.build_for_cudagraph_capture(metadata)
+"""
+
+
+def upstream_adds_a_test(upstream: Path, work: Path, name: str, text: str) -> None:
+    """A clone of upstream at v0.29.0 whose HEAD adds one attention test."""
+    Git(work.parent).run(
+        "clone", "--quiet", "--branch", "v0.29.0", str(upstream), str(work)
+    )
+    git = as_user(work)
+    git.run("switch", "--quiet", "-c", "next")
+    (work / "tests/v1/attention" / name).write_text(text)
+    git.run("add", "--", f"tests/v1/attention/{name}")
+    git.run("commit", "--quiet", "-m", "[CI] Add an attention test")
+
+
+def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Upstream's new test asserts before the capture: 0002 is still needed."""
+    work = tmp_path / "upstream-work"
+    upstream_adds_a_test(upstream, work, "test_rocm_offsets.py", DECOY_TEST)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "HEAD", "--upstream", str(work), str(fork)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["upstreamed", "applied"]
+    assert (fork / TEST_FILE).is_file()
+
+
+def test_an_edited_upstream_copy_of_0002s_test_drops_it(
+    fork: Path, upstream: Path, tmp_path: Path
+) -> None:
+    """Upstream took 0002's test under another name, with its tests renamed."""
+    work = tmp_path / "upstream-work"
+    text = (fork / TEST_FILE).read_text()
+    edited = text.replace("def test_capture_zeroes", "def test_rocm_capture_zeroes")
+    edited = edited.replace("def test_next_builder", "def test_rocm_next_builder")
+    assert edited != text
+    upstream_adds_a_test(upstream, work, "test_rocm_attn_capture.py", edited)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "HEAD", "--upstream", str(work), str(fork)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == ["upstreamed", "upstreamed"]
+    assert not (fork / TEST_FILE).exists()
+    assert Git(fork).head() == result["onto"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_patchkit.refresh import stable_names
+from vllm_patchkit.refresh import rewrite_series, stable_names
 
 
 def test_a_drop_does_not_renumber_the_rest() -> None:
@@ -33,3 +33,46 @@ def test_subjects_that_share_a_slug_get_distinct_names() -> None:
         "0001-Long-subject-cut-at-52.patch",
         "0002-Long-subject-cut-at-52.patch",
     ]
+
+
+def entries(text: str) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = []
+    for raw in text.splitlines():
+        name = raw.split("#", 1)[0].strip()
+        out.append((raw, name or None))
+    return out
+
+
+SERIES = "# head\n  # indented\n\nA.patch  # first\n    # between\nB.patch\n# end\n"
+
+
+def test_a_series_with_the_same_patches_is_unchanged() -> None:
+    assert rewrite_series(entries(SERIES), ["A.patch", "B.patch"]) == SERIES
+
+
+def test_a_dropped_patch_loses_its_line_only() -> None:
+    assert rewrite_series(entries(SERIES), ["B.patch"]) == SERIES.replace(
+        "A.patch  # first\n", ""
+    )
+
+
+def test_a_new_patch_goes_after_the_one_before_it() -> None:
+    assert rewrite_series(entries(SERIES), ["A.patch", "N.patch", "B.patch"]) == (
+        SERIES.replace("A.patch  # first\n", "A.patch  # first\nN.patch\n")
+    )
+    assert rewrite_series(entries(SERIES), ["N.patch", "A.patch", "B.patch"]) == (
+        SERIES.replace("A.patch  # first\n", "N.patch\nA.patch  # first\n")
+    )
+
+
+def test_reordered_patches_take_their_comments_along() -> None:
+    assert rewrite_series(entries(SERIES), ["B.patch", "A.patch"]) == (
+        "# head\n  # indented\n\nB.patch\n    # between\nA.patch  # first\n# end\n"
+    )
+
+
+def test_all_patches_replaced_go_where_the_first_was() -> None:
+    assert rewrite_series(entries(SERIES), ["X.patch"]) == (
+        "# head\n  # indented\n\nX.patch\n    # between\n# end\n"
+    )
+    assert rewrite_series([], ["X.patch"]) == "X.patch\n"

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from vllm_patchkit.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.series import SeriesError, load_series, missing_trailers, parse_patch
+from vllm_patchkit.series import (
+    SeriesError,
+    inside,
+    load_series,
+    missing_trailers,
+    parse_patch,
+    series_entries,
+)
 
 
 def test_real_series_has_the_fix_with_provenance() -> None:
@@ -119,3 +127,76 @@ def test_patch_without_diff(tmp_path: Path) -> None:
     bad.write_text("From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\nbody only\n")
     with pytest.raises(SeriesError, match="no '---' line"):
         parse_patch(bad)
+
+
+def _series_with_edited_patch(tmp_path: Path, edit: Callable[[str], str]) -> Path:
+    """The real series with the first patch's text edited."""
+    directory = _series_dir(tmp_path, PATCHES_DIR.joinpath("series").read_text())
+    first = sorted(directory.glob("0001-*.patch"))[0]
+    first.write_text(edit(first.read_text()))
+    return directory
+
+
+def test_unknown_invariant_is_refused_naming_patch_and_trailer(
+    tmp_path: Path,
+) -> None:
+    directory = _series_with_edited_patch(
+        tmp_path,
+        lambda text: text.replace(
+            "Invariant: rocm-capture-zeroes-device-offsets-only",
+            "Invariant: no-such-check",
+        ),
+    )
+    with pytest.raises(SeriesError) as error:
+        load_series(directory)
+    assert "0001-" in str(error.value)
+    assert "Invariant: no-such-check" in str(error.value)
+
+
+def test_two_invariant_trailers_are_refused(tmp_path: Path) -> None:
+    line = "Invariant: rocm-capture-zeroes-device-offsets-only"
+    directory = _series_with_edited_patch(
+        tmp_path, lambda text: text.replace(line, f"{line}\n{line}")
+    )
+    with pytest.raises(SeriesError, match="2 Invariant trailers"):
+        load_series(directory)
+
+
+def test_a_patch_file_holding_two_mails_is_refused(tmp_path: Path) -> None:
+    """The series format is one mail (one commit) per file."""
+    second = sorted(PATCHES_DIR.glob("0002-*.patch"))[0].read_text()
+    directory = _series_with_edited_patch(tmp_path, lambda text: text + second)
+    with pytest.raises(SeriesError, match="holds 2 mails") as error:
+        load_series(directory)
+    assert "0001-" in str(error.value)
+
+
+def test_series_entries_keep_comments_and_blank_lines(tmp_path: Path) -> None:
+    name = next(PATCHES_DIR.glob("0001-*.patch")).name
+    text = f"# head\n  # indented\n\n{name}  # trailing\n"
+    directory = _series_dir(tmp_path, text)
+    assert series_entries(directory / "series") == [
+        ("# head", None),
+        ("  # indented", None),
+        ("", None),
+        (f"{name}  # trailing", name),
+    ]
+
+
+@pytest.mark.parametrize("name", ["../x.patch", "/tmp/x.patch", "..", "", "a/b.patch"])
+def test_inside_refuses_names_that_leave_the_directory(
+    tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(SeriesError, match="outside the patches directory"):
+        inside(tmp_path, name)
+
+
+def test_inside_refuses_a_link_that_leads_out(tmp_path: Path) -> None:
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "0001-x.patch").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SeriesError, match="outside"):
+        inside(tmp_path / "patches", "0001-x.patch")
+    assert (
+        inside(tmp_path / "patches", "0002-y.patch").parent
+        == (tmp_path / "patches").resolve()
+    )

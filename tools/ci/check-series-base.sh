@@ -59,7 +59,7 @@ cleanup() {
     rm -rf "$scratch"
 }
 trap cleanup EXIT
-if ! git -C "$checkout" worktree add --quiet -b "$branch" "$worktree" \
+if ! git -C "$checkout" worktree add --quiet -b "$branch" -- "$worktree" \
     "$base^{commit}"; then
     echo "error: cannot make a worktree of $checkout at $base" >&2
     exit 3

@@ -23,6 +23,12 @@ if ! git -C "$repo" check-ref-format --branch "$branch" >/dev/null 2>&1; then
     echo "error: '$branch' is not a valid branch name" >&2
     exit 2
 fi
+# REMOTE reaches git as an argument (ls-remote, fetch, push): a value that
+# starts with '-' would be read as an option (--upload-pack=CMD runs CMD).
+if [[ $remote == -* || $remote == *::* ]]; then
+    echo "error: '$remote' is not a remote name, URL or path" >&2
+    exit 2
+fi
 if [[ ! -s $message ]]; then
     echo "error: empty or missing commit message $message" >&2
     exit 2
@@ -43,9 +49,9 @@ unset GIT_INDEX_FILE
 
 tracking=refs/vllm-overlay/bot-branch
 git -C "$repo" update-ref -d "$tracking" 2>/dev/null || true
-if git -C "$repo" ls-remote --exit-code --heads "$remote" "refs/heads/$branch" \
+if git -C "$repo" ls-remote --exit-code --heads -- "$remote" "refs/heads/$branch" \
     >/dev/null; then
-    git -C "$repo" fetch --quiet --no-tags "$remote" "+refs/heads/$branch:$tracking"
+    git -C "$repo" fetch --quiet --no-tags -- "$remote" "+refs/heads/$branch:$tracking"
     pushed_tree=$(git -C "$repo" rev-parse --verify --quiet "$tracking:patches" || true)
     pushed_parent=$(git -C "$repo" rev-parse --verify --quiet "$tracking^" || true)
     if [[ $pushed_tree == "$tree" && $pushed_parent == $(git -C "$repo" rev-parse HEAD) ]]; then
@@ -64,5 +70,5 @@ fi
 git -C "$repo" switch --quiet -C "$branch"
 git -C "$repo" add --all -- patches
 git -C "$repo" commit --quiet --signoff --file "$message" -- patches
-git -C "$repo" push --quiet --force "$remote" "HEAD:refs/heads/$branch"
+git -C "$repo" push --quiet --force -- "$remote" "HEAD:refs/heads/$branch"
 git -C "$repo" rev-parse HEAD

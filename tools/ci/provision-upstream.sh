@@ -32,6 +32,11 @@ if [[ $base == -* ]] || ! git check-ref-format --allow-onelevel "$base"; then
     echo "error: '$base' is not a valid ref name" >&2
     exit 2
 fi
+# URL and CHECKOUT reach git as arguments: neither may pass for an option.
+if [[ $url == -* || $checkout == -* ]]; then
+    echo "error: URL and CHECKOUT must not start with '-'" >&2
+    exit 2
+fi
 if [[ -e $checkout ]]; then
     echo "error: $checkout already exists" >&2
     exit 2
@@ -39,7 +44,8 @@ fi
 
 echo "cloning $url into $checkout (base $base)" >&2
 # Blobless: only the trees that get checked out are downloaded.
-git clone --quiet --filter=blob:none --no-checkout "$url" "$checkout"
+git -c protocol.ext.allow=never clone --quiet --filter=blob:none --no-checkout \
+    -- "$url" "$checkout"
 git -C "$checkout" checkout --quiet -b vllm-overlay/series "$base^{commit}"
 vllm-patchkit --patches "$patches" apply "$checkout" >&2
 echo "$base"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.series import SeriesError, parse_patch
+from vllm_patchkit.series import SeriesError, inside, parse_patch
 
 STATUS_BY_EXIT = {0: "rebased", 2: "refused", 3: "error", 4: "conflict"}
 GATES = (
@@ -96,7 +96,9 @@ def why_dropped(patch: dict[str, Any], patches_dir: Path, target: str) -> Droppe
     why = f"{target} carries it ({detail.removeprefix('dropped: ')})"
     subject = ""
     try:
-        parsed = parse_patch(patches_dir / name)
+        # The name comes from the rebase's JSON: read only a patch file that
+        # is directly in the series directory.
+        parsed = parse_patch(inside(patches_dir, name))
     except SeriesError:
         parsed = None
     if parsed is not None:

@@ -5,10 +5,14 @@ The commits between the recorded base (``refs/vllm-patchkit/base``, or
 that make the output a function of the commits alone (zero commit hash in
 the From line, no signature, no numbering, fixed blob abbreviation), so
 running it twice gives byte-identical files. Patches whose commits are gone
-(dropped as upstreamed) leave the series; comment lines of the series file
-are kept. A patch keeps its file name while its subject does: format-patch
-numbers from 1, and renaming 0002 to 0001 after a drop would make a review
-of the refreshed series show a deletion and an addition instead of no change.
+(dropped as upstreamed) leave the series; comment and blank lines of the
+series file stay where they were. The series is read with the same
+validated loader as every other command, and every file written or removed
+is checked to resolve to a file directly inside the patches directory.
+
+A patch keeps its file name while its subject does: format-patch numbers
+from 1, and renaming 0002 to 0001 after a drop would make a review of the
+refreshed series show a deletion and an addition instead of no change.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.checkout import BASE_REF, open_checkout
+from vllm_patchkit.revs import check_revision
+from vllm_patchkit.series import inside, load_series, series_entries
 
 FORMAT_PATCH_OPTIONS = (
     "--zero-commit",
@@ -42,7 +48,7 @@ def refresh_series(
     path: Path, patches_dir: Path, base: str | None = None
 ) -> RefreshResult:
     git = open_checkout(path)
-    base_ref = base or BASE_REF
+    base_ref = BASE_REF if base is None else check_revision(base, "--base")
     base_commit = git.commit_of(base_ref)
     if base_commit is None:
         raise ValueError(
@@ -51,11 +57,23 @@ def refresh_series(
         )
     result = RefreshResult(base=base_commit)
     series_file = patches_dir / "series"
-    old_lines = series_file.read_text().splitlines() if series_file.is_file() else []
-    old_names = [x.strip() for x in old_lines if x.strip() and not x.startswith("#")]
+    # The same validated reader as every other command: a name that leaves
+    # the directory, or a malformed patch, stops the run before any write.
+    if series_file.exists() or series_file.is_symlink():
+        load_series(patches_dir)
+        entries = series_entries(series_file)
+    else:
+        entries = []
+    old_names = [name for _, name in entries if name is not None]
+    series_target = inside(patches_dir, "series")
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-refresh-") as scratch:
         git.run(
-            "format-patch", *FORMAT_PATCH_OPTIONS, "-o", scratch, f"{base_commit}..HEAD"
+            "format-patch",
+            *FORMAT_PATCH_OPTIONS,
+            "-o",
+            scratch,
+            f"{base_commit}..HEAD",
+            "--",
         )
         fresh = sorted(Path(scratch).glob("*.patch"))
         if not fresh:
@@ -66,20 +84,58 @@ def refresh_series(
                 f"every patch; {patches_dir} was left as it is"
             )
         names = stable_names([p.name for p in fresh], old_names)
-        for patch, name in zip(fresh, names, strict=True):
-            target = patches_dir / name
+        targets = [inside(patches_dir, name) for name in names]
+        stale = [inside(patches_dir, n) for n in old_names if n not in names]
+        for patch, name, target in zip(fresh, names, targets, strict=True):
             content = patch.read_bytes()
             if not target.is_file() or target.read_bytes() != content:
                 target.write_bytes(content)
                 result.changed.append(name)
             result.written.append(name)
-    for name in old_names:
-        if name not in result.written:
-            (patches_dir / name).unlink(missing_ok=True)
-            result.removed.append(name)
-    header = [x for x in old_lines if x.startswith("#")]
-    series_file.write_text("\n".join([*header, *result.written]) + "\n")
+    for target in stale:
+        target.unlink(missing_ok=True)
+        result.removed.append(target.name)
+    series_target.write_text(rewrite_series(entries, result.written))
     return result
+
+
+def rewrite_series(entries: list[tuple[str, str | None]], names: list[str]) -> str:
+    """The series file listing ``names``, every other line kept in place.
+
+    Comment and blank lines (indented or not) stay where they were; a kept
+    patch keeps its own line (with any comment on it), in the new order; a
+    removed patch's line goes; a new patch goes right after the patch before
+    it in ``names``, or where the first patch line was.
+    """
+    old = {name: raw for raw, name in entries if name is not None}
+    slots = iter([n for n in names if n in old])
+    lines: list[str] = []
+    placed: dict[str, int] = {}
+    anchor: int | None = None
+    for raw, name in entries:
+        if name is None:
+            lines.append(raw)
+            continue
+        if anchor is None:
+            anchor = len(lines)
+        if name in names:
+            slot = next(slots)
+            placed[slot] = len(lines)
+            lines.append(old[slot])
+    for index, name in enumerate(names):
+        if name in placed:
+            continue
+        before = [placed[n] for n in names[:index] if n in placed]
+        if before:
+            at = before[-1] + 1
+        elif placed:
+            at = min(placed.values())
+        else:
+            at = len(lines) if anchor is None else anchor
+        lines.insert(at, name)
+        placed = {n: i + (i >= at) for n, i in placed.items()}
+        placed[name] = at
+    return "\n".join(lines) + "\n"
 
 
 def stable_names(fresh: list[str], old: list[str]) -> list[str]:

@@ -1,14 +1,19 @@
 """The patch series: ``patches/series`` plus ``git format-patch`` files.
 
 ``series`` lists patch files in application order, one a line, like quilt's;
-``#`` starts a comment. Each patch carries its metadata as trailers in its
-commit message, so a rebase or refresh keeps it with the change:
+``#`` starts a comment. Each patch file holds one mail (one commit), and
+carries its metadata as trailers in its commit message, so a rebase or
+refresh keeps it with the change:
 
 * DEP-3 provenance: ``Origin``, ``Bug``, ``Forwarded``, ``Applied-Upstream``;
 * ``Affects``: the vLLM releases that need the patch (``0.11.1..0.28.0``);
 * ``Invariant``: the name of the check that says what the patched code must
   look like (see :mod:`vllm_patchkit.invariants`);
 * ``Signed-off-by``: the DCO sign-off vLLM requires.
+
+:func:`load_series` is the one reader of ``series`` for every command; what
+it refuses (names leaving the directory, unknown invariants, two mails in
+one file) never reaches git or the file system.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from pathlib import Path, PurePosixPath
 
+from vllm_patchkit.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
 
 REQUIRED_TRAILERS = ("Origin", "Forwarded", "Signed-off-by")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.+)$")
 _DIFF_GIT = re.compile(r"^diff --git a/(.+) b/(.+)$")
+# The first line of every mail git format-patch writes.
+_MAIL_START = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 
 
 class SeriesError(ValueError):
@@ -71,12 +79,28 @@ class Series:
 def load_series(directory: Path = PATCHES_DIR) -> Series:
     """Read ``series`` and parse every patch it names; raise SeriesError."""
     series_file = directory / "series"
+    names = [name for _, name in series_entries(series_file) if name is not None]
+    if not names:
+        raise SeriesError(f"{series_file}: lists no patches")
+    patches = tuple(parse_patch(directory / n) for n in names)
+    for patch in patches:
+        check_invariant_trailer(patch)
+    return Series(directory, patches)
+
+
+def series_entries(series_file: Path) -> list[tuple[str, str | None]]:
+    """Each line of ``series_file`` and the patch it names (None: comment, blank).
+
+    A name is one ``*.patch`` file in the series directory, listed once.
+    """
     if not series_file.is_file():
         raise SeriesError(f"{series_file}: no series file")
+    entries: list[tuple[str, str | None]] = []
     names: list[str] = []
     for lineno, raw in enumerate(series_file.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
+            entries.append((raw, None))
             continue
         if len(line.split()) != 1:
             raise SeriesError(
@@ -91,9 +115,32 @@ def load_series(directory: Path = PATCHES_DIR) -> Series:
         if line in names:
             raise SeriesError(f"{series_file}:{lineno}: {line!r} is listed twice")
         names.append(line)
-    if not names:
-        raise SeriesError(f"{series_file}: lists no patches")
-    return Series(directory, tuple(parse_patch(directory / n) for n in names))
+        entries.append((raw, line))
+    return entries
+
+
+def inside(directory: Path, name: str) -> Path:
+    """``directory / name``, refused unless it resolves to a file directly in
+    ``directory`` (no ``..``, no absolute name, no symlink leading out)."""
+    root = directory.resolve()
+    target = (directory / name).resolve()
+    if target.parent != root or "/" in name or name in ("", ".", ".."):
+        raise SeriesError(f"{directory / name}: outside the patches directory {root}")
+    return target
+
+
+def check_invariant_trailer(patch: Patch) -> None:
+    """At most one ``Invariant:`` trailer, naming a known check."""
+    values = patch.trailer_values("Invariant")
+    if len(values) > 1:
+        raise SeriesError(
+            f"{patch.path}: {len(values)} Invariant trailers; a patch names one"
+        )
+    if values and values[0] not in INVARIANTS:
+        known = ", ".join(sorted(INVARIANTS))
+        raise SeriesError(
+            f"{patch.path}: unknown invariant 'Invariant: {values[0]}' (known: {known})"
+        )
 
 
 def parse_patch(path: Path) -> Patch:
@@ -103,6 +150,15 @@ def parse_patch(path: Path) -> Patch:
     lines = path.read_text().splitlines()
     if not lines or not lines[0].startswith("From "):
         raise SeriesError(f"{path}: not a git format-patch file (no 'From ' line)")
+    mails = sum(bool(_MAIL_START.match(line)) for line in lines)
+    if mails > 1:
+        # git am would make one commit per mail, so the series would carry
+        # commits it does not list; a series file names one commit a line.
+        raise SeriesError(
+            f"{path}: holds {mails} mails (one 'From <commit> Mon Sep 17 00:00:00 "
+            "2001' line each); a series patch file holds exactly one: split it "
+            "(git format-patch writes one file per commit) and list each in series"
+        )
     headers, index = _read_headers(path, lines)
     body_lines: list[str] = []
     while index < len(lines) and lines[index] != "---":

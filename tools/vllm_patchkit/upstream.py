@@ -48,8 +48,13 @@ def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
             }
             for version in versions:
                 tag = f"v{version}"
+                # After `--`: a cache directory named like an option stays a path.
                 git.run(
-                    "fetch", "--quiet", str(release_tree(version)), f"refs/tags/{tag}"
+                    "fetch",
+                    "--quiet",
+                    "--",
+                    str(release_tree(version)),
+                    f"refs/tags/{tag}",
                 )
                 tree = git.out("rev-parse", "FETCH_HEAD^{tree}")
                 args = ["commit-tree", tree, "-m", f"vLLM {version}"]

@@ -29,22 +29,44 @@ EXIT_BY_STATUS = {
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "rebase",
-        help="replay the series onto REF; the branch moves only if all of it applies",
+        help=(
+            "replay the branch (the series and your own commits) onto REF; the "
+            "branch moves only if all of it applies"
+        ),
         description=(
-            "Replay the series onto REF in a temporary worktree: each patch "
-            "applies (git am -3 plus its invariant), is dropped because upstream "
-            "carries it, or stops the run with a report naming the patch, the "
-            "files and the conflicting hunks. The checked-out branch is reset to "
-            "the result only when the whole series went through."
+            "Replay every commit between the series base (recorded by apply and "
+            "rebase, or --base) and HEAD onto REF, in order, in a temporary "
+            "worktree: the series' commits and your own commits on top of them. "
+            "A series patch is dropped when upstream carries it (its commit in "
+            "upstream's history or its invariant holding there); a patch's "
+            "invariant must hold after it applies; a commit of yours is kept, "
+            "unless REF already has its change (then it is reported as dropped). "
+            "A conflict stops the run with a report naming the patch or commit, "
+            "the files and the conflicting hunks, and the branch is left as it "
+            "was. The checked-out branch is reset to the result only when every "
+            "commit went through. Refused (exit 2, nothing changed): no base "
+            "below HEAD, a merge commit after the base, or an --onto, --upstream "
+            "or --base value that git could read as an option or a refspec."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--onto", required=True, metavar="REF", help="target commit")
+    parser.add_argument(
+        "--onto",
+        required=True,
+        metavar="REF",
+        help="target commit; with --upstream a branch, tag or commit id there",
+    )
     parser.add_argument(
         "--upstream",
         metavar="URL|PATH",
         help="fetch REF from this repository first (e.g. a release upstream)",
+    )
+    parser.add_argument(
+        "--base",
+        metavar="REV",
+        help="the upstream commit below the series (default: the one recorded "
+        "by apply and rebase, refs/vllm-patchkit/base)",
     )
     parser.add_argument(
         "--ci",
@@ -59,7 +81,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     result = rebase_series(
-        args.path, load_series(args.patches), args.onto, args.upstream
+        args.path, load_series(args.patches), args.onto, args.upstream, args.base
     )
     summary_file = args.summary or (
         Path(os.environ["GITHUB_STEP_SUMMARY"])
@@ -79,5 +101,5 @@ def run(args: argparse.Namespace) -> int:
         for note in result.notes:
             print(f"note: {note}")
         print(f"{result.status}: {result.message}")
-        print("\n".join(patch_lines(result.patches)))
+        print("\n".join(patch_lines(result.patches + result.commits)))
     return EXIT_BY_STATUS.get(result.status, EXIT_REFUSED)
