@@ -32,13 +32,8 @@ from vllm_patchkit.commands.common import (
     EXIT_REFUSED,
     emit_json,
 )
-from vllm_patchkit.gitcmd import GitError, GitMissingError
-from vllm_patchkit.guard import BusyError
-from vllm_patchkit.index import PackageIndexError
 from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.precommit import PrecommitEnvironmentError
-from vllm_patchkit.series import SeriesError
 
 COMMANDS = (
     demo,
@@ -83,6 +78,31 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _refusals() -> tuple[type[Exception], ...]:
+    # Imported when an exception is being matched, not at start-up: the
+    # libraries that define them (yaml, the package index client) load only
+    # for the commands that use them.
+    from vllm_patchkit.guard import BusyError
+    from vllm_patchkit.series import SeriesError
+
+    return (SeriesError, ValueError, FileExistsError, BusyError)
+
+
+def _environment_errors() -> tuple[type[Exception], ...]:
+    from vllm_patchkit.gitcmd import GitError, GitMissingError
+    from vllm_patchkit.index import PackageIndexError
+    from vllm_patchkit.precommit import PrecommitEnvironmentError
+
+    return (
+        GitMissingError,
+        GitError,
+        PackageIndexError,
+        PrecommitEnvironmentError,
+        OSError,
+        subprocess.SubprocessError,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
@@ -91,16 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vllm-patchkit: interrupted; the checkout was restored", file=sys.stderr)
         return 130
-    except (SeriesError, ValueError, FileExistsError, BusyError) as exc:
+    except _refusals() as exc:
         return _fail(args, "refused", exc, EXIT_REFUSED)
-    except (
-        GitMissingError,
-        GitError,
-        PackageIndexError,
-        PrecommitEnvironmentError,
-        OSError,
-        subprocess.SubprocessError,
-    ) as exc:
+    except _environment_errors() as exc:
         return _fail(args, "error", exc, EXIT_ERROR)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_CONFLICT,
@@ -17,15 +16,15 @@ from vllm_patchkit.commands.common import (
     emit_json,
     patch_lines,
 )
-from vllm_patchkit.series import load_series
 
+# Keyed by apply.Status values (a StrEnum); the library loads in run().
 EXIT_BY_STATUS = {
-    Status.APPLIED: EXIT_OK,
-    Status.ALREADY_APPLIED: EXIT_OK,
-    Status.UPSTREAMED: EXIT_UPSTREAMED,
-    Status.CONFLICT: EXIT_CONFLICT,
-    Status.REFUSED: EXIT_REFUSED,
-    Status.ERROR: EXIT_ERROR,
+    "applied": EXIT_OK,
+    "already-applied": EXIT_OK,
+    "upstreamed": EXIT_UPSTREAMED,
+    "conflict": EXIT_CONFLICT,
+    "refused": EXIT_REFUSED,
+    "error": EXIT_ERROR,
 }
 
 
@@ -52,6 +51,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.apply import apply_series
+    from vllm_patchkit.series import load_series
+
     result = apply_series(args.path, load_series(args.patches))
     if args.json:
         emit_json(result)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.check import check_series
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -14,7 +13,6 @@ from vllm_patchkit.commands.common import (
     emit_json,
     patch_lines,
 )
-from vllm_patchkit.series import load_series
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -36,6 +34,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.check import check_series
+    from vllm_patchkit.series import load_series
+
     reports = check_series(args.path, load_series(args.patches))
     conflict = any(r.status == "would-conflict" for r in reports)
     if args.json:

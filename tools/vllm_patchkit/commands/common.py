@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,8 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def to_jsonable(value: Any) -> Any:
+    import dataclasses  # here: every start-up imports this module
+
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {k: to_jsonable(v) for k, v in dataclasses.asdict(value).items()}
     if isinstance(value, dict):
@@ -59,6 +59,8 @@ def to_jsonable(value: Any) -> Any:
 
 
 def emit_json(payload: Any) -> None:
+    import json
+
     json.dump(to_jsonable(payload), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 

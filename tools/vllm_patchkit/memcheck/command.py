@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from vllm_patchkit.runtime import TRITON_RUNTIME, require
+
 
 def run(args: argparse.Namespace) -> int:
     """Exit status: the script's; 1 on a violation; 2 without a script."""
@@ -22,6 +24,8 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         print("vllm-patchkit memcheck: error: no script given", file=sys.stderr)
         return 2
+    if (code := require(args, "memcheck", TRITON_RUNTIME)) is not None:
+        return code
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     command = [sys.executable, "-m", "vllm_patchkit.memcheck", *argv]
