@@ -20,6 +20,9 @@ from vllm_patchkit.commands.common import EXIT_ERROR, emit_json
 VLLM_RUNTIME = ("torch", "vllm")
 """What the regression suite runs on: a vLLM with its dependencies."""
 
+TEST_RUNTIME = (*VLLM_RUNTIME, "pytest")
+"""``test`` also runs the tree's own test of the fix (patch 0002) with pytest."""
+
 INSTALLED_VLLM = ("vllm",)
 """What ``doctor`` reads (as source, never imported) when given no tree."""
 
