@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -89,6 +88,8 @@ def _refusals() -> tuple[type[Exception], ...]:
 
 
 def _environment_errors() -> tuple[type[Exception], ...]:
+    import subprocess
+
     from vllm_patchkit.gitcmd import GitError, GitMissingError
     from vllm_patchkit.index import PackageIndexError
     from vllm_patchkit.precommit import PrecommitEnvironmentError

@@ -12,7 +12,6 @@ installed vLLM and needs one too.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 
 from vllm_patchkit.commands.common import EXIT_ERROR, emit_json
@@ -32,6 +31,8 @@ TRITON_RUNTIME = ("torch", "triton", "numpy")
 
 def missing(modules: tuple[str, ...]) -> list[str]:
     """Those of ``modules`` this interpreter cannot import (found, not imported)."""
+    import importlib.util
+
     return [name for name in modules if importlib.util.find_spec(name) is None]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
@@ -18,6 +17,7 @@ from vllm_patchkit.commands.common import (
     to_jsonable,
 )
 
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from vllm_patchkit.pull_request import PullRequest
 

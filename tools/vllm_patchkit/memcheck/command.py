@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 
 from vllm_patchkit.runtime import TRITON_RUNTIME, require
@@ -26,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if (code := require(args, "memcheck", TRITON_RUNTIME)) is not None:
         return code
+    import subprocess  # here: every start-up imports this module
+
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     command = [sys.executable, "-m", "vllm_patchkit.memcheck", *argv]
