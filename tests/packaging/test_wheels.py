@@ -41,7 +41,7 @@ from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR, PROJECT_ROOT
 from vllm_patchkit.series import load_series
 
-pytestmark = [pytest.mark.packaging, pytest.mark.release_trees]
+pytestmark = pytest.mark.packaging
 
 NOT_SOURCE = shutil.ignore_patterns(
     ".git",
@@ -202,6 +202,7 @@ def imported_or_run(tree: ast.AST) -> set[str]:
     return names
 
 
+@pytest.mark.release_trees
 def test_toolkit_wheel_in_a_venv_without_torch_or_vllm(
     dist: Path, tmp_path: Path, release_clone: Callable[[str], Path]
 ) -> None:

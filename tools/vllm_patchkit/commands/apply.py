@@ -17,15 +17,19 @@ from vllm_patchkit.commands.common import (
     patch_lines,
 )
 
-# Keyed by apply.Status values (a StrEnum); the library loads in run().
-EXIT_BY_STATUS = {
-    "applied": EXIT_OK,
-    "already-applied": EXIT_OK,
-    "upstreamed": EXIT_UPSTREAMED,
-    "conflict": EXIT_CONFLICT,
-    "refused": EXIT_REFUSED,
-    "error": EXIT_ERROR,
-}
+
+def exit_by_status() -> dict[object, int]:
+    """Exit code per apply.Status (built on use: the library loads in run())."""
+    from vllm_patchkit.apply import Status
+
+    return {
+        Status.APPLIED: EXIT_OK,
+        Status.ALREADY_APPLIED: EXIT_OK,
+        Status.UPSTREAMED: EXIT_UPSTREAMED,
+        Status.CONFLICT: EXIT_CONFLICT,
+        Status.REFUSED: EXIT_REFUSED,
+        Status.ERROR: EXIT_ERROR,
+    }
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -62,4 +66,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         print(f"{result.status}: {result.message}")
         print("\n".join(patch_lines(result.patches)))
-    return EXIT_BY_STATUS[result.status]
+    return exit_by_status()[result.status]
