@@ -276,6 +276,14 @@ def test_toolkit_wheel_in_a_venv_without_torch_or_vllm(
     rechecked = patchkit("check", "--json", str(tree))
     assert {p["status"] for p in json.loads(rechecked.stdout)["patches"]} == {"applied"}
 
+    # refresh rewrites a series: never the copy pip installed.
+    refused = patchkit("refresh", str(tree))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "--patches" in refused.stderr
+    assert {p.name: p.read_bytes() for p in shipped.iterdir()} == {
+        p.name: p.read_bytes() for p in PATCHES_DIR.iterdir() if p.is_file()
+    }
+
     needs_vllm = patchkit("test", str(tree))
     assert needs_vllm.returncode == 3, needs_vllm.stdout + needs_vllm.stderr
     (line,) = needs_vllm.stderr.strip().splitlines()
