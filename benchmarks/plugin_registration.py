@@ -7,9 +7,11 @@ Both sides are timed in this process after ``import vllm`` (which every vLLM
 process has done before it loads plugins). The baseline is
 ``load_general_plugins()`` with ``VLLM_PLUGINS`` naming no plugin: entry
 point discovery and vLLM's bookkeeping, the floor any plugin adds to. The
-overlay side is one full registration: reading and parsing ``rocm_attn.py``
-and arming the import hook. It also lists every module that registration
-imports, so a heavy import (Triton, vLLM's attention code) shows at once.
+overlay side is one full registration: reading and parsing the whole
+``rocm_attn.py`` (a file that does not parse is never patched), planning the
+one-statement fix on the method as installed, and arming the import hook.
+It also lists every module that registration imports, so a heavy import
+(Triton, vLLM's attention code) shows at once.
 """
 
 from __future__ import annotations

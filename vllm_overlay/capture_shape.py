@@ -2,15 +2,16 @@
 
 Read from the source's AST, never by importing it: cheap enough for plugin
 registration, safe on a tree that cannot be imported, and precise about
-what it saw (file and line). The overlay patches only the BUGGY shape; the
-toolkit's invariant for patch 0001 is "the shape is FIXED".
+what it saw (file and line). The whole file is parsed: a file that does not
+parse (a merge in progress leaves conflict markers) is UNPARSEABLE, never
+judged by the part that happens to parse. The overlay patches only the
+BUGGY shape; the toolkit's invariant for patch 0001 is "the shape is FIXED".
 """
 
 from __future__ import annotations
 
 import ast
 import enum
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +28,13 @@ class Shape(enum.StrEnum):
     FIXED = "fixed"
     """Device offsets zeroed in place, host offsets untouched (0.29.0+)."""
     BUGGY = "buggy"
-    """Both offsets zeroed: the bug of 0.12.0-0.28.0."""
+    """Both offsets zeroed: the bug of 0.11.1-0.28.0."""
     NO_ZEROING = "no-zeroing"
     """Neither zeroed: code from before the #25985 band-aid (0.11.0)."""
     UNKNOWN = "unknown"
     """The method exists but does something this check does not recognise."""
+    UNPARSEABLE = "unparseable"
+    """The file is not valid Python (conflict markers, a broken edit)."""
     MISSING = "missing"
     """No rocm_attn module, builder class or capture method."""
 
@@ -51,16 +54,49 @@ class CaptureCode:
     def affected(self) -> bool:
         return self.shape is Shape.BUGGY
 
+    @property
+    def judged(self) -> bool:
+        """False when the code could not be read, so no verdict holds."""
+        return self.shape is not Shape.UNPARSEABLE
 
-def inspect_capture_source(source: str, file: Path) -> CaptureCode:
+
+def parse_source(source: str | bytes, file: Path) -> ast.Module | CaptureCode:
+    """The whole module's AST, or an UNPARSEABLE verdict saying where it fails."""
+    try:
+        return ast.parse(source, filename=str(file))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        message = getattr(exc, "msg", None) or str(exc)
+        return CaptureCode(
+            Shape.UNPARSEABLE,
+            file,
+            line,
+            f"unparseable: SyntaxError at line {line}: {message}"
+            if line
+            else f"unparseable: {message}",
+        )
+
+
+def inspect_capture_source(source: str | bytes, file: Path) -> CaptureCode:
     """Classify the ROCm builder's capture method in ``source``."""
-    module = _parse_class_only(source, file)
-    if module is None:
-        try:
-            module = ast.parse(source, filename=str(file))
-        except SyntaxError as exc:
-            return CaptureCode(Shape.UNKNOWN, file, exc.lineno, f"syntax error: {exc}")
-    method = _find_method(module, BUILDER_CLASS, CAPTURE_METHOD)
+    module = parse_source(source, file)
+    if isinstance(module, CaptureCode):
+        return module
+    return classify_method(find_capture_method(module), file)
+
+
+def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
+    """The builder's capture method, defined directly in the class body."""
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == BUILDER_CLASS:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == CAPTURE_METHOD:
+                    return item
+    return None
+
+
+def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
+    """Classify one capture method (None: the module has none)."""
     if method is None:
         return CaptureCode(
             Shape.MISSING, file, None, f"no {BUILDER_CLASS}.{CAPTURE_METHOD}"
@@ -121,40 +157,7 @@ def inspect_capture_tree(tree: Path) -> CaptureCode:
     file = tree / ROCM_ATTN
     if not file.is_file():
         return CaptureCode(Shape.MISSING, file, None, f"no {ROCM_ATTN} in {tree}")
-    return inspect_capture_source(file.read_text(), file)
-
-
-def _parse_class_only(source: str, file: Path) -> ast.Module | None:
-    """Parse just the builder class, keeping the file's line numbers.
-
-    The plugin runs this at every vLLM start-up; the class is a tenth of the
-    module. None when the class cannot be cut out cleanly: the caller then
-    parses the whole file.
-    """
-    match = re.search(rf"^class {BUILDER_CLASS}\b", source, re.MULTILINE)
-    if match is None:
-        return None
-    lines = source[match.start() :].splitlines(keepends=True)
-    end = 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#)"):
-        end += 1
-    try:
-        module = ast.parse("".join(lines[:end]), filename=str(file))
-    except SyntaxError:
-        return None
-    ast.increment_lineno(module, source.count("\n", 0, match.start()))
-    return module
-
-
-def _find_method(
-    module: ast.Module, class_name: str, method_name: str
-) -> ast.FunctionDef | None:
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method_name:
-                    return item
-    return None
+    return inspect_capture_source(file.read_bytes(), file)
 
 
 class _OffsetUse(ast.NodeVisitor):

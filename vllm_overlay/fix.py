@@ -1,49 +1,269 @@
-"""The fixed ``build_for_cudagraph_capture`` (vLLM #51585), free of vLLM imports.
+"""The #51585 fix as one statement taken out of the user's own method.
 
-Kept apart from the overlay's backend module, which imports vLLM's
-``rocm_attn``: the plugin installs this function from inside that import
-(see :mod:`vllm_overlay.import_hook`) and must not import it back.
+The overlay carries no copy of vLLM's ``build_for_cudagraph_capture``: a
+vendor build's method (AMD's fork carries AMD-only changes in this file)
+would lose every line the copy lacks. Instead it takes the method exactly as
+the installed vLLM has it, removes the one statement that zeroes the host
+query offsets (``<metadata>.query_start_loc_cpu.zero_()``), and proves two
+things before anything changes:
+
+* an AST diff of the method before and after shows that statement, and
+  nothing else, removed (:func:`removed_statements`);
+* the method on vLLM's loaded class was compiled from the very source that
+  was read: the unchanged method, compiled the same way, gives an equal code
+  object (:func:`fixed_function`).
+
+The fixed method is compiled with the file's own name and line numbers, the
+live method's globals, closure (``__class__`` for ``super()``), defaults and
+annotations. Whatever cannot be proven raises :class:`FixRefused`, whose
+message names the file, the line and why. No vLLM import happens here.
 """
 
 from __future__ import annotations
+import __future__
 
+import ast
+import copy
+import types
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from vllm_overlay.capture_shape import (
+    BUILDER_CLASS,
+    CAPTURE_METHOD,
+    HOST_OFFSETS,
+    CaptureCode,
+    Shape,
+    classify_method,
+)
 
 FIX_MARKER = "__vllm_overlay_fix__"
 """Attribute set on the fixed method, so an install can tell it is done."""
+ORIGINAL_ATTR = "__vllm_overlay_original__"
+"""The method the fix was derived from, kept on the fixed one."""
+
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 
 
-def build_for_cudagraph_capture(self: Any, common_attn_metadata: Any) -> Any:
-    """Build capture metadata, zeroing only the device query offsets.
-
-    Zero ``query_start_loc`` in place: the prefix prefill kernel hits an
-    invalid memory access during graph capture otherwise (#25985). Leave
-    ``query_start_loc_cpu`` alone: the model runner shares that host tensor
-    with the metadata builders of every other KV cache group, and zeroing it
-    makes them see query length 0 (MiniMax-M3's indexer then asserts).
-    """
-    attn_metadata = self.build(0, common_attn_metadata)
-    # seq_lens at max_model_len would make capture very slow; 1 is enough.
-    attn_metadata.seq_lens.fill_(1)
-    common_attn_metadata.query_start_loc.zero_()
-    return attn_metadata
+class FixRefused(Exception):
+    """The fix cannot be proven safe here; the message says where and why."""
 
 
-setattr(build_for_cudagraph_capture, FIX_MARKER, True)
+@dataclass(frozen=True)
+class FixPlan:
+    """The installed method and the same method without the host zeroing."""
+
+    file: Path
+    method: ast.FunctionDef
+    fixed: ast.FunctionDef
+    removed_line: int
+    removed_source: str
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"{self.file}:{self.removed_line} `{self.removed_source}` removed from "
+            f"{BUILDER_CLASS}.{CAPTURE_METHOD}; every other line kept as installed"
+        )
 
 
-def install_on(module: Any) -> None:
-    """Give vLLM's own builder class (in ``module``) the fixed method.
+def plan_fix(method: ast.FunctionDef, code: CaptureCode) -> FixPlan:
+    """Plan the removal of the host zeroing from a BUGGY ``method``."""
+    where = f"{code.file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
+    if code.shape is not Shape.BUGGY:
+        raise FixRefused(f"{where}: shape {code.shape}, not the known bug")
+    if method.decorator_list:
+        raise FixRefused(f"{where}: decorated; the overlay only edits a plain method")
+    metadata = method.args.args[1].arg
+    fixed = copy.deepcopy(method)
+    hits = [
+        (body, index)
+        for node in ast.walk(fixed)
+        for body in _statement_lists(node)
+        for index, statement in enumerate(body)
+        if _zeroes_host_offsets(statement, metadata)
+    ]
+    if len(hits) != 1:
+        raise FixRefused(
+            f"{where}: {len(hits)} statements of the form "
+            f"`{metadata}.{HOST_OFFSETS}.zero_()`, expected exactly one"
+        )
+    body, index = hits[0]
+    statement = body[index]
+    if code.host_mutation_lines != (statement.lineno,):
+        raise FixRefused(
+            f"{where}: {HOST_OFFSETS} is also changed at line(s) "
+            f"{list(code.host_mutation_lines)}, not only by the statement at line "
+            f"{statement.lineno}"
+        )
+    if len(body) == 1:
+        raise FixRefused(
+            f"{code.file}:{statement.lineno}: removing the host zeroing would leave "
+            "an empty block"
+        )
+    del body[index]
+    removed = removed_statements(method, fixed)
+    if removed is None or [ast.dump(s) for s in removed] != [ast.dump(statement)]:
+        raise FixRefused(f"{where}: the AST diff is not exactly one statement")
+    if classify_method(fixed, code.file).shape is not Shape.FIXED:
+        raise FixRefused(
+            f"{where}: the method without line {statement.lineno} is "
+            "not the fixed shape"
+        )
+    return FixPlan(code.file, method, fixed, statement.lineno, ast.unparse(statement))
 
-    Backends that import the class directly (``ROCM_AITER_UNIFIED_ATTN``)
-    and subclasses that call ``super().build_for_cudagraph_capture`` reach
-    vLLM's class, not the overlay's subclass.
-    """
-    module.RocmAttentionMetadataBuilder.build_for_cudagraph_capture = (
-        build_for_cudagraph_capture
+
+def _statement_lists(node: ast.AST) -> list[list[ast.stmt]]:
+    lists = []
+    for field in ("body", "orelse", "finalbody"):
+        value = getattr(node, field, None)
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            lists.append(value)
+    return lists
+
+
+def _zeroes_host_offsets(statement: ast.stmt, metadata: str) -> bool:
+    """``<metadata>.query_start_loc_cpu.zero_()`` (or ``.fill_(0)``) alone."""
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    call = statement.value
+    func = call.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr == HOST_OFFSETS
+        and isinstance(func.value.value, ast.Name)
+        and func.value.value.id == metadata
+    ):
+        return False
+    if call.keywords:
+        return False
+    if func.attr == "zero_":
+        return not call.args
+    return (
+        func.attr == "fill_"
+        and len(call.args) == 1
+        and isinstance(call.args[0], ast.Constant)
+        and type(call.args[0].value) is int
+        and call.args[0].value == 0
     )
 
 
+def removed_statements(old: ast.AST, new: ast.AST) -> list[ast.stmt] | None:
+    """The statements deleted from ``old`` to give ``new``; None if anything
+    else differs (positions are ignored, every other field is compared)."""
+    if type(old) is not type(new):
+        return None
+    removed: list[ast.stmt] = []
+    for name, old_value in ast.iter_fields(old):
+        new_value = getattr(new, name, None)
+        if isinstance(old_value, list) and isinstance(new_value, list):
+            if any(isinstance(v, ast.stmt) for v in old_value + new_value):
+                found = _aligned_removals(old_value, new_value)
+            elif len(old_value) == len(new_value):
+                found = []
+                for a, b in zip(old_value, new_value, strict=True):
+                    part = _value_removals(a, b)
+                    if part is None:
+                        return None
+                    found += part
+            else:
+                return None
+        else:
+            found = _value_removals(old_value, new_value)
+        if found is None:
+            return None
+        removed += found
+    return removed
+
+
+def _value_removals(old: Any, new: Any) -> list[ast.stmt] | None:
+    if isinstance(old, ast.AST):
+        return removed_statements(old, new)
+    return [] if type(old) is type(new) and old == new else None
+
+
+def _aligned_removals(
+    old: list[ast.stmt], new: list[ast.stmt]
+) -> list[ast.stmt] | None:
+    removed: list[ast.stmt] = []
+    j = 0
+    for statement in old:
+        inner = removed_statements(statement, new[j]) if j < len(new) else None
+        if inner is None:
+            removed.append(statement)
+        else:
+            removed += inner
+            j += 1
+    return removed if j == len(new) else None
+
+
+def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
+    """The fixed method for vLLM's loaded class, whose method is ``live``."""
+    where = f"{plan.file}:{plan.method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
+    if not isinstance(live, types.FunctionType):
+        raise FixRefused(
+            f"{where}: the loaded class holds {type(live).__name__}, not the "
+            "plain function in the file (replaced or wrapped by someone else)"
+        )
+    code = live.__code__
+    flags = code.co_flags & _FUTURE_FLAGS
+    if Path(code.co_filename).resolve() != plan.file.resolve() or (
+        _compile_method(plan.method, plan.file, flags) != code
+    ):
+        raise FixRefused(
+            f"{where}: the loaded method was not compiled from this source "
+            f"(it comes from {code.co_filename}:{code.co_firstlineno}; the file "
+            "changed since vLLM imported it, or someone replaced the method)"
+        )
+    fixed_code = _compile_method(plan.fixed, plan.file, flags)
+    if fixed_code.co_freevars != code.co_freevars:
+        raise FixRefused(f"{where}: removing the statement changed the closure")
+    fixed = types.FunctionType(
+        fixed_code, live.__globals__, live.__name__, live.__defaults__, live.__closure__
+    )
+    fixed.__kwdefaults__ = copy.copy(live.__kwdefaults__)
+    fixed.__annotations__ = dict(live.__annotations__)
+    fixed.__qualname__ = live.__qualname__
+    fixed.__module__ = live.__module__
+    fixed.__doc__ = live.__doc__
+    fixed.__dict__.update(live.__dict__)
+    setattr(fixed, FIX_MARKER, True)
+    setattr(fixed, ORIGINAL_ATTR, live)
+    return fixed
+
+
+def _compile_method(method: ast.FunctionDef, file: Path, flags: int) -> types.CodeType:
+    """Compile ``method`` inside a bare class of the builder's name.
+
+    Only compiled, never run: nothing the class body or the decorators would
+    evaluate is executed. The method's code object comes out as vLLM's own
+    compile of the file made it (same qualname, positions, ``__class__``).
+    """
+    shell = ast.ClassDef(
+        name=BUILDER_CLASS,
+        bases=[],
+        keywords=[],
+        body=[copy.deepcopy(method)],
+        decorator_list=[],
+    )
+    if "type_params" in ast.ClassDef._fields:
+        shell.type_params = []  # type: ignore[attr-defined]
+    ast.copy_location(shell, method)
+    module = ast.fix_missing_locations(ast.Module(body=[shell], type_ignores=[]))
+    compiled = compile(module, str(file), "exec", flags=flags, dont_inherit=True)
+    for const in compiled.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == BUILDER_CLASS:
+            for inner in const.co_consts:
+                if isinstance(inner, types.CodeType) and inner.co_name == method.name:
+                    return inner
+    raise FixRefused(f"{file}:{method.lineno}: compiling the method gave no code")
+
+
 def is_installed_on(module: Any) -> bool:
-    method = module.RocmAttentionMetadataBuilder.build_for_cudagraph_capture
+    """Whether ``module``'s builder class carries the overlay's fixed method."""
+    method = getattr(getattr(module, BUILDER_CLASS, None), CAPTURE_METHOD, None)
     return bool(getattr(method, FIX_MARKER, False))

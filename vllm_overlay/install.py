@@ -1,10 +1,13 @@
 """Decide what to do with the installed vLLM, do it, and remember what was done.
 
 The decision reads the installed ``rocm_attn.py`` by its AST (see
-:mod:`vllm_overlay.capture_shape`): only the exact buggy shape is patched.
-The patch itself waits until vLLM imports ``rocm_attn`` (see
-:mod:`vllm_overlay.import_hook`), and then checks that the class it finds
-was built from the very source that was inspected.
+:mod:`vllm_overlay.capture_shape`) and plans the fix on the method as
+installed (see :mod:`vllm_overlay.fix`): only the known bug is patched, and
+only by removing its one statement. The patch itself waits until vLLM
+imports ``rocm_attn`` (see :mod:`vllm_overlay.import_hook`); only then, and
+only on the platform that loads it (ROCm), does the overlay log above debug
+level: "installed" once vLLM's class carries the fix, or a warning naming
+the file, the line and why it left the code alone.
 """
 
 from __future__ import annotations
@@ -18,29 +21,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from vllm_overlay.capture_shape import CaptureCode, Shape, inspect_capture_source
-from vllm_overlay.fix import FIX_MARKER, install_on
-from vllm_overlay.import_hook import after_import
-
-UPSTREAM_MODULE = "vllm.v1.attention.backends.rocm_attn"
-COVERED_PATHS = (
-    "ROCM_ATTN: RocmAttentionBackend.get_builder_cls()",
-    "ROCM_AITER_UNIFIED_ATTN: RocmAiterUnifiedAttentionBackend.get_builder_cls()",
-    "subclasses of RocmAttentionMetadataBuilder calling super()",
+from vllm_overlay.capture_shape import (
+    CaptureCode,
+    Shape,
+    classify_method,
+    find_capture_method,
+    parse_source,
 )
+from vllm_overlay.fix import FIX_MARKER, FixPlan, FixRefused, fixed_function, plan_fix
+from vllm_overlay.import_hook import after_import
+from vllm_overlay.record import CAPTURE_HOST_OFFSETS
+
+TARGET = CAPTURE_HOST_OFFSETS
+UPSTREAM_MODULE = TARGET.module
+COVERED_PATHS = TARGET.reaches
 """All reach vLLM's own builder class, which is where the fix goes."""
 
 logger = logging.getLogger("vllm.plugins.vllm_overlay")
 
 
 class Action(enum.StrEnum):
+    """The overlay's decision for one vLLM (the matrix prints these words)."""
+
     INSTALLED = "installed"
-    """Buggy shape: the fix is installed (or armed until rocm_attn loads)."""
+    """The known bug: the fix is armed, and installed when rocm_attn loads."""
     NOT_NEEDED = "not-needed"
     """The installed vLLM has the fix, or never had the bug."""
     DISABLED = "disabled"
     UNRECOGNISED = "unrecognised"
-    """Code the overlay does not recognise: left exactly as it was."""
+    """Code the overlay cannot prove it may change: left exactly as it was."""
     ABSENT = "absent"
     """No vLLM, or no rocm_attn module in it."""
 
@@ -57,6 +66,17 @@ class InstallState:
     problems: list[str] = field(default_factory=list)
     kernel: str = "upstream"
     """Which prefix-prefill kernel vLLM's ROCm path calls: upstream or overlay."""
+    plan: FixPlan | None = None
+    """For INSTALLED: the statement to remove from the method as installed."""
+
+    @property
+    def status(self) -> str:
+        """What is true now: armed (waiting for rocm_attn), installed, ..."""
+        if self.action is Action.INSTALLED:
+            if self.applied_to_class:
+                return "installed"
+            return "refused" if self.problems else "armed"
+        return str(self.action)
 
 
 def vllm_version() -> str:
@@ -89,22 +109,39 @@ def assess() -> InstallState:
         return InstallState(
             Action.ABSENT, version, f"vLLM {version} has no {UPSTREAM_MODULE}"
         )
-    code = inspect_capture_source(source.read_text(), source)
+    return assess_file(source, version)
+
+
+def assess_file(source: Path, version: str) -> InstallState:
+    """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
+    module = parse_source(source.read_bytes(), source)
+    if isinstance(module, CaptureCode):
+        return _left_alone(version, module, f"{source}:{module.line}: {module.detail}")
+    method = find_capture_method(module)
+    code = classify_method(method, source)
     action = action_for(code.shape)
     if action is Action.INSTALLED:
-        return InstallState(action, version, code.detail, code, COVERED_PATHS)
-    if action is Action.NOT_NEEDED:
-        return InstallState(action, version, code.detail, code)
-    return InstallState(
-        action,
-        version,
-        f"unrecognised {code.shape} code, left as it is: {code.detail}",
-        code,
-    )
+        assert method is not None
+        try:
+            plan = plan_fix(method, code)
+        except FixRefused as exc:
+            return _left_alone(version, code, str(exc))
+        return InstallState(
+            action, version, plan.summary, code, COVERED_PATHS, plan=plan
+        )
+    if action is Action.UNRECOGNISED:
+        return _left_alone(
+            version, code, f"unrecognised {code.shape} code: {code.detail}"
+        )
+    return InstallState(action, version, code.detail, code)
+
+
+def _left_alone(version: str, code: CaptureCode, why: str) -> InstallState:
+    return InstallState(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
 
 
 def action_for(shape: Shape) -> Action:
-    """The overlay's decision for a capture-method shape."""
+    """The overlay's decision for a capture-method shape (before planning)."""
     return {
         Shape.BUGGY: Action.INSTALLED,
         Shape.FIXED: Action.NOT_NEEDED,
@@ -119,48 +156,66 @@ def arm(state: InstallState) -> None:
     Patching the class itself, rather than registering a subclass as the
     backend, is what reaches every path in ``COVERED_PATHS``.
     """
-    assert state.code is not None
-    expected = state.code
+    assert state.plan is not None
+    plan = state.plan
 
     def patch(module: ModuleType) -> None:
         # Runs inside vLLM's own import of rocm_attn: a failure here must not
         # become a failed import of vLLM's module.
         try:
-            _patch_loaded_module(module, expected, state)
+            _patch_loaded_module(module, plan, state)
         except Exception as exc:
-            state.problems.append(f"patching failed: {exc!r}")
-            logger.warning("vllm-overlay: fix not installed: %r", exc)
+            problem = f"patching failed: {exc!r}"
+            state.problems.append(problem)
+            logger.warning("vllm-overlay: fix not installed: %s", problem)
 
     after_import(UPSTREAM_MODULE, patch)
 
 
+def warn_when_loaded(state: InstallState) -> None:
+    """Warn that the code was left alone, once it matters: when vLLM loads
+    ``rocm_attn`` (ROCm). Elsewhere the unpatched code never runs."""
+
+    def warn(module: ModuleType) -> None:
+        logger.warning(
+            "vllm-overlay: nothing done on vLLM %s: %s",
+            state.vllm_version,
+            state.reason,
+        )
+
+    after_import(UPSTREAM_MODULE, warn)
+
+
 def _patch_loaded_module(
-    module: ModuleType, expected: CaptureCode, state: InstallState
+    module: ModuleType, plan: FixPlan, state: InstallState
 ) -> None:
     """Install the fixed method if the loaded class is the inspected code."""
-    method = getattr(
-        getattr(module, "RocmAttentionMetadataBuilder", None),
-        "build_for_cudagraph_capture",
-        None,
-    )
-    code = getattr(method, "__code__", None)
-    if getattr(method, FIX_MARKER, False):
+    owner_name, method_name = TARGET.qualname.split(".")
+    owner = getattr(module, owner_name, None)
+    live = owner.__dict__.get(method_name) if isinstance(owner, type) else None
+    if getattr(live, FIX_MARKER, False):
         state.applied_to_class = True
         return
-    if (
-        code is None
-        or Path(code.co_filename).resolve() != expected.file.resolve()
-        or code.co_firstlineno != expected.line
-    ):
-        problem = (
-            f"{UPSTREAM_MODULE}.RocmAttentionMetadataBuilder."
-            "build_for_cudagraph_capture is not the code inspected at "
-            f"{expected.file}:{expected.line} "
-            "(already replaced by someone else?); not patched"
-        )
+    try:
+        fixed = fixed_function(plan, live)
+    except FixRefused as exc:
+        problem = f"left as it is: {exc}"
         state.problems.append(problem)
-        logger.warning("vllm-overlay: %s", problem)
+        logger.warning(
+            "vllm-overlay: fix not installed on vLLM %s: %s",
+            state.vllm_version,
+            problem,
+        )
         return
-    install_on(module)
-    state.applied_to_class = True
-    logger.debug("vllm-overlay: fixed %s.RocmAttentionMetadataBuilder", UPSTREAM_MODULE)
+    setattr(owner, method_name, fixed)
+    state.applied_to_class = owner.__dict__.get(method_name) is fixed
+    if not state.applied_to_class:
+        problem = f"{TARGET.target} did not take the fixed method"
+        state.problems.append(problem)
+        logger.warning("vllm-overlay: fix not installed: %s", problem)
+        return
+    logger.info(
+        "vllm-overlay: installed the #51585 capture fix on vLLM %s: %s",
+        state.vllm_version,
+        plan.summary,
+    )

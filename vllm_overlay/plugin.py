@@ -1,8 +1,10 @@
 """The ``vllm.general_plugins`` entry point: install the fix at vLLM start-up.
 
 vLLM calls :func:`register` in every process it starts, possibly more than
-once. It never breaks start-up: outside strict mode every failure becomes a
-warning and vLLM runs as it would without the overlay.
+once, on every platform. It never breaks start-up: outside strict mode every
+failure becomes a warning, logged when vLLM imports ``rocm_attn`` (ROCm),
+and vLLM runs as it would without the overlay. On platforms that never load
+``rocm_attn`` (CUDA, CPU) it logs nothing above debug level.
 
 Environment:
 
@@ -17,7 +19,16 @@ from __future__ import annotations
 
 import os
 
-from vllm_overlay.install import Action, InstallState, arm, assess, logger, vllm_version
+from vllm_overlay.install import (
+    UPSTREAM_MODULE,
+    Action,
+    InstallState,
+    arm,
+    assess,
+    logger,
+    vllm_version,
+    warn_when_loaded,
+)
 from vllm_overlay.kernel_switch import KERNEL_ENV, arm_kernel
 
 DISABLE_ENV = "VLLM_OVERLAY_DISABLE"
@@ -41,44 +52,60 @@ def current_state() -> InstallState | None:
 
 
 def register() -> None:
-    """Entry point called by ``vllm.plugins.load_general_plugins``."""
+    """Entry point called by ``vllm.plugins.load_general_plugins``.
+
+    Logs at debug level only: registration happens on every platform, and
+    the fix matters only where vLLM loads ``rocm_attn`` (ROCm). The import
+    hook logs "installed" (info) or why the code was left alone (warning)
+    at that moment.
+    """
     global _state
     if _state is not None:
         return
     strict = env_flag(STRICT_ENV)
     if env_flag(DISABLE_ENV):
         _state = InstallState(Action.DISABLED, vllm_version(), f"{DISABLE_ENV} is set")
-        logger.info("vllm-overlay: disabled by %s", DISABLE_ENV)
+        logger.debug("vllm-overlay: disabled by %s", DISABLE_ENV)
         return
     try:
         state = assess()
+        if state.action is Action.UNRECOGNISED and strict:
+            raise OverlayStrictError(
+                f"vllm-overlay: nothing done on vLLM {state.vllm_version}: "
+                f"{state.reason}"
+            )
         if state.action is Action.INSTALLED:
             arm(state)
+        elif state.action is Action.UNRECOGNISED:
+            warn_when_loaded(state)
         if env_flag(KERNEL_ENV):
             arm_kernel(state)
+    except OverlayStrictError:
+        raise
     except Exception as exc:
         _state = InstallState(
             Action.UNRECOGNISED, vllm_version(), f"overlay failed: {exc!r}"
         )
         if strict:
             raise OverlayStrictError(_state.reason) from exc
-        logger.warning(
-            "vllm-overlay: not installed on vLLM %s: %r", _state.vllm_version, exc
-        )
+        logger.debug("vllm-overlay: %s", _state.reason)
+        try:
+            warn_when_loaded(_state)
+        except Exception:
+            logger.warning("vllm-overlay: %s", _state.reason)
         return
     _state = state
     if state.action is Action.INSTALLED:
-        logger.info(
-            "vllm-overlay: installed the #51585 capture fix on vLLM %s (%s)",
+        logger.debug(
+            "vllm-overlay: armed on vLLM %s; when vLLM imports %s: %s",
             state.vllm_version,
-            state.code.file if state.code else "?",
+            UPSTREAM_MODULE,
+            state.reason,
         )
-    elif state.action is Action.NOT_NEEDED:
-        logger.debug("vllm-overlay: vLLM %s %s", state.vllm_version, state.reason)
     else:
-        message = (
-            f"vllm-overlay: nothing done on vLLM {state.vllm_version}: {state.reason}"
+        logger.debug(
+            "vllm-overlay: %s on vLLM %s: %s",
+            state.action,
+            state.vllm_version,
+            state.reason,
         )
-        if strict:
-            raise OverlayStrictError(message)
-        logger.warning("%s", message)

@@ -34,6 +34,16 @@ def test_every_mutant_ran_against_its_own_module(
     assert [r.name for r in mutation_report.runs] == [m.name for m in MUTANTS]
     assert [(r.name, r.problem) for r in mutation_report.runs if r.problem] == []
     assert not mutation_report.baseline.killed
+    assert mutation_report.baseline.counts["failed"] == 0
+
+
+def test_every_mutant_is_killed_by_a_behavioural_failure(
+    mutation_report: MutationReport,
+) -> None:
+    """A harness error or a check that could not run is never a kill."""
+    for run in mutation_report.runs:
+        assert run.killed and run.failed_checks, (run.name, run.problem)
+        assert run.counts["failed"] == len(run.failed_checks) > 0, run.name
 
 
 def test_kill_rate_is_total(mutation_report: MutationReport) -> None:

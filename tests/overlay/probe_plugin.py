@@ -11,14 +11,19 @@ import sys
 from typing import Any
 
 
-def capture_keeps_host_offsets(builder_cls: type) -> bool:
+def capture(builder_cls: type) -> tuple[bool, Any]:
+    """Whether capture keeps the host offsets, and the builder it used."""
     from vllm_patchkit.regression import harness
 
     builder = harness.make_builder(builder_cls, 1, "probe")
     metadata = harness.uniform_decode_metadata(4, 1)
     before = metadata.query_start_loc_cpu.clone()
     builder.build_for_cudagraph_capture(metadata)
-    return bool((metadata.query_start_loc_cpu == before).all())
+    return bool((metadata.query_start_loc_cpu == before).all()), builder
+
+
+def capture_keeps_host_offsets(builder_cls: type) -> bool:
+    return capture(builder_cls)[0]
 
 
 def main(output: str) -> None:
@@ -61,9 +66,12 @@ def main(output: str) -> None:
     result["hooks_after_import"] = len(
         [f for f in sys.meta_path if isinstance(f, _AfterImportFinder)]
     )
-    result["rocm_attn_backend_keeps_host"] = capture_keeps_host_offsets(
-        rocm_attn.RocmAttentionBackend.get_builder_cls()
-    )
+    kept, builder = capture(rocm_attn.RocmAttentionBackend.get_builder_cls())
+    result["rocm_attn_backend_keeps_host"] = kept
+    # Set by a vendor line added to the method (test_vendor_build.py).
+    result["vendor_marker"] = builder.__dict__.get("_amd_marker")
+    result["method_file"] = method.__code__.co_filename
+    result["method_line"] = method.__code__.co_firstlineno
     result["aiter_backend_keeps_host"] = capture_keeps_host_offsets(
         RocmAiterUnifiedAttentionBackend.get_builder_cls()
     )

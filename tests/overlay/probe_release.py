@@ -37,15 +37,8 @@ def main(output: str) -> None:
         from vllm_overlay.fix import is_installed_on
         from vllm_patchkit.regression.scenarios import capture_effects
 
-        # The overlay's backend module first: its import of vLLM's rocm_attn
-        # is then the one that triggers the fix (the other order is in
-        # probe_plugin.py).
-        overlay = importlib.import_module(
-            "vllm_overlay.v1.attention.backends.rocm_attn"
-        )
         upstream = importlib.import_module(UPSTREAM)
         result["fix_on_vllm_class"] = is_installed_on(upstream)
-        result["overlay_builder_fixed"] = is_installed_on(overlay)
         facts = capture_effects(1).facts
         result["capture_keeps_host"] = facts["host_unchanged"]
         result["capture_zeroes_device"] = facts["device_zeroed"]

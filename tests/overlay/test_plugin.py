@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from vllm_patchkit.installed import copy_installed_vllm
+from tests.overlay.shadow_vllm import shadow_installed_vllm
 
 PROBE = Path(__file__).with_name("probe_plugin.py")
-ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 
 
 def run_probe(
@@ -35,7 +34,10 @@ def run_probe(
     }
     full_env.pop("VLLM_PLUGINS", None)
     if pythonpath is not None:
-        full_env["PYTHONPATH"] = str(pythonpath)
+        # First on the path, ahead of (not instead of) the checkout under test.
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p
+        )
     proc = subprocess.run(
         [sys.executable, str(PROBE), str(output)],
         capture_output=True,
@@ -98,12 +100,13 @@ def test_disable_switch_leaves_the_bug(tmp_path: Path) -> None:
 def unrecognised_vllm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the installed vLLM whose capture method zeroes only the host."""
     tree = tmp_path_factory.mktemp("unrecognised") / "tree"
-    copy_installed_vllm(tree)
-    source = tree / ROCM_ATTN
-    text = source.read_text()
     device_line = "        common_attn_metadata.query_start_loc.zero_()\n"
-    assert device_line in text
-    source.write_text(text.replace(device_line, "", 1))
+
+    def drop_device_zeroing(text: str) -> str:
+        assert device_line in text
+        return text.replace(device_line, "", 1)
+
+    shadow_installed_vllm(tree, drop_device_zeroing)
     return tree
 
 
@@ -130,7 +133,9 @@ def test_strict_mode_raises_on_unrecognised_code(
 ) -> None:
     env = {
         **os.environ,
-        "PYTHONPATH": str(unrecognised_vllm),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(unrecognised_vllm), os.environ.get("PYTHONPATH")) if p
+        ),
         "VLLM_OVERLAY_STRICT": "1",
         "CUDA_VISIBLE_DEVICES": "",
         "PYTHONDONTWRITEBYTECODE": "1",

@@ -50,7 +50,7 @@ def test_affected_release_gets_the_fix(version: str, tmp_path: Path) -> None:
     if version == "0.28.0":
         assert Path(report["vllm_file"]).parent == installed_vllm_dir()
     assert report["action"] == "installed", report["reason"]
-    assert report["fix_on_vllm_class"] and report["overlay_builder_fixed"]
+    assert report["fix_on_vllm_class"]
     assert report["capture_keeps_host"] and report["capture_zeroes_device"]
 
 

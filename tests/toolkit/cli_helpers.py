@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +34,64 @@ def patchkit_json(*args: str, cwd: Path | None = None) -> tuple[int, dict[str, A
     return proc.returncode, json.loads(proc.stdout)
 
 
-def snapshot(root: Path) -> dict[str, Any]:
-    """HEAD, branch, index, work tree (tracked and untracked) and refs."""
-    git = Git(root)
-    files = {}
-    for path in sorted(root.rglob("*")):
-        if ".git" in path.relative_to(root).parts or not path.is_file():
+STATE_FILES = (
+    "rebase-apply",
+    "rebase-merge",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "BISECT_LOG",
+    "BISECT_START",
+    "index.lock",
+    "vllm-patchkit/journal.json",
+)
+"""State files under .git an operation leaves; ORIG_HEAD is left out, since
+every `git reset`, a rollback's too, rewrites it."""
+
+
+def _tree_bytes(top: Path, skip_git: bool) -> dict[str, bytes | str]:
+    found: dict[str, bytes | str] = {}
+    for path in sorted(top.rglob("*")):
+        name = str(path.relative_to(top))
+        if skip_git and ".git" in path.relative_to(top).parts:
             continue
-        files[str(path.relative_to(root))] = path.read_bytes()
+        if path.is_symlink():
+            found[name] = f"-> {os.readlink(path)}"
+        elif path.is_file():
+            found[name] = path.read_bytes()
+        elif path.is_dir() and not any(path.iterdir()):
+            found[name] = "(empty directory)"
+    return found
+
+
+def snapshot(root: Path) -> dict[str, Any]:
+    """The checkout's whole state: HEAD, branch, index, refs, stash, every
+    file in the work tree (tracked, untracked and ignored) and the git
+    state files of an operation in progress, the journal included."""
+    git = Git(root)
+    git_dir = Path(git.out("rev-parse", "--absolute-git-dir"))
+    state = {}
+    for name in STATE_FILES:
+        path = git_dir / name
+        if path.is_dir():
+            state[name] = _tree_bytes(path, skip_git=False)
+        elif path.exists():
+            state[name] = path.read_bytes()
     return {
         "head": git.head(),
         "branch": git.branch(),
-        "status": git.status_porcelain(),
+        "status": git.run("status", "--porcelain=v1", "-z", "--ignored").stdout,
         "index": git.run("ls-files", "--stage").stdout,
         "refs": git.run("for-each-ref", "--format=%(refname) %(objectname)").stdout,
-        "files": files,
+        "stash": git.run("stash", "list", "--format=%H %gs").stdout,
+        "files": _tree_bytes(root, skip_git=True),
+        "git_state": state,
     }
+
+
+def git_dir_bytes(root: Path) -> dict[str, bytes | str]:
+    """Every file under .git, byte for byte: for 'nothing was written'."""
+    return _tree_bytes(root / ".git", skip_git=False)
 
 
 USER = {
@@ -87,3 +132,77 @@ def upstream_rewrites_the_zeroing(upstream: Path, work: Path, branch: str) -> Gi
     source.write_text(rewritten)
     git.run("commit", "--quiet", "-am", "[Misc] zero offsets in a loop")
     return git
+
+
+def journal_file(root: Path) -> Path:
+    return root / ".git" / "vllm-patchkit" / "journal.json"
+
+
+def install_hook(
+    root: Path,
+    marks: Path,
+    *,
+    at: int = 1,
+    action: str = "wait",
+    stubborn: bool = False,
+) -> Path:
+    """An ``applypatch-msg`` hook (git am runs it for each patch) that lets
+    patches before the ``at``-th through, then writes its process group to
+    ``marks/started`` and does ``action``: "wait" for ``marks/release``
+    (600 s at most), "reject" (exit 1), or "lock" (create .git/index.lock,
+    then reject). ``stubborn`` hooks ignore SIGINT, SIGTERM and SIGHUP.
+    Returns the ``started`` file."""
+    marks.mkdir(parents=True, exist_ok=True)
+    started, release, count = marks / "started", marks / "release", marks / "count"
+    actions = {
+        "wait": (
+            "i=0\n"
+            f"while [ ! -e '{release}' ] && [ $i -lt 6000 ]; do\n"
+            "  sleep 0.1; i=$((i + 1))\n"
+            "done\n"
+        ),
+        "reject": "exit 1\n",
+        "lock": f"touch '{root / '.git' / 'index.lock'}'\nexit 1\n",
+    }
+    hook = root / ".git" / "hooks" / "applypatch-msg"
+    hook.write_text(
+        "#!/bin/sh\n"
+        + ("trap '' INT TERM HUP\n" if stubborn else "")
+        + f"n=$(cat '{count}' 2>/dev/null || echo 0); n=$((n + 1))\n"
+        + f"echo $n > '{count}'\n"
+        + f"[ $n -lt {at} ] && exit 0\n"
+        + f"cut -d' ' -f5 /proc/$$/stat > '{started}.tmp'\n"
+        + f"mv '{started}.tmp' '{started}'\n"
+        + actions[action]
+    )
+    hook.chmod(0o755)
+    return started
+
+
+def start_patchkit(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "vllm_patchkit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        start_new_session=True,
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 600) -> None:
+    """Until ``path`` exists (a real mark of progress), while ``proc`` runs."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def kill_everything(proc: subprocess.Popen[str], started: Path) -> None:
+    """SIGKILL the run and git with its hook, as a crash or OOM kill would."""
+    git_group = int(started.read_text().split()[0])
+    os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(git_group, signal.SIGKILL)
+    proc.communicate(timeout=60)

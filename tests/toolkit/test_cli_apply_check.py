@@ -26,7 +26,7 @@ def test_apply_on_affected_releases(
     tree = release_clone(version)
     code, checked = patchkit_json("check", str(tree))
     assert code == 0
-    assert [p["status"] for p in checked["patches"]] == ["not-applied"] * 2
+    assert [p["status"] for p in checked["patches"]] == ["applies"] * 2
 
     code, result = patchkit_json("apply", str(tree))
 
@@ -90,7 +90,7 @@ def test_a_fully_upstreamed_series_changes_nothing(
     assert snapshot(tree) == before
 
 
-def test_check_reports_would_conflict_without_touching_anything(
+def test_check_reports_conflict_without_touching_anything(
     release_clone: Callable[[str], Path],
 ) -> None:
     tree = release_clone("0.28.0")
@@ -109,7 +109,7 @@ def test_check_reports_would_conflict_without_touching_anything(
     code, checked = patchkit_json("check", str(tree))
 
     assert code == 1
-    assert checked["patches"][0]["status"] == "would-conflict"
+    assert checked["patches"][0]["status"] == "conflict"
     assert snapshot(tree) == before
 
 

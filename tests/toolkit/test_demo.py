@@ -29,8 +29,16 @@ def test_demo_on_the_embedded_release(tmp_path: Path) -> None:
     proc = patchkit("demo", "--json", "--workdir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr + proc.stdout
     payload = json.loads(proc.stdout)
-    assert payload["ok"]
+    assert payload["ok"] and payload["verdict"] == "fixed"
     assert payload["before"]["bug_reproduced"]
+    assert payload["before"]["verdict"] == "not-fixed"
+    counts = payload["after"]["counts"]
+    assert (counts["ran"], counts["passed"], counts["failed"]) == (53, 53, 0)
+    assert [c["name"] for c in counts["not_run"]] == [
+        "rocm_then_kimi_k3_rocm_kda[q=3]",
+        "rocm_then_triton_mla[q=3]",
+        "rocm_then_deepseek_v32_indexer[q=3]",
+    ]
     assert payload["before"]["vllm_version"] == "0.28.0"
     assert payload["before"]["vllm_file"].startswith(str(tmp_path))
     assert payload["apply"]["status"] == "applied"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolkit.cli_helpers import patchkit
+from tests.toolkit.cli_helpers import as_user, patchkit
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.series import load_series
 
@@ -28,8 +28,16 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     proc = patchkit("demo", str(checkout))
 
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert "verdict: FIXED" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "verdict: FIXED"
     assert "the crash of vLLM #51585 reproduces" in proc.stdout
+    # Both runs counted; the checks that could not run named, with why.
+    lines = proc.stdout.splitlines()
+    assert "before: 56 checks: 53 ran (21 passed, 32 failed), 3 could not run" in lines
+    assert "after: 56 checks: 53 ran (53 passed, 0 failed), 3 could not run" in lines
+    assert (
+        "after:   could not run: rocm_then_kimi_k3_rocm_kda[q=3]: "
+        "not run at query length 3 on CPU"
+    ) in lines
     assert (git.head(), git.branch(), git.status_porcelain()) == (head, branch, "")
     series_length = str(len(load_series().patches))
     assert (
@@ -38,3 +46,28 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     )
     assert git.out("worktree", "list", "--porcelain").count("worktree ") == 1
     assert not list(checkout.rglob("__pycache__"))
+
+
+def test_demo_on_a_checkout_without_the_pr_victim_cannot_judge(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A fork without MiniMax-M3: everything that runs passes after the
+    series, but the PR's own crash could not be tried, so no FIXED (exit 3)."""
+    checkout = release_clone("0.28.0")
+    git = as_user(checkout)
+    git.run("rm", "-r", "--quiet", "vllm/models/minimax_m3")
+    git.run("commit", "--quiet", "-m", "[Misc] drop MiniMax-M3")
+
+    proc = patchkit("demo", str(checkout), "--branch", "fixed-here")
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    verdict = next(line for line in lines if line.startswith("verdict: "))
+    assert verdict.startswith("verdict: CANNOT JUDGE: core checks did not run: ")
+    assert "minimax_indexer_after_rocm[q=1]" in verdict
+    after = next(line for line in lines if line.startswith("after: "))
+    assert ", 0 failed), " in after
+    assert (
+        "after:   could not run: minimax_indexer_after_rocm[q=3]: "
+        "vllm.models.minimax_m3 is not in this vLLM"
+    ) in lines

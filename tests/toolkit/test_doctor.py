@@ -15,7 +15,7 @@ pytestmark = pytest.mark.release_trees
     ("version", "affected", "shape", "patch_status"),
     [
         # The fix, then its regression test (a new file: it always applies).
-        ("0.11.0", False, "no-zeroing", ["would-conflict", "applies"]),
+        ("0.11.0", False, "no-zeroing", ["conflict", "applies"]),
         ("0.12.0", True, "buggy", ["applies", "applies"]),
         ("0.28.0", True, "buggy", ["applies", "applies"]),
         ("0.29.0", False, "fixed", ["upstreamed", "applies"]),

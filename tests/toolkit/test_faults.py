@@ -1,8 +1,9 @@
 """Bad input and hard failures: a clear message, a non-zero exit, nothing lost.
 
 Interruptions are made real with git's own ``applypatch-msg`` hook, which
-``git am`` runs for each patch: the hook signals that the apply is under way
-and then waits, so the test can interrupt or kill the run at that point.
+``git am`` runs for each patch: the hook marks that the apply is under way
+(after the journal was written) and then waits, so the test interrupts or
+kills the run at that point, waiting on that mark, never on a clock.
 """
 
 from __future__ import annotations
@@ -12,13 +13,22 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
+from tests.toolkit.cli_helpers import (
+    as_user,
+    install_hook,
+    journal_file,
+    kill_everything,
+    patchkit,
+    patchkit_json,
+    snapshot,
+    start_patchkit,
+    wait_for,
+)
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.series import load_series
@@ -125,56 +135,25 @@ def test_malformed_series_or_patch(
     refused(patchkit("--patches", str(patches), "apply", str(tree)), message)
 
 
-def install_waiting_hook(tree: Path, tmp_path: Path) -> tuple[Path, Path]:
-    """applypatch-msg that says 'started' and waits for 'release'."""
-    started, release = tmp_path / "started", tmp_path / "release"
-    hook = tree / ".git" / "hooks" / "applypatch-msg"
-    # Gives up after 120 s, so a test that never releases it leaves no
-    # process behind for long.
-    hook.write_text(
-        "#!/bin/sh\n"
-        f"touch '{started}'\n"
-        "n=0\n"
-        f"while [ ! -e '{release}' ] && [ $n -lt 2400 ]; do\n"
-        "  sleep 0.05; n=$((n + 1))\n"
-        "done\n"
-    )
-    hook.chmod(0o755)
-    return started, release
-
-
 def start_apply(tree: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "vllm_patchkit", "apply", "--json", str(tree)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        start_new_session=True,
-    )
-
-
-def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the apply never reached git am"
-        time.sleep(0.05)
+    return start_patchkit("apply", "--json", str(tree))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_mid_apply_restores_everything(
     tree: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
-    started, release = install_waiting_hook(tree, tmp_path)
+    started = install_hook(tree, tmp_path / "marks")
     before = snapshot(tree)
     proc = start_apply(tree)
+    # Progress, not time: the hook runs inside git am, after the journal.
     wait_for(started, proc)
     assert (tree / ".git" / "rebase-apply").exists()
+    assert journal_file(tree).exists()
 
     os.kill(proc.pid, sig)
     _, stderr = proc.communicate(timeout=120)
-    release.touch()  # lets the orphaned hook (git am's child) exit
+    (tmp_path / "marks" / "release").touch()
 
     assert proc.returncode == 130, stderr
     assert "restored" in stderr
@@ -185,14 +164,14 @@ def test_interrupt_mid_apply_restores_everything(
 def test_sigkill_mid_apply_is_cleaned_up_by_the_next_run(
     tree: Path, tmp_path: Path
 ) -> None:
-    started, release = install_waiting_hook(tree, tmp_path)
+    started = install_hook(tree, tmp_path / "marks")
     head = Git(tree).head()
     proc = start_apply(tree)
     wait_for(started, proc)
-    os.killpg(proc.pid, signal.SIGKILL)  # the whole job: patchkit, git am, hook
-    proc.wait(timeout=60)
+    kill_everything(proc, started)  # patchkit, and git am with its hook
     assert (tree / ".git" / "rebase-apply").exists()  # half-done, as a crash leaves it
-    release.touch()
+    assert journal_file(tree).exists()
+    (tree / ".git" / "hooks" / "applypatch-msg").unlink()
 
     code, result = patchkit_json("apply", str(tree))
 
@@ -205,14 +184,14 @@ def test_sigkill_mid_apply_is_cleaned_up_by_the_next_run(
 
 
 def test_two_concurrent_runs(tree: Path, tmp_path: Path) -> None:
-    started, release = install_waiting_hook(tree, tmp_path)
+    started = install_hook(tree, tmp_path / "marks")
     first = start_apply(tree)
     wait_for(started, first)
 
     second = patchkit("apply", str(tree))
 
     refused(second, "another vllm-patchkit run")
-    release.touch()
+    (tmp_path / "marks" / "release").touch()
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert '"status": "applied"' in out

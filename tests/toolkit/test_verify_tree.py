@@ -55,7 +55,8 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert result.verdict == "fixed", result.message
     after, before = result.after, result.before
     assert before is not None
-    assert after.fixed and all(c["passed"] for c in after.checks)
+    assert after.fixed and after.counts["failed"] == 0
+    assert after.counts["passed"] == after.counts["ran"] == 53
     assert after.upstream_test is not None
     assert after.upstream_test.files == [UPSTREAM_TEST]
     assert (after.upstream_test.passed, after.upstream_test.failed) == (4, 0)
@@ -75,6 +76,17 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
         for line in lines
     )
     assert lines[-1] == "verdict: FIXED: the fix is present and behaves correctly"
+    # Every check is counted; those that could not run are named, with why.
+    assert "after: 56 checks: 53 ran (53 passed, 0 failed), 3 could not run" in lines
+    assert "before: 56 checks: 53 ran (21 passed, 32 failed), 3 could not run" in lines
+    assert any(
+        line.startswith("after:   could not run: rocm_then_triton_mla[q=3]: cannot ")
+        for line in lines
+    )
+    table = {line.split()[0]: line for line in lines if line.startswith("rocm_then_")}
+    assert (
+        "NOT RUN not run at query length 3" in table["rocm_then_kimi_k3_rocm_kda[q=3]"]
+    )
 
 
 @pytest.mark.parametrize("mutant", ["host_alias"])
@@ -112,10 +124,88 @@ def test_a_tree_the_venv_cannot_run_is_not_judged(
     code, result = patchkit_json("test", "--no-baseline", str(tree))
 
     assert code == 3, result
-    assert result["verdict"] == "error"
+    assert result["verdict"] == "cannot-judge"
     assert "the suite cannot run on vLLM 0.12.0 with this venv" in result["message"]
     test = result["after"]["upstream_test"]
     assert (test["passed"], test["failed"], test["errors"]) == (0, 0, 1)
+
+
+def _patched_clone(release_clone: Callable[[str], Path]) -> Path:
+    tree = release_clone("0.28.0")
+    code, applied = patchkit_json("apply", str(tree))
+    assert code == 0, applied
+    return tree
+
+
+def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A fork without MiniMax-M3: the PR's own crash cannot be tried there.
+
+    Every check that runs passes, yet FIXED would claim what was not shown:
+    the answer is "cannot judge" (exit 3), naming each check that could not
+    run and why.
+    """
+    tree = _patched_clone(release_clone)
+    git = as_user(tree)
+    git.run("rm", "-r", "--quiet", "vllm/models/minimax_m3")
+    git.run("commit", "--quiet", "-m", "[Misc] drop MiniMax-M3")
+
+    proc = patchkit("test", "--no-baseline", str(tree))
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    verdict = lines[-1]
+    assert verdict.startswith("verdict: CANNOT JUDGE: core checks did not run: ")
+    assert "minimax_indexer_after_rocm[q=1] (vllm.models.minimax_m3 is not" in verdict
+    counts = next(line for line in lines if line.startswith("after: "))
+    assert ", 0 failed), " in counts and "could not run" in counts
+    not_run = [line for line in lines if line.startswith("after:   could not run: ")]
+    named = {line.split(": ")[2] for line in not_run}
+    assert {
+        "minimax_indexer_after_rocm[q=1]",
+        "minimax_indexer_after_rocm[q=3]",
+        "capture_loop_v1[q=1]",
+        "rocm_then_minimax_sparse[q=3]",
+    } <= named
+    assert "upstream test" in proc.stdout and "4 passed, 0 failed" in proc.stdout
+
+
+@pytest.mark.parametrize("breakage", ["import error", "nothing collected"])
+def test_an_upstream_test_that_did_not_run_is_not_a_pass(
+    release_clone: Callable[[str], Path], breakage: str
+) -> None:
+    """The suite passes; 0002's test errors at collection or collects nothing.
+
+    A test that did not run says nothing: "cannot judge", exit 3, said plainly.
+    """
+    tree = _patched_clone(release_clone)
+    test_file = tree / UPSTREAM_TEST
+    text = test_file.read_text()
+    if breakage == "import error":
+        text = text.replace("import pytest\n", "import pytest\nimport no_such_module\n")
+        reason = "1 error(s), first: "
+    else:
+        text = text.replace("def test_", "def check_")
+        reason = "no case was collected (pytest exit 5)"
+    test_file.write_text(text)
+    as_user(tree).run("commit", "--quiet", "-am", f"[Misc] {breakage}")
+
+    proc = patchkit("test", "--no-baseline", str(tree))
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1].startswith(
+        f"verdict: CANNOT JUDGE: the upstream test {UPSTREAM_TEST} did not run: "
+        + reason
+    )
+    # The suite itself passed: only the test's not running stops the verdict.
+    assert "after: 56 checks: 53 ran (53 passed, 0 failed), 3 could not run" in lines
+    assert any(
+        line.startswith("upstream test") and "DID NOT RUN (0 passed, 0 failed" in line
+        for line in lines
+    )
+    assert f"after:   did not run: {reason}" in proc.stdout
 
 
 def test_fixed_release_tree_passes() -> None:

@@ -87,8 +87,10 @@ def test_missing_method_and_file(tmp_path: Path) -> None:
     assert inspect_capture_tree(tmp_path).shape is Shape.MISSING
 
 
-def test_syntax_error_is_unknown() -> None:
-    assert inspect_capture_source("def (", Path("x.py")).shape is Shape.UNKNOWN
+def test_syntax_error_is_unparseable() -> None:
+    code = inspect_capture_source("def (", Path("x.py"))
+    assert code.shape is Shape.UNPARSEABLE and not code.judged
+    assert code.detail.startswith("unparseable: SyntaxError at line 1")
 
 
 def test_installed_vllm_is_the_buggy_release() -> None:

@@ -2,10 +2,13 @@
 
 Each patch goes in with ``git am -3``; afterwards every patch's invariant
 must hold, which catches a hunk that applied with fuzz in the wrong place.
-Any failure (conflict, broken invariant, an exception, SIGINT or SIGTERM)
-puts HEAD, the branch, the index and the work tree back where they were; a
-SIGKILL is cleaned up by the next run (see :mod:`vllm_patchkit.guard`). A
-dirty checkout is refused before anything is touched.
+Any failure (conflict, broken invariant, a hook, the disk, an exception,
+SIGINT, SIGTERM or SIGHUP) puts HEAD, the branch, the index and the work
+tree back where they were, and removes what the run left behind; a rollback
+that did not get there says so and keeps its journal. A SIGKILL is cleaned
+up by the next run when that is safe (see :mod:`vllm_patchkit.guard`). A
+dirty or busy checkout, or a patch that would create a path that exists
+(ignored or not), is refused before anything is touched.
 """
 
 from __future__ import annotations
@@ -15,14 +18,24 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
-from vllm_patchkit.guard import BusyError, CheckoutGuard, restore
+from vllm_patchkit.checkout import (
+    BASE_REF,
+    PatchReport,
+    PatchState,
+    classify,
+    committer_env,
+    invariant_holds,
+    open_checkout,
+    patch_ids,
+    refusal,
+)
+from vllm_patchkit.errors import RefusedError
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.guard import CheckoutGuard, JournalAction
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Patch, Series
 
-BASE_REF = "refs/vllm-patchkit/base"
-"""The upstream commit the series sits on: written by apply and rebase, read
-by refresh."""
+__all__ = ["BASE_REF", "ApplyResult", "Status", "am_one", "apply_series"]
 
 
 class Status(enum.StrEnum):
@@ -35,16 +48,6 @@ class Status(enum.StrEnum):
 
 
 @dataclass
-class PatchReport:
-    name: str
-    status: str
-    """applied, upstreamed, not-applied, would-conflict, conflict, pending."""
-    detail: str = ""
-    files: list[str] = field(default_factory=list)
-    hunks: list[str] = field(default_factory=list)
-
-
-@dataclass
 class ApplyResult:
     status: Status
     message: str
@@ -54,134 +57,30 @@ class ApplyResult:
     notes: list[str] = field(default_factory=list)
 
 
-class NotACheckoutError(ValueError):
-    """The path is not a vLLM git checkout the tool can work on."""
+_TO_APPLY = (PatchState.APPLIES, PatchState.CONFLICT)
+
+_ENVIRONMENT_ERRORS = (
+    "No space left on device",
+    "Permission denied",
+    "Read-only file system",
+    "Disk quota exceeded",
+    "Input/output error",
+)
 
 
-_IN_PROGRESS = {
-    "rebase-apply": "a git am or rebase",
-    "rebase-merge": "a git rebase",
-    "MERGE_HEAD": "a git merge",
-    "CHERRY_PICK_HEAD": "a git cherry-pick",
-    "REVERT_HEAD": "a git revert",
-}
+def apply_series(
+    path: Path, series: Series, journal_action: JournalAction = JournalAction.AUTO
+) -> ApplyResult:
+    """Apply ``series`` to the checkout at ``path``; see the module docstring.
 
-
-def open_checkout(path: Path) -> Git:
-    """The git work tree at ``path``; raise NotACheckoutError otherwise."""
-    path = path.resolve()
-    if not path.is_dir():
-        raise NotACheckoutError(f"{path}: no such directory")
-    git = Git(path)
-    # One rev-parse for the common case; the separate calls below only run
-    # to explain a failure precisely.
-    proc = git.run(
-        "rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD", check=False
-    )
-    if proc.returncode == 0:
-        top, git_dir, _ = proc.stdout.splitlines()
-        git._facts["git_dir"] = Path(git_dir)
-    else:
-        top = git.toplevel()
-    if top is None:
-        raise NotACheckoutError(f"{path}: not a git checkout")
-    if Path(top) != path:
-        raise NotACheckoutError(f"{path}: not the top of its git checkout ({top})")
-    if not (path / "vllm" / "__init__.py").is_file():
-        raise NotACheckoutError(f"{path}: a git checkout, but not of vLLM (no vllm/)")
-    if git.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode:
-        raise NotACheckoutError(f"{path}: the checkout has no commits")
-    return git
-
-
-def dirty_reason(git: Git) -> str | None:
-    status = git.status_porcelain()
-    if not status:
-        return None
-    entries = [e for e in status.split("\0") if e and len(e) > 3]
-    shown = ", ".join(e[3:] for e in entries[:5])
-    more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
-    return f"uncommitted changes or untracked files: {shown}{more}"
-
-
-def busy_reason(git: Git) -> str | None:
-    """A git operation the user has in progress (not one of ours)."""
-    git_dir = git.git_dir()
-    for name, what in _IN_PROGRESS.items():
-        if (git_dir / name).exists():
-            return f"{what} is in progress; finish or abort it first"
-    return None
-
-
-def refusal(git: Git, *, allow_detached: bool = False) -> str | None:
-    """Why a run that changes this checkout must not start, if it must not."""
-    reason = busy_reason(git) or dirty_reason(git)
-    if reason:
-        return f"{git.root}: refusing: {reason}"
-    if not allow_detached and git.branch() is None:
-        return (
-            f"{git.root}: refusing a detached HEAD: the commits would belong to no "
-            "branch; check out a branch first (git switch -c NAME)"
-        )
-    return None
-
-
-def committer_env(git: Git) -> dict[str, str]:
-    """The user's identity when configured, else the toolkit's."""
-    configured = git.run("config", "user.email", check=False).stdout.strip()
-    if configured:
-        return {}
-    return {k: v for k, v in TOOL_IDENTITY.items() if k.startswith("GIT_COMMITTER")}
-
-
-def in_history(git: Git, patch: Patch, limit: int = 200) -> bool:
-    """True when a recent commit touching the patch's files has its patch-id."""
-    log = git.run(
-        "log",
-        f"--max-count={limit}",
-        "--format=commit %H",
-        "--patch",
-        "--full-index",
-        "--no-color",
-        "HEAD",
-        "--",
-        *patch.files,
-    ).stdout
-    # One `git log -p` and one `git patch-id` for the patch and all candidate
-    # commits: the check stays fast on a real vLLM history. The patch file's
-    # own "From 000..." line gives it the all-zero commit id.
-    ids = git.run("patch-id", "--stable", input_text=patch.path.read_text() + log)
-    pairs = [line.split() for line in ids.stdout.splitlines()]
-    wanted = {pid for pid, commit in pairs if set(commit) == {"0"}}
-    return any(pid in wanted for pid, commit in pairs if set(commit) != {"0"})
-
-
-def invariant_holds(git: Git, patch: Patch) -> bool | None:
-    """None when the patch declares no invariant."""
-    if patch.invariant is None:
-        return None
-    return check_invariant(patch.invariant, git.root).holds
-
-
-def classify(git: Git, series: Series) -> list[PatchReport]:
-    """Applied (in history), upstreamed (invariant holds) or pending."""
-    reports = []
-    for patch in series.patches:
-        if in_history(git, patch):
-            reports.append(PatchReport(patch.name, "applied", "in history"))
-        elif invariant_holds(git, patch):
-            detail = f"invariant {patch.invariant} holds without the patch"
-            reports.append(PatchReport(patch.name, "upstreamed", detail))
-        else:
-            reports.append(PatchReport(patch.name, "pending", files=list(patch.files)))
-    return reports
-
-
-def apply_series(path: Path, series: Series) -> ApplyResult:
-    """Apply ``series`` to the checkout at ``path``; see the module docstring."""
+    A refusal is a REFUSED result; a rollback that did not complete raises
+    RollbackFailedError, an interrupt Interrupted (both say what state the
+    checkout is in).
+    """
+    notes: list[str] = []
     try:
         git = open_checkout(path)
-        with CheckoutGuard(git, "apply") as guard:
+        with CheckoutGuard(git, "apply", journal_action) as guard:
             notes = [guard.recovered] if guard.recovered else []
             reason = refusal(git)
             if reason:
@@ -189,18 +88,42 @@ def apply_series(path: Path, series: Series) -> ApplyResult:
             result = _apply_locked(git, guard, series)
             result.notes[:0] = notes
             return result
-    except (NotACheckoutError, BusyError) as exc:
-        return ApplyResult(Status.REFUSED, str(exc))
+    except RefusedError as exc:
+        return ApplyResult(Status.REFUSED, str(exc), notes=notes)
+
+
+def paths_in_the_way(git: Git, patches: list[Patch]) -> list[str]:
+    """Paths a patch creates that exist already (ignored or not), or whose
+    parent exists as a file: git would overwrite them, a rollback delete them."""
+    found = []
+    for patch in patches:
+        summary = git.run("apply", "--summary", str(patch.path)).stdout
+        for line in summary.splitlines():
+            words = line.split()
+            if words[:2] != ["create", "mode"] or len(words) < 4:
+                continue
+            name = line.split(None, 3)[3]
+            target = git.root / name
+            blocked = [target, *target.parents]
+            for candidate in blocked:
+                if candidate == git.root:
+                    break
+                exists = candidate.is_symlink() or candidate.exists()
+                if exists and (candidate == target or not candidate.is_dir()):
+                    there = candidate.relative_to(git.root)
+                    found.append(f"{patch.name} creates {name}, but {there} exists")
+                    break
+    return found
 
 
 def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult:
-    head = git.head()
+    head, branch = git.head(), git.branch()
     reports = classify(git, series)
     pending = [
-        p for p, r in zip(series.patches, reports, strict=True) if r.status == "pending"
+        p for p, r in zip(series.patches, reports, strict=True) if r.status in _TO_APPLY
     ]
     if not pending:
-        upstreamed = [r.name for r in reports if r.status == "upstreamed"]
+        upstreamed = [r.name for r in reports if r.status == PatchState.UPSTREAMED]
         if len(upstreamed) == len(reports):
             return ApplyResult(
                 Status.UPSTREAMED,
@@ -213,26 +136,49 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
             f" (upstream carries {', '.join(upstreamed)})" if upstreamed else ""
         )
         return ApplyResult(Status.ALREADY_APPLIED, message, head, head, reports)
+    in_the_way = paths_in_the_way(git, pending)
+    if in_the_way:
+        return ApplyResult(
+            Status.REFUSED,
+            f"{git.root}: refusing: {'; '.join(in_the_way)} (ignored or not); move "
+            "it away first; nothing was changed",
+            head,
+            head,
+            reports,
+        )
     by_name = {r.name: r for r in reports}
-    journal = guard.begin(head, git.branch())
-    try:
-        for patch in pending:
-            report = by_name[patch.name]
-            failure = am_one(git, patch, report)
-            if failure is not None:
-                restore(git, journal.head, journal.branch)
-                return ApplyResult(
-                    Status.CONFLICT,
-                    f"{patch.name}: {failure}",
-                    head,
-                    git.head(),
-                    reports,
-                )
-        git.run("update-ref", BASE_REF, head)
-    except BaseException:
-        restore(git, journal.head, journal.branch)
-        raise
-    upstreamed = [r.name for r in reports if r.status == "upstreamed"]
+    expected = {r.name: r.status for r in reports}
+    ids = patch_ids(git, "".join(p.path.read_text() for p in pending))
+    paths = sorted({f for p in pending for f in p.files})
+    guard.begin(head, branch, ids, paths)
+    for patch in pending:
+        report = by_name[patch.name]
+        failure = am_one(git, patch, report)
+        if failure is None:
+            continue
+        environment = _environment_failure(report, expected[patch.name])
+        if environment:
+            report.status = expected[patch.name]
+        where = guard.rollback()
+        if environment:
+            return ApplyResult(
+                Status.ERROR,
+                f"{patch.name}: git am failed although the patch applies here, so a "
+                f"hook, the disk or permissions failed it: {report.detail}; the "
+                f"checkout was restored to {where}",
+                head,
+                git.head(),
+                reports,
+            )
+        return ApplyResult(
+            Status.CONFLICT,
+            f"{patch.name}: {failure}; the checkout was restored to {where}",
+            head,
+            git.head(),
+            reports,
+        )
+    git.run("update-ref", BASE_REF, head)
+    upstreamed = [r.name for r in reports if r.status == PatchState.UPSTREAMED]
     return ApplyResult(
         Status.APPLIED,
         f"applied {len(pending)} patch(es)"
@@ -241,6 +187,17 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
         git.head(),
         reports,
     )
+
+
+def _environment_failure(report: PatchReport, expected: str) -> bool:
+    """A failed ``git am`` that is not the patch's fault: the patch applies
+    here (classify said so and git left no conflict), or git names an I/O or
+    permission error."""
+    if report.detail.startswith("applied, but invariant"):
+        return False
+    if any(text in report.detail for text in _ENVIRONMENT_ERRORS):
+        return True
+    return expected == PatchState.APPLIES and not report.files
 
 
 def am_one(git: Git, patch: Patch, report: PatchReport) -> str | None:
@@ -261,14 +218,14 @@ def am_one(git: Git, patch: Patch, report: PatchReport) -> str | None:
         env=committer_env(git),
     )
     if proc.returncode != 0:
-        report.status = "conflict"
+        report.status = PatchState.CONFLICT
         report.files, report.hunks = conflict_location(git)
         report.detail = _am_errors(proc) or "git am failed"
         return f"does not apply: {report.detail}" + (
             f" (conflicts in {', '.join(report.files)})" if report.files else ""
         )
     if invariant_holds(git, patch) is False:
-        report.status = "conflict"
+        report.status = PatchState.CONFLICT
         assert patch.invariant is not None
         result = check_invariant(patch.invariant, git.root)
         report.files = list(patch.files)
@@ -276,18 +233,22 @@ def am_one(git: Git, patch: Patch, report: PatchReport) -> str | None:
             f"applied, but invariant {patch.invariant} does not hold: {result.detail}"
         )
         return report.detail
-    report.status = "applied"
+    report.status = PatchState.APPLIED
     report.detail = "invariant holds" if patch.invariant else ""
     return None
 
 
 def _am_errors(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [
-        line.strip()
-        for line in (proc.stdout + proc.stderr).splitlines()
-        if line.startswith(("error:", "CONFLICT", "Patch failed"))
+    """git am's error lines, an I/O or permission error first when there is one."""
+    lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines()]
+    environment = [x for x in lines if any(t in x for t in _ENVIRONMENT_ERRORS)]
+    errors = [
+        x
+        for x in lines
+        if x.startswith(("error:", "fatal:", "CONFLICT", "Patch failed"))
+        and x not in environment
     ]
-    return "; ".join(lines[:4])
+    return "; ".join((environment + errors)[:4])
 
 
 def conflict_location(git: Git) -> tuple[list[str], list[str]]:

@@ -2,7 +2,10 @@
 
 Each subcommand lives in :mod:`vllm_patchkit.commands` (or beside the
 library it drives) and registers itself with ``add_parser``. This module
-only maps exceptions to exit codes and turns SIGTERM into a clean rollback.
+only maps exceptions to exit codes, in one place, and makes SIGTERM and
+SIGHUP unwind like Ctrl-C. A :class:`~vllm_patchkit.errors.PatchkitError`
+carries its own code; the few other exception types below are mapped once;
+a JSON or encoding error is an error (3), never "refused, nothing changed".
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from vllm_patchkit.commands import (
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_REFUSED,
     emit_json,
 )
+from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
 
@@ -73,30 +78,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    # SIGTERM unwinds like Ctrl-C, so the rollback handlers run.
+    # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C. Inside a
+    # CheckoutGuard all three are handled there instead (gitcmd.py).
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+# The exception types below are imported when an exception is being matched,
+# not at start-up: the libraries that define them (yaml, the package index
+# client) load only for the commands that use them.
+
+
+def _decode_errors() -> tuple[type[Exception], ...]:
+    import json
+
+    return (json.JSONDecodeError, UnicodeError)
+
+
 def _refusals() -> tuple[type[Exception], ...]:
-    # Imported when an exception is being matched, not at start-up: the
-    # libraries that define them (yaml, the package index client) load only
-    # for the commands that use them.
-    from vllm_patchkit.guard import BusyError
     from vllm_patchkit.series import SeriesError
 
-    return (SeriesError, ValueError, FileExistsError, BusyError)
+    return (SeriesError, ValueError, FileExistsError)
 
 
 def _environment_errors() -> tuple[type[Exception], ...]:
     import subprocess
 
-    from vllm_patchkit.gitcmd import GitError, GitMissingError
     from vllm_patchkit.index import PackageIndexError
     from vllm_patchkit.precommit import PrecommitEnvironmentError
 
     return (
-        GitMissingError,
-        GitError,
         PackageIndexError,
         PrecommitEnvironmentError,
         OSError,
@@ -107,22 +117,33 @@ def _environment_errors() -> tuple[type[Exception], ...]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
-        print("vllm-patchkit: interrupted; the checkout was restored", file=sys.stderr)
-        return 130
+        # Outside a CheckoutGuard: nothing of a checkout was being changed.
+        return _fail(args, "interrupted", "interrupted", EXIT_INTERRUPTED)
+    except PatchkitError as exc:
+        return _fail(args, exc.status, exc, exc.code)
+    except _decode_errors() as exc:
+        return _fail(args, "error", exc, EXIT_ERROR)
     except _refusals() as exc:
+        # Input errors of modules that do not raise a PatchkitError yet.
         return _fail(args, "refused", exc, EXIT_REFUSED)
     except _environment_errors() as exc:
         return _fail(args, "error", exc, EXIT_ERROR)
 
 
-def _fail(args: argparse.Namespace, status: str, exc: Exception, code: int) -> int:
+def _fail(
+    args: argparse.Namespace, status: str, exc: Exception | str, code: int
+) -> int:
     """Say why on stderr; with --json, stdout still gets its one object."""
+    notes = getattr(exc, "__notes__", [])
+    text = "; ".join([str(exc), *notes])
     if getattr(args, "json", False):
-        emit_json({"status": status, "error": str(exc)})
-    print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
+        emit_json({"status": status, "error": text})
+    label = "error" if status in ("error", "refused") else status
+    print(f"vllm-patchkit: {label}: {text}", file=sys.stderr)
     return code
 
 

@@ -4,6 +4,10 @@ With no checkout given, it works on a clone of the cached vLLM 0.28.0
 release tree. Given a user's checkout, it runs the "before" scenarios on it
 read-only, applies the series in a temporary git worktree, and keeps the
 result as a new branch; the user's branch and files are never touched.
+
+The verdict is the suite's own (:func:`vllm_patchkit.regression.verdict.judge`)
+on the tree the answer is about: FIXED needs the core checks to have run
+there, and every check that could not run is counted and named.
 """
 
 from __future__ import annotations
@@ -13,15 +17,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.apply import (
-    ApplyResult,
-    NotACheckoutError,
-    Status,
-    apply_series,
-    dirty_reason,
-    open_checkout,
-)
+from vllm_patchkit.apply import ApplyResult, Status, apply_series
+from vllm_patchkit.checkout import NotACheckoutError, dirty_reason, open_checkout
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
+from vllm_patchkit.regression.verdict import (
+    CANNOT_JUDGE,
+    FAILED,
+    FIXED,
+    NOT_FIXED,
+    PASSED,
+    status_of,
+    tally,
+)
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.series import Series
 
@@ -45,10 +52,35 @@ class DemoResult:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
+    def judged(self) -> TreeReport | None:
+        """The run the verdict is about: the patched tree, or the stock one
+        when upstream already carries the series."""
         if self.apply.status is Status.UPSTREAMED:
-            return self.before.fixed
-        return self.after is not None and self.after.fixed
+            return self.before
+        return self.after
+
+    @property
+    def verdict(self) -> str:
+        """fixed, not-fixed or cannot-judge."""
+        judged = self.judged
+        if judged is None:
+            return NOT_FIXED  # the series did not apply
+        if judged.report is None:
+            return CANNOT_JUDGE  # the suite did not report
+        return str(judged.report["verdict"])
+
+    @property
+    def why(self) -> str:
+        judged = self.judged
+        if judged is None:
+            return f"the series did not apply ({self.apply.status})"
+        if judged.report is None:
+            return f"the regression suite did not report (exit {judged.returncode})"
+        return str(judged.report["why"])
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == FIXED
 
 
 def run_release_demo(
@@ -118,7 +150,11 @@ def _cell(report: TreeReport | None, name: str) -> str:
         return "ERROR (see log)"
     for check in report.report["checks"]:
         if check["name"] == name:
-            return "PASS" if check["passed"] else f"FAIL {check['detail']}"
+            status = status_of(check)
+            if status == PASSED:
+                return "PASS"
+            word = "FAIL" if status == FAILED else "NOT RUN"
+            return f"{word} {check['detail']}"
     return "n/a"
 
 
@@ -148,9 +184,17 @@ def summary(result: DemoResult) -> str:
         lines.append("before: the crash of vLLM #51585 reproduces on this tree")
     elif result.before.fixed:
         lines.append("before: this tree already behaves correctly")
+    for report, label in ((result.before, "before"), (result.after, "after")):
+        if report is not None and report.report is not None:
+            counts = tally(report.report["checks"])
+            lines.append(f"{label}: {counts.line()}")
+            lines += counts.not_run_lines(f"{label}:   ")
     lines.extend(result.notes)
-    verdict = "FIXED" if result.ok else "NOT FIXED"
-    lines.append(f"verdict: {verdict}")
+    if result.ok:
+        lines.append("verdict: FIXED")
+    else:
+        word = result.verdict.replace("-", " ").upper()
+        lines.append(f"verdict: {word}: {result.why}")
     if not result.ok:
         for report, label in ((result.before, "before"), (result.after, "after")):
             if report is not None and report.report is None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.doctor import entry_point_registered
-from vllm_patchkit.apply import PatchReport, invariant_holds
+from vllm_overlay.install import Action, assess_file
+from vllm_overlay.record import RECORD
+from vllm_patchkit.checkout import PatchReport, PatchState, invariant_holds
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.series import Series
@@ -24,7 +26,8 @@ from vllm_patchkit.series import Series
 class Diagnosis:
     target: str
     vllm_version: str
-    affected: bool
+    affected: bool | None
+    """None: cannot judge (the file does not parse)."""
     shape: str
     reason: str
     file: str
@@ -34,12 +37,23 @@ class Diagnosis:
     """The target is the vLLM installed here (not a tree given by path)."""
     overlay_entry_point: bool = False
     overlay_would_activate: bool = False
+    overlay_decision: str = ""
+    """What the overlay would do with this code, and why (file and line)."""
+    overlay_record: list[dict[str, object]] = field(default_factory=list)
+    """What the overlay patches: target, why, how, related PRs, removal."""
+
+    @property
+    def judged(self) -> bool:
+        return self.affected is not None
 
     @property
     def protected(self) -> bool:
         """Not affected, or the installed vLLM gets the fix from the overlay."""
-        return not self.affected or (
-            self.installed and self.overlay_entry_point and self.overlay_would_activate
+        return self.affected is False or bool(
+            self.affected
+            and self.installed
+            and self.overlay_entry_point
+            and self.overlay_would_activate
         )
 
 
@@ -64,7 +78,9 @@ def _patch_status(root: Path, series: Series) -> list[PatchReport]:
     git = Git(root)
     for patch in series.patches:
         if invariant_holds(git, patch):
-            reports.append(PatchReport(patch.name, "upstreamed", "invariant holds"))
+            reports.append(
+                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
+            )
             continue
         # Outside a repository git apply acts like patch(1); inside one it
         # checks against the work tree. --check never writes.
@@ -75,7 +91,9 @@ def _patch_status(root: Path, series: Series) -> list[PatchReport]:
             text=True,
         )
         if proc.returncode == 0:
-            reports.append(PatchReport(patch.name, "applies", "git apply --check"))
+            reports.append(
+                PatchReport(patch.name, PatchState.APPLIES, "git apply --check")
+            )
         else:
             reverse = subprocess.run(
                 [git_executable(), "apply", "--check", "--reverse", str(patch.path)],
@@ -83,7 +101,9 @@ def _patch_status(root: Path, series: Series) -> list[PatchReport]:
                 capture_output=True,
                 text=True,
             )
-            status = "applied" if reverse.returncode == 0 else "would-conflict"
+            status = (
+                PatchState.APPLIED if reverse.returncode == 0 else PatchState.CONFLICT
+            )
             reports.append(PatchReport(patch.name, status, proc.stderr.strip()[:200]))
     return reports
 
@@ -93,10 +113,12 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     if not (root / "vllm" / "__init__.py").is_file():
         raise ValueError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
     code = inspect_capture_tree(root)
+    version = tree_version(root)
+    overlay = assess_file(code.file, version) if code.file.is_file() else None
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",
-        vllm_version=tree_version(root),
-        affected=code.shape is Shape.BUGGY,
+        vllm_version=version,
+        affected=code.shape is Shape.BUGGY if code.judged else None,
         shape=str(code.shape),
         reason=code.detail,
         file=str(code.file),
@@ -104,5 +126,11 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         patches=_patch_status(root, series),
         installed=path is None,
         overlay_entry_point=entry_point_registered(),
-        overlay_would_activate=code.shape is Shape.BUGGY,
+        overlay_would_activate=bool(overlay and overlay.action is Action.INSTALLED),
+        overlay_decision=(
+            f"{overlay.action}: {overlay.reason}"
+            if overlay
+            else f"absent: {code.detail}"
+        ),
+        overlay_record=[target.as_dict() for target in RECORD],
     )

@@ -1,17 +1,30 @@
 """A small typed wrapper around the git command line.
 
 Every call goes through :func:`Git.run`, which fixes the environment (no
-pager, no user config surprises, C locale) so that output can be parsed.
+pager, no user config surprises, C locale) so that output can be parsed, and
+starts git in a process group of its own: on an interrupt the whole group
+(git and any hook it runs) is stopped, so the toolkit returns within seconds
+whatever a hook does. Inside :func:`deferred_interrupts` a signal does not
+raise at an arbitrary point: it stops the running git, and the next
+:func:`Git.run` raises :class:`Interrupted`; :func:`shielded` lets a rollback
+run to its end however many signals arrive.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vllm_patchkit.errors import EnvironmentFailure, Interrupted
 
 # Identity used for commits the toolkit makes in trees it owns (release
 # trees, scratch copies). Commits in a user's checkout keep the user's own.
@@ -23,7 +36,7 @@ TOOL_IDENTITY = {
 }
 
 
-class GitError(RuntimeError):
+class GitError(EnvironmentFailure, RuntimeError):
     """A git command failed; carries its arguments and output."""
 
     def __init__(self, args: list[str], returncode: int, stdout: str, stderr: str):
@@ -35,7 +48,7 @@ class GitError(RuntimeError):
         super().__init__(f"git {' '.join(args)} failed ({returncode}): {detail}")
 
 
-class GitMissingError(RuntimeError):
+class GitMissingError(EnvironmentFailure, RuntimeError):
     """git is not on PATH."""
 
 
@@ -44,6 +57,86 @@ def git_executable() -> str:
     if path is None:
         raise GitMissingError("git was not found on PATH; install git and retry")
     return path
+
+
+STOP_GRACE_S = 2.0
+"""After SIGTERM to a git process group, how long before SIGKILL."""
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Interrupts:
+    """Process-wide interrupt state shared by the signal handler and Git.run."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.deferring = 0
+        self.shielding = 0
+        self.child_group: int | None = None
+        self.stop_sent: float | None = None
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if not self.shielding:
+            self.stop_child()
+
+    def stop_child(self) -> None:
+        if self.child_group is not None and self.stop_sent is None:
+            self.stop_sent = time.monotonic()
+            _signal_group(self.child_group, signal.SIGTERM)
+
+    def pending(self) -> bool:
+        return self.signum is not None and not self.shielding
+
+    def raise_pending(self) -> None:
+        if self.pending():
+            raise Interrupted(f"interrupted by {signal.Signals(self.signum).name}")
+
+
+INTERRUPTS = _Interrupts()
+
+
+def _signal_group(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP stop the running git; the next run() raises.
+
+    Outside the main thread signals cannot be handled here; the block then
+    runs with the process's handlers as they are.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, INTERRUPTS.handle) for s in HANDLED_SIGNALS}
+    INTERRUPTS.deferring += 1
+    try:
+        yield
+    finally:
+        INTERRUPTS.deferring -= 1
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if not INTERRUPTS.deferring:
+            INTERRUPTS.signum = None
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Run the block to its end: signals are recorded, git is not stopped."""
+    INTERRUPTS.shielding += 1
+    try:
+        yield
+    finally:
+        INTERRUPTS.shielding -= 1
+
+
+def interrupted_by() -> int | None:
+    """The signal received inside deferred_interrupts(), if any."""
+    return INTERRUPTS.signum
 
 
 @dataclass(frozen=True)
@@ -69,14 +162,13 @@ class Git:
             **dict(self.extra_env),
             **(env or {}),
         }
-        proc = subprocess.run(
-            [git_executable(), *args],
-            cwd=self.root,
-            env=full_env,
-            input=input_text,
-            capture_output=True,
-            text=True,
+        INTERRUPTS.raise_pending()
+        command = [git_executable(), *args]
+        stdout, stderr, returncode = _run_in_own_group(
+            command, self.root, full_env, input_text
         )
+        INTERRUPTS.raise_pending()
+        proc = subprocess.CompletedProcess(command[1:], returncode, stdout, stderr)
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stdout, proc.stderr)
         return proc
@@ -114,11 +206,68 @@ class Git:
         """No staged, unstaged or untracked changes (ignored files don't count)."""
         return self.status_porcelain() == ""
 
+    def set_git_dir(self, git_dir: Path) -> None:
+        """Record the git directory when the caller already asked git for it."""
+        self._facts["git_dir"] = Path(git_dir)
+
     def git_dir(self) -> Path:
         """This work tree's git directory (fixed for the object's lifetime)."""
         if "git_dir" not in self._facts:
             self._facts["git_dir"] = Path(self.out("rev-parse", "--absolute-git-dir"))
         return self._facts["git_dir"]
+
+
+def _run_in_own_group(
+    command: list[str], cwd: Path, env: dict[str, str], input_text: str | None
+) -> tuple[str, str, int]:
+    """Run ``command`` in a new process group; stop the group on an interrupt.
+
+    On a signal the group gets SIGTERM (git removes its lock files), then
+    SIGKILL after STOP_GRACE_S; output that a stray child keeps open is
+    given up on, so this returns within seconds whatever the children do.
+    """
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    outer = INTERRUPTS.child_group
+    INTERRUPTS.child_group, INTERRUPTS.stop_sent = proc.pid, None
+    try:
+        while True:
+            try:
+                stdout, stderr = proc.communicate(input_text, timeout=0.5)
+                return stdout, stderr, proc.returncode
+            except subprocess.TimeoutExpired:
+                input_text = None  # sent already; communicate refuses it twice
+            if INTERRUPTS.pending():
+                INTERRUPTS.stop_child()
+            sent = INTERRUPTS.stop_sent
+            if sent is not None and time.monotonic() - sent > STOP_GRACE_S:
+                _signal_group(proc.pid, signal.SIGKILL)
+                if proc.poll() is not None:
+                    return "", "", proc.returncode
+    except BaseException:
+        # A KeyboardInterrupt outside deferred_interrupts(): stop the group.
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+        raise
+    finally:
+        INTERRUPTS.child_group, INTERRUPTS.stop_sent = outer, None
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE_S)
 
 
 def init_repo(path: Path, *, initial_branch: str = "main") -> Git:

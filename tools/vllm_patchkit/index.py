@@ -56,15 +56,30 @@ def configured_index_urls() -> list[str]:
     return urls
 
 
-def list_files(project: str, index_url: str) -> list[IndexFile]:
-    """Files of ``project`` on one simple index (PEP 691 JSON or PEP 503 HTML)."""
+def list_files(
+    project: str, index_url: str, *, strict: bool = False
+) -> list[IndexFile]:
+    """Files of ``project`` on one simple index (PEP 691 JSON or PEP 503 HTML).
+
+    An index that does not answer gives no files; with ``strict`` it raises
+    PackageIndexError instead (an index that answers 404 has no files).
+    """
     base = index_url.rstrip("/") + f"/{project}/"
     request = urllib.request.Request(base, headers={"Accept": _JSON_ACCEPT})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             content_type = response.headers.get("Content-Type", "")
             payload = response.read()
-    except (urllib.error.URLError, OSError):
+    except urllib.error.HTTPError as exc:
+        if strict and exc.code != 404:
+            raise PackageIndexError(f"package index {base}: HTTP {exc.code}") from exc
+        return []
+    except (urllib.error.URLError, OSError) as exc:
+        if strict:
+            reason = getattr(exc, "reason", exc)
+            raise PackageIndexError(
+                f"package index {base} is unreachable: {reason}"
+            ) from exc
         return []
     if "json" in content_type:
         data = json.loads(payload)
@@ -89,11 +104,12 @@ def list_files(project: str, index_url: str) -> list[IndexFile]:
 
 def release_versions(project: str = "vllm") -> list[str]:
     """Final releases with a source distribution on the first configured index,
-    oldest first (pre-releases and dev builds are left out)."""
+    oldest first (pre-releases and dev builds are left out). An index that
+    cannot be reached raises PackageIndexError: it is not an empty one."""
     pattern = re.compile(rf"^{re.escape(project)}-(\d+(?:\.\d+)*)\.tar\.gz$")
     found = {
         match.group(1)
-        for file in list_files(project, configured_index_urls()[0])
+        for file in list_files(project, configured_index_urls()[0], strict=True)
         if (match := pattern.match(file.filename))
     }
     return sorted(found, key=version_key)

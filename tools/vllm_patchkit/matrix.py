@@ -5,31 +5,45 @@ verdict), does the series apply or is it upstreamed, what would the overlay
 do; and, for releases that install beside this venv's CPU torch (they pin
 the same torch), the regression suite against a real install. Only the few
 files the checks need are read out of each source distribution. Results are
-cached per release under a key of everything that can change them (the
-series, the checkers, the suite), so a second run only reads the cache.
+cached per release under a key of everything that can decide a row: the
+source files of the checkers themselves (the invariants, the overlay's
+shape classifier and decision, the regression package, this module), the
+series file and every patch, and the Python, torch, git and local vLLM
+versions the row is computed with. A changed checker never serves a stale
+row.
+
+A suite cell states how many checks ran and could not run; the checks that
+could not run are listed under the table with the reason.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import inspect
 import json
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import vllm_overlay.capture_shape
+import vllm_overlay.install
+import vllm_patchkit.invariants
 import vllm_patchkit.regression
+import vllm_patchkit.series
 from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
 from vllm_overlay.install import action_for
-from vllm_patchkit.apply import invariant_holds
+from vllm_patchkit.checkout import PatchState, invariant_holds
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
-from vllm_patchkit.regression.runner import run_scenarios
+from vllm_patchkit.regression.runner import TreeReport, run_scenarios
+from vllm_patchkit.regression.verdict import CANNOT_JUDGE, FIXED, tally
 from vllm_patchkit.release_installs import installed_release
 from vllm_patchkit.releases import sdist_path
 from vllm_patchkit.series import Series
@@ -41,11 +55,14 @@ class Row:
     affected: bool
     shape: str
     series: str
-    """applies, upstreamed, conflict (per patch, comma-joined)."""
+    """A PatchState per patch, comma-joined."""
     overlay: str
     torch_pin: str | None
     suite: str
-    """bug reproduced, passes, not run (why), or failed (why)."""
+    """bug reproduced, passes, fails, cannot judge (why) or not run (why);
+    with the counts of checks that ran and could not run."""
+    checks: dict[str, Any] | None = None
+    """The suite's counts (ran, passed, failed, not_run with the reasons)."""
     cached: bool = False
 
 
@@ -61,19 +78,59 @@ def select_versions(first: str, last: str) -> list[str]:
     return chosen
 
 
+def decider_files() -> list[Path]:
+    """The source files whose code decides a row (hashed into the cache key).
+
+    Found from the objects the row is computed with, so a checker that moves
+    to another module is still covered.
+    """
+    modules = [
+        sys.modules[__name__],
+        vllm_overlay.capture_shape,
+        vllm_overlay.install,
+        vllm_patchkit.invariants,
+        vllm_patchkit.series,
+    ]
+    files = [Path(inspect.getsourcefile(m) or "") for m in modules]
+    for obj in (invariant_holds, inspect_capture_tree, action_for, installed_release):
+        files.append(Path(inspect.getsourcefile(obj) or ""))
+    files += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
+    return sorted({f.resolve() for f in files})
+
+
 def cache_key(series: Series, with_suite: bool) -> str:
     digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(f"{label}\0{len(data)}\0".encode())
+        digest.update(data)
+
+    if series.series_file.is_file():
+        add("series", series.series_file.read_bytes())
     for patch in series.patches:
-        digest.update(patch.path.read_bytes())
-    # Every checker that decides a column: the shape classifier and the whole
-    # regression package (scenarios, harness, verdicts).
-    sources = [Path(vllm_overlay.capture_shape.__file__ or "")]
-    sources += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
-    for source in sources:
-        digest.update(source.read_bytes())
-    digest.update(b"suite" if with_suite else b"no-suite")
-    digest.update(_local_torch().encode())
+        add(f"patch {patch.path.name}", patch.path.read_bytes())
+    for source in decider_files():
+        add(f"source {source.parent.name}/{source.name}", source.read_bytes())
+    add("suite", b"suite" if with_suite else b"no-suite")
+    add("python", sys.version.encode())
+    add("torch", _local_version("torch").encode())
+    add("vllm", (_local_vllm() or "none").encode())
+    add("git", _git_version().encode())
     return digest.hexdigest()[:16]
+
+
+def _git_version() -> str:
+    proc = subprocess.run(
+        [git_executable(), "--version"], capture_output=True, text=True, check=False
+    )
+    return proc.stdout.strip()
+
+
+def _local_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 def _local_torch() -> str:
@@ -114,7 +171,7 @@ def _series_state(root: Path, series: Series) -> str:
     states = []
     for patch in series.patches:
         if invariant_holds(Git(root), patch):
-            states.append("upstreamed")
+            states.append(PatchState.UPSTREAMED)
             continue
         proc = subprocess.run(
             [git_executable(), "apply", "--check", str(patch.path)],
@@ -122,25 +179,42 @@ def _series_state(root: Path, series: Series) -> str:
             capture_output=True,
             text=True,
         )
-        states.append("applies" if proc.returncode == 0 else "conflict")
+        states.append(
+            PatchState.APPLIES if proc.returncode == 0 else PatchState.CONFLICT
+        )
     return ", ".join(states)
 
 
-def _suite(version: str, torch_pin: str | None, with_suite: bool) -> str:
+def _suite(
+    version: str, torch_pin: str | None, with_suite: bool
+) -> tuple[str, dict[str, Any] | None]:
     if not with_suite:
-        return "not run (--no-suite)"
+        return "not run (--no-suite)", None
     if torch_pin != _local_torch():
-        return f"not run (pins torch {torch_pin or 'unknown'})"
+        return f"not run (pins torch {torch_pin or 'unknown'})", None
     target = None if version == _local_vllm() else installed_release(version)
-    run = run_scenarios(target)
+    return suite_cell(run_scenarios(target))
+
+
+def suite_cell(run: TreeReport) -> tuple[str, dict[str, Any] | None]:
+    """The suite column for one run: the verdict, then the counts."""
     if run.report is None:
-        return "failed (no report; see --json log)"
+        return f"cannot judge (the suite did not report, exit {run.returncode})", None
+    counts = tally(run.report["checks"])
+    ran = f"{counts.ran} ran"
+    if counts.not_run:
+        ran += f", {len(counts.not_run)} could not run"
+    verdict = run.report.get("verdict")
     if run.bug_reproduced:
-        return "bug reproduced"
-    if run.fixed:
-        return "passes"
-    failed = [c["name"] for c in run.report["checks"] if not c["passed"]]
-    return "fails: " + ", ".join(failed)
+        cell = f"bug reproduced ({ran}: {counts.failed} failed)"
+    elif verdict == FIXED:
+        cell = f"passes ({ran})"
+    elif verdict == CANNOT_JUDGE:
+        cell = f"cannot judge ({ran}): {run.report.get('why', '')}"
+    else:
+        failed = [c["name"] for c in run.report["checks"] if c["status"] == "failed"]
+        cell = f"fails ({ran}): " + ", ".join(failed)
+    return cell, counts.to_json()
 
 
 def analyse(version: str, series: Series, with_suite: bool) -> Row:
@@ -151,6 +225,7 @@ def analyse(version: str, series: Series, with_suite: bool) -> Row:
         (root / "vllm").mkdir(exist_ok=True)
         code = inspect_capture_tree(root)
         series_state = _series_state(root, series)
+    suite, checks = _suite(version, torch_pin, with_suite)
     return Row(
         version=version,
         affected=code.affected,
@@ -158,7 +233,8 @@ def analyse(version: str, series: Series, with_suite: bool) -> Row:
         series=series_state,
         overlay=str(action_for(code.shape)),
         torch_pin=torch_pin,
-        suite=_suite(version, torch_pin, with_suite),
+        suite=suite,
+        checks=checks,
     )
 
 
@@ -196,4 +272,11 @@ def markdown(rows: list[Row]) -> str:
             f"| {row.version} | {'**yes**' if row.affected else 'no'} | {row.shape} "
             f"| {row.series} | {row.overlay} | {row.suite} |"
         )
+    notes = [
+        f"- {row.version}: could not run: {item['name']}: {item['why']}"
+        for row in rows
+        for item in (row.checks or {}).get("not_run", [])
+    ]
+    if notes:
+        lines += ["", "Checks that could not run:", "", *notes]
     return "\n".join(lines) + "\n"

@@ -14,10 +14,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.apply import (
+from vllm_patchkit.apply import am_one
+from vllm_patchkit.checkout import (
     BASE_REF,
     PatchReport,
-    am_one,
     in_history,
     invariant_holds,
     open_checkout,

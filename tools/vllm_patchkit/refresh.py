@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.apply import BASE_REF, open_checkout
+from vllm_patchkit.checkout import BASE_REF, open_checkout
 
 FORMAT_PATCH_OPTIONS = (
     "--zero-commit",

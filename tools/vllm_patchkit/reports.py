@@ -1,12 +1,14 @@
 """Plain-text reports of ``test`` and ``precommit`` runs.
 
 The commands print them, and ``pr`` pastes them into the PR's Test Result,
-so a reviewer reads exactly what the contributor saw.
+so a reviewer reads exactly what the contributor saw: how many checks ran,
+passed and failed, and each check that could not run, with the reason.
 """
 
 from __future__ import annotations
 
 from vllm_patchkit.precommit import PrecommitResult
+from vllm_patchkit.regression.verdict import FAILED, PASSED, status_of
 from vllm_patchkit.verify import TreeRun, VerifyResult
 
 CELL_WIDTH = 64
@@ -26,13 +28,47 @@ def format_verify(result: VerifyResult) -> str:
     lines += [f"  {r.label}: {r.revision}" for r in runs if r.revision]
     lines += _table(["check", *header], rows)
     for run in runs:
-        if run.problem:
-            lines.append(f"{run.label}: cannot judge: {run.problem}")
-        test = run.upstream_test
-        for failure in test.failures[:4] if test else []:
-            lines.append(f"{run.label}: {failure}")
-    lines.append(f"verdict: {result.verdict.upper()}: {result.message}")
+        lines += run_summary(run)
+    lines.append(f"verdict: {verdict_word(result.verdict)}: {result.message}")
     return "\n".join(lines)
+
+
+def verdict_word(verdict: str) -> str:
+    """``fixed`` -> ``FIXED``, ``cannot-judge`` -> ``CANNOT JUDGE``."""
+    return verdict.replace("-", " ").upper()
+
+
+def run_summary(run: TreeRun) -> list[str]:
+    """The counts of one run, what could not run and why, test failures."""
+    lines = []
+    if run.checks:
+        lines.append(f"{run.label}: {run.tally.line()}")
+        lines += run.tally.not_run_lines(f"{run.label}:   ")
+    if run.problem:
+        lines.append(f"{run.label}: cannot judge: {run.problem}")
+    test = run.upstream_test
+    if test is not None:
+        lines.append(
+            f"{run.label}: upstream test {' '.join(test.files)}: {test.summary}"
+        )
+        if test.not_run_reason is not None:
+            lines.append(f"{run.label}:   did not run: {test.not_run_reason}")
+        lines += [f"{run.label}:   {failure}" for failure in test.failures[:4]]
+    return lines
+
+
+def suite_highlight(result: VerifyResult) -> str:
+    """One sentence for the PR body: the verdict and the counts behind it."""
+    after = result.after
+    line = f"Regression suite: {verdict_word(result.verdict)}, {after.tally.line()}"
+    not_run = after.tally.not_run
+    if not_run:
+        line += " (" + "; ".join(f"{n}: {w}" for n, w in not_run) + ")"
+    if result.before is not None:
+        before = result.before.tally
+        line += f"; on the base: {before.failed} of {before.ran} fail"
+        line += ", bug reproduced" if result.before.bug_reproduced else ""
+    return line + "."
 
 
 def _version(runs: list[TreeRun]) -> str:
@@ -42,19 +78,23 @@ def _version(runs: list[TreeRun]) -> str:
 def _cell(run: TreeRun, name: str) -> str:
     for check in run.checks:
         if check["name"] == name:
-            if check["passed"]:
+            status = status_of(check)
+            if status == PASSED:
                 return "PASS"
-            return f"FAIL {check['detail']}"[:CELL_WIDTH]
+            word = "FAIL" if status == FAILED else "NOT RUN"
+            return f"{word} {check['detail']}"[:CELL_WIDTH]
     return "-"
 
 
 def _test_cell(run: TreeRun) -> str:
-    if run.upstream_test is None:
+    test = run.upstream_test
+    if test is None:
         return "-"
-    if not run.upstream_test.ran:
-        return f"NOT RUN here ({run.upstream_test.summary})"
-    verdict = "PASS" if run.upstream_test.ok else "FAIL"
-    return f"{verdict} {run.upstream_test.summary}"
+    if test.failed:
+        return f"FAIL {test.summary}"
+    if test.not_run_reason is not None:
+        return f"DID NOT RUN ({test.summary})"
+    return f"PASS {test.summary}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -5,7 +5,7 @@
 commit message, so a rebase or refresh keeps it with the change:
 
 * DEP-3 provenance: ``Origin``, ``Bug``, ``Forwarded``, ``Applied-Upstream``;
-* ``Affects``: the vLLM releases that need the patch (``0.12.0..0.28.0``);
+* ``Affects``: the vLLM releases that need the patch (``0.11.1..0.28.0``);
 * ``Invariant``: the name of the check that says what the patched code must
   look like (see :mod:`vllm_patchkit.invariants`);
 * ``Signed-off-by``: the DCO sign-off vLLM requires.

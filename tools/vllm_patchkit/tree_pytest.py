@@ -37,13 +37,38 @@ class PytestRun:
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.passed > 0 and not self.failed
+        """Every collected case ran and passed (none errored or skipped)."""
+        return (
+            self.returncode == 0
+            and self.passed > 0
+            and not (self.failed or self.errors or self.skipped)
+        )
 
     @property
     def ran(self) -> bool:
         """False when no case got to run: the file does not import on this
         tree (0002 needs vLLM 0.14.0's module layout) or every setup failed."""
         return self.passed + self.failed > 0
+
+    @property
+    def not_run_reason(self) -> str | None:
+        """Why this run cannot count as a pass although nothing failed.
+
+        None when it passed cleanly or a case failed (a failure is an
+        answer). Otherwise a case errored (collection, import, fixture
+        setup), was skipped, or nothing was collected: the test did not run
+        as a whole, and a test that did not run is never a pass.
+        """
+        if self.ok or self.failed:
+            return None
+        if self.errors:
+            first = self.failures[0] if self.failures else "no message"
+            return f"{self.errors} error(s), first: {first}"
+        if self.skipped:
+            return f"{self.skipped} case(s) skipped"
+        if self.passed == 0:
+            return f"no case was collected (pytest exit {self.returncode})"
+        return f"pytest exited {self.returncode} with {self.summary}"
 
     @property
     def summary(self) -> str:

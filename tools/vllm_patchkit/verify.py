@@ -3,7 +3,10 @@
 The verdict comes from running code, not from reading it: the regression
 suite (:mod:`vllm_patchkit.regression`) imports vLLM from the tree, on CPU,
 with this venv's dependencies, and the tree's own copy of the series'
-upstream test (patch 0002) runs under pytest. Both must pass. When the tree
+upstream test (patch 0002) runs under pytest. Both must pass. A failure
+anywhere is "not fixed"; with no failure, a core check that could not run,
+or an upstream test that errored or was not collected, is "cannot judge":
+what did not run is never counted as a pass. When the tree
 is a checkout with a known base (``refs/vllm-patchkit/base``, written by
 apply and rebase, or ``--baseline``), the same runs on the base give the
 "before" column, with the upstream test copied in from the tree, so a
@@ -18,10 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.apply import BASE_REF
+from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.regression.runner import run_scenarios
-from vllm_patchkit.regression.verdict import HARNESS_ERROR
+from vllm_patchkit.regression.verdict import (
+    CANNOT_JUDGE,
+    CORE_CHECKS,
+    FIXED,
+    HARNESS_ERROR,
+    NOT_FIXED,
+    Tally,
+    tally,
+)
 from vllm_patchkit.series import Series
 from vllm_patchkit.tree_pytest import PytestRun, run_tree_tests, series_test_files
 
@@ -37,24 +48,56 @@ class TreeRun:
     vllm_file: str | None = None
     fixed: bool = False
     bug_reproduced: bool = False
+    suite_verdict: str = CANNOT_JUDGE
+    """The suite's own: fixed, not-fixed or cannot-judge."""
+    suite_why: str = ""
+    counts: dict[str, Any] = field(default_factory=dict)
+    """Checks that ran, passed, failed; those that could not run, and why."""
     checks: list[dict[str, Any]] = field(default_factory=list)
     upstream_test: PytestRun | None = None
     problem: str | None = None
     """Why the run could not judge the tree (harness failure, wrong import)."""
 
     @property
-    def passed(self) -> bool:
+    def tally(self) -> Tally:
+        return tally(self.checks)
+
+    def judgement(self) -> tuple[str, str]:
+        """``(verdict, why)`` for this tree: suite and upstream test together.
+
+        The upstream test counts only when the tree holds it (an upstream
+        release that fixed the bug its own way does not); when it does, it
+        must have run: errored, skipped or uncollected cases are not a pass.
+        """
+        if self.problem is not None:
+            return CANNOT_JUDGE, self.problem
         test = self.upstream_test
-        # A test that cannot run on this tree says nothing either way; the
-        # suite alone judges it (and the output says the test did not run).
-        test_ok = test is None or not test.ran or test.ok
-        return self.problem is None and self.fixed and test_ok
+        reasons = []
+        if self.bug_reproduced:
+            reasons.append(
+                "the bug reproduces (host query offsets zeroed during capture)"
+            )
+        if self.suite_verdict == NOT_FIXED:
+            failed = [c["name"] for c in self.checks if c.get("status") == "failed"]
+            reasons.append(f"failing checks: {', '.join(failed)}")
+        if test is not None and test.failed:
+            reasons.append(f"upstream test: {test.summary}")
+        if reasons:
+            return NOT_FIXED, "; ".join(reasons)
+        if self.suite_verdict != FIXED:
+            return CANNOT_JUDGE, _suite_cannot_judge(self)
+        if test is not None and test.not_run_reason is not None:
+            return CANNOT_JUDGE, (
+                f"the upstream test {' '.join(test.files)} did not run: "
+                f"{test.not_run_reason}"
+            )
+        return FIXED, "the fix is present and behaves correctly"
 
 
 @dataclass
 class VerifyResult:
     verdict: str
-    """fixed, not-fixed or error."""
+    """fixed, not-fixed or cannot-judge."""
     message: str
     after: TreeRun
     before: TreeRun | None = None
@@ -85,14 +128,7 @@ def verify_tree(
     before = None
     if base is not None and base_commit is not None:
         before = _run_base(tree, base, base_commit, test_files)
-    if after.problem is None and not after.passed:
-        after.problem = _cannot_judge(after)
-    if after.problem is not None:
-        verdict, message = "error", after.problem
-    elif after.passed:
-        verdict, message = "fixed", "the fix is present and behaves correctly"
-    else:
-        verdict, message = "not-fixed", _why_not(after)
+    verdict, message = after.judgement()
     return VerifyResult(verdict, message, after, before, test_files)
 
 
@@ -109,7 +145,10 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
     run.vllm_file = data["vllm_file"]
     run.fixed = data["fixed"]
     run.bug_reproduced = data["bug_reproduced"]
+    run.suite_verdict = data["verdict"]
+    run.suite_why = data["why"]
     run.checks = data["checks"]
+    run.counts = tally(run.checks).to_json()
     if not Path(data["vllm_file"]).resolve().is_relative_to(tree):
         run.problem = (
             f"the suite imported vLLM from {data['vllm_file']}, not from {tree}; "
@@ -120,31 +159,17 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
     return run
 
 
-def _cannot_judge(run: TreeRun) -> str | None:
-    """Why the failures say nothing about the fix, when they all are harness
-    errors (the tree's vLLM does not run with this venv's dependencies)."""
-    failed = [c for c in run.checks if not c["passed"]]
-    harness = [c for c in failed if c["detail"].startswith(HARNESS_ERROR)]
-    if run.bug_reproduced or not harness or len(harness) < len(failed):
-        return None
-    return (
-        f"the suite cannot run on vLLM {run.vllm_version} with this venv: "
-        f"{len(harness)} harness errors, first {harness[0]['name']}: "
-        f"{harness[0]['detail'][:160]}"
-    )
-
-
-def _why_not(run: TreeRun) -> str:
-    failed = [c["name"] for c in run.checks if not c["passed"]]
-    parts = []
-    if run.bug_reproduced:
-        parts.append("the bug reproduces (host query offsets zeroed during capture)")
-    if failed:
-        parts.append(f"failing checks: {', '.join(failed)}")
-    test = run.upstream_test
-    if test is not None and test.ran and not test.ok:
-        parts.append(f"upstream test: {test.summary}")
-    return "; ".join(parts) or "no check ran"
+def _suite_cannot_judge(run: TreeRun) -> str:
+    """Why no failure still is no verdict, in the user's terms."""
+    harness = [(n, w) for n, w in run.tally.not_run if w.startswith(HARNESS_ERROR)]
+    if any(name in CORE_CHECKS for name, _ in harness):
+        name, why = harness[0]
+        return (
+            f"the suite cannot run on vLLM {run.vllm_version} with this venv: "
+            f"{len(harness)} harness errors, first {name}: {why[:160]}; "
+            f"{run.suite_why}"
+        )
+    return run.suite_why or "no check ran"
 
 
 def _recorded_base(tree: Path) -> str | None:

@@ -43,22 +43,47 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "back exactly as it was. A dirty checkout, a detached HEAD or a "
             "checkout another run is working on is refused. Patches already in "
             "the history are skipped; if upstream already has the fix, nothing "
-            "changes and the exit code is 5. JSON status: applied, "
-            "already-applied, upstreamed, conflict, refused, error."
+            "changes and the exit code is 5. A hook, the disk or permissions "
+            "failing an apply is exit 3, after the rollback. JSON status: "
+            "applied, already-applied, upstreamed, conflict, refused, error, "
+            "interrupted. A run that was killed leaves a journal in "
+            ".git/vllm-patchkit/; the next run acts on it only when the checkout "
+            "is as that run could have left it, and refuses otherwise."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_path(parser)
     add_json(parser)
+    journal = parser.add_mutually_exclusive_group()
+    journal.add_argument(
+        "--recover",
+        dest="journal_action",
+        action="store_const",
+        const="recover",  # guard.JournalAction values; run() converts
+        default="auto",
+        help="a killed run's journal: put the checkout back where that run "
+        "started even though it changed since; what is there now is saved "
+        "first (uncommitted changes in `git stash`, other commits under "
+        "refs/vllm-patchkit/saved/)",
+    )
+    journal.add_argument(
+        "--discard-journal",
+        dest="journal_action",
+        action="store_const",
+        const="discard",
+        help="a killed run's journal: delete it and keep the checkout as it is",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from vllm_patchkit.apply import apply_series
+    from vllm_patchkit.guard import JournalAction
     from vllm_patchkit.series import load_series
 
-    result = apply_series(args.path, load_series(args.patches))
+    journal = JournalAction(args.journal_action)
+    result = apply_series(args.path, load_series(args.patches), journal)
     if args.json:
         emit_json(result)
     else:

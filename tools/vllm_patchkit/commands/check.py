@@ -20,10 +20,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "check",
         help="read-only: is each patch applied, upstreamed, applicable?",
         description=(
-            "Report, without changing anything, the state of each patch in the "
+            "Report, without changing anything (nothing under .git either; it "
+            "works on a read-only repository), the state of each patch in the "
             "checkout: applied (in the history), upstreamed (its invariant holds "
-            "without it), not-applied (would apply) or would-conflict. Exit 1 "
-            "when a patch would conflict."
+            "without it), applies (would apply on top of the patches before it) "
+            "or conflict (would not apply). Exit 1 when a patch would conflict."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -35,10 +36,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vllm_patchkit.check import check_series
+    from vllm_patchkit.checkout import PatchState
     from vllm_patchkit.series import load_series
 
     reports = check_series(args.path, load_series(args.patches))
-    conflict = any(r.status == "would-conflict" for r in reports)
+    conflict = any(r.status == PatchState.CONFLICT for r in reports)
     if args.json:
         emit_json({"path": args.path.resolve(), "patches": reports})
     else:

@@ -6,26 +6,50 @@ import argparse
 import sys
 from pathlib import Path
 
+from vllm_patchkit.errors import (
+    EXIT_CONFLICT,
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UPSTREAMED,
+)
+
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from typing import Any
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_REFUSED = 2
-EXIT_ERROR = 3
-EXIT_CONFLICT = 4
-EXIT_UPSTREAMED = 5
+__all__ = [
+    "EXIT_CODES_HELP",
+    "EXIT_CONFLICT",
+    "EXIT_ERROR",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_UPSTREAMED",
+    "add_json",
+    "add_path",
+    "emit_json",
+    "patch_lines",
+    "to_jsonable",
+]
 
 EXIT_CODES_HELP = """\
 exit codes:
   0  success (applied, already applied, nothing to report)
   1  the job ran and its verdict is bad (bug not fixed, a patch would conflict)
   2  refused or bad input: dirty or busy checkout, not a vLLM checkout,
-     detached HEAD, malformed series; nothing was changed
-  3  environment error: git missing, package index unreachable, git failure
+     detached HEAD, operation in progress, a dead run's journal that is not
+     safe to act on, malformed series; nothing was changed
+  3  environment error: git missing, package index unreachable, git failure,
+     a hook, the disk or permissions failed an apply (rolled back), a
+     rollback that did not complete (the message says where things are)
   4  conflict: a patch does not apply; everything was rolled back
   5  upstreamed: upstream already carries every patch; nothing was changed
+  130  interrupted (SIGINT, SIGTERM, SIGHUP); the message says whether the
+     checkout was restored or nothing was changed
 """
 
 

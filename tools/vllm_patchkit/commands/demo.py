@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from vllm_patchkit.commands import lazy_help
-from vllm_patchkit.commands.common import EXIT_FAILED, EXIT_OK, add_json, emit_json
+from vllm_patchkit.commands.common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_json,
+    emit_json,
+)
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
 
 
@@ -20,7 +26,8 @@ def _describe(parser: argparse.ArgumentParser) -> None:
         f"vLLM {demo.DEFAULT_VERSION} release tree (downloaded once from the "
         "package index pip is configured with). With PATH: your vLLM git "
         "checkout, which must be clean; the patched tree is left on a new "
-        "branch and your branch and files are not touched."
+        "branch and your branch and files are not touched. Exit 0 fixed, "
+        "1 not fixed, 3 cannot judge (a core check could not run)."
     )
 
 
@@ -66,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         emit_json(
             {
                 "ok": result.ok,
+                "verdict": result.verdict,
+                "why": result.why,
                 "tree": result.tree,
                 "branch": result.branch,
                 "apply": result.apply,
@@ -75,4 +84,4 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(demo.summary(result))
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return {"fixed": EXIT_OK, "not-fixed": EXIT_FAILED}.get(result.verdict, EXIT_ERROR)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
+    EXIT_ERROR,
     EXIT_FAILED,
     EXIT_OK,
     add_json,
@@ -26,9 +27,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "installed in this environment, without importing it, and report: "
             "the version, whether it carries the bug and why (file and line), "
             "the state of each patch, and whether the overlay is installed and "
-            "would activate. Exit 1 when the tree is affected and not protected "
-            "(a tree given by path is protected only by patching it; the "
-            "installed vLLM also by the overlay); 0 otherwise."
+            "would activate, and the overlay's record of what it patches. Exit 1 "
+            "when the tree is affected and not protected (a tree given by path "
+            "is protected only by patching it; the installed vLLM also by the "
+            "overlay); 3 when it cannot judge (rocm_attn.py does not parse, as "
+            "in a merge with conflict markers); 0 otherwise."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -44,14 +47,21 @@ def run(args: argparse.Namespace) -> int:
     hint = "or name a vLLM tree: doctor PATH"
     if args.path is None and (code := require(args, "doctor", INSTALLED_VLLM, hint)):
         return code
+    from vllm_overlay.record import render_record
     from vllm_patchkit.doctor import diagnose
     from vllm_patchkit.series import load_series
 
     diagnosis = diagnose(load_series(args.patches), args.path)
     if args.json:
-        emit_json({**to_jsonable(diagnosis), "protected": diagnosis.protected})
+        emit_json(
+            {
+                **to_jsonable(diagnosis),
+                "judged": diagnosis.judged,
+                "protected": diagnosis.protected,
+            }
+        )
     else:
-        yes_no = {True: "yes", False: "no"}
+        yes_no = {True: "yes", False: "no", None: "cannot judge"}
         where = (
             f"{diagnosis.file}:{diagnosis.line}" if diagnosis.line else diagnosis.file
         )
@@ -64,4 +74,9 @@ def run(args: argparse.Namespace) -> int:
             f"overlay: entry point installed: {yes_no[diagnosis.overlay_entry_point]}; "
             f"would activate: {yes_no[diagnosis.overlay_would_activate]}"
         )
+        print(f"  {diagnosis.overlay_decision}")
+        print("what the overlay patches:")
+        print("\n".join(f"  {line}" for line in render_record()))
+    if not diagnosis.judged:
+        return EXIT_ERROR
     return EXIT_OK if diagnosis.protected else EXIT_FAILED

@@ -22,9 +22,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "For every vLLM source release on the package index in the range: "
             "whether it is affected, whether the series applies or is upstreamed, "
             "what the overlay would do, and, for releases that pin this venv's "
-            "torch, the regression suite against a real install. Cached per "
-            "release: a second run reads the cache. Writes matrix.md and "
-            "matrix.json."
+            "torch, the regression suite against a real install, with the "
+            "counts of checks that ran and could not run (named, with the "
+            "reason, under the table). Cached per release under a key of "
+            "every source file and version that decides a row: a second run "
+            "reads the cache. Writes matrix.md and matrix.json."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

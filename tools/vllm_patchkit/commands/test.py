@@ -15,7 +15,11 @@ from vllm_patchkit.commands.common import (
 )
 from vllm_patchkit.runtime import TEST_RUNTIME, require
 
-EXIT_BY_VERDICT = {"fixed": EXIT_OK, "not-fixed": EXIT_FAILED, "error": EXIT_ERROR}
+EXIT_BY_VERDICT = {
+    "fixed": EXIT_OK,
+    "not-fixed": EXIT_FAILED,
+    "cannot-judge": EXIT_ERROR,
+}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +34,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "upstream test (patch 0002) runs too when the tree has it. When "
             "PATH is a checkout with a recorded base (apply, rebase) or "
             "--baseline, the base is run as well for a before/after table. "
-            "Exit 0 if and only if the fix is present and behaves correctly."
+            "The report counts the checks that ran, passed and failed, and "
+            "names each one that could not run, with the reason. Exit 0 if "
+            "and only if the fix is present and behaves correctly; 3 (cannot "
+            "judge) when nothing failed but a core check or the upstream test "
+            "could not run."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -3,7 +3,12 @@
 One fixed tree serves all mutants: each gets its own copy of ``rocm_attn.py``
 in a scratch directory and its own subprocess (see :mod:`.worker`), at most
 two at a time. The unmutated method runs first through the same path and
-must pass, or nothing after it means anything.
+must be judged fixed, or nothing after it means anything.
+
+A kill needs a behavioural check to fail: a run that reports no check, or
+whose only non-passing checks could not run (a harness error, a builder
+absent here), is "not judged". It is neither a kill nor a survivor, it
+lowers the kill rate, and the tier fails on it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from vllm_patchkit.invariants import inspect_capture_source
 from vllm_patchkit.mutation.mutants import MUTANTS, Mutant, mutate
 from vllm_patchkit.mutation.worker import MODULE
 from vllm_patchkit.regression.runner import scenario_env
+from vllm_patchkit.regression.verdict import FAILED, FIXED, status_of, tally
 
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
 MAX_JOBS = 2
@@ -36,10 +42,13 @@ class MutantRun:
     invariant_shape: str
     """What the AST invariant makes of the mutated method (``fixed`` = fooled)."""
     killed: bool
+    """A behavioural check failed on this mutant."""
     failed_checks: list[str] = field(default_factory=list)
     seconds: float = 0.0
     problem: str | None = None
-    """Why the run proves nothing (no report, the mutant not imported)."""
+    """Why the run is not judged (no report, the mutant not imported, no
+    check failed but some could not run)."""
+    counts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,9 +63,14 @@ class MutationReport:
         return [r for r in self.runs if r.problem is None]
 
     @property
+    def not_judged(self) -> list[MutantRun]:
+        return [r for r in self.runs if r.problem is not None]
+
+    @property
     def kill_rate(self) -> float:
-        valid = self.valid
-        return sum(r.killed for r in valid) / len(valid) if valid else 0.0
+        """Kills over every mutant: one not judged counts against it."""
+        runs = self.runs
+        return sum(r.killed for r in runs) / len(runs) if runs else 0.0
 
     @property
     def survivors(self) -> list[str]:
@@ -113,8 +127,17 @@ def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
     if Path(report.get("module_file") or "") != job.module_file.resolve():
         run.problem = f"imported {report.get('module_file')}, not the mutant"
         return run
-    run.failed_checks = [c["name"] for c in report["checks"] if not c["passed"]]
-    run.killed = not report["fixed"]
+    checks = report["checks"]
+    counts = tally(checks)
+    run.counts = counts.to_json()
+    run.failed_checks = [c["name"] for c in checks if status_of(c) == FAILED]
+    run.killed = bool(run.failed_checks)
+    verdict = report.get("verdict")
+    if not run.killed and verdict != FIXED:
+        run.problem = (
+            f"not judged: no behavioural check failed, verdict {verdict}; "
+            f"{counts.line()}" + "".join(f"; {n}: {w}" for n, w in counts.not_run[:3])
+        )
     return run
 
 
@@ -211,11 +234,11 @@ def run_mutation(
         if runs is None:
             first = _spawn(tree, baseline, timeout)
             runs = [first]
-            if not (first.problem or first.killed):
+            if _baseline_passed(first):
                 with ThreadPoolExecutor(max_workers=jobs) as pool:
                     runs += list(pool.map(lambda j: _spawn(tree, j, timeout), work[1:]))
         first, rest = runs[0], runs[1:]
-        if first.problem or first.killed:
+        if not _baseline_passed(first):
             raise BaselineFailed(
                 f"the unmutated method does not pass: {first.problem or ''}"
                 f"{first.failed_checks}"
@@ -223,11 +246,16 @@ def run_mutation(
     return MutationReport(tree, first, rest, time.monotonic() - start)
 
 
+def _baseline_passed(run: MutantRun) -> bool:
+    """Judged fixed: no check failed and the core checks ran (see _result)."""
+    return run.problem is None and not run.killed
+
+
 def format_report(report: MutationReport) -> str:
     rows = [("mutant", "AST invariant", "suite", "failing checks", "s")]
     for run in report.runs:
         if run.problem:
-            verdict, detail = "INVALID", run.problem[:60]
+            verdict, detail = "NOT JUDGED", run.problem[:80]
         else:
             verdict = "killed" if run.killed else "SURVIVED"
             shown = ", ".join(run.failed_checks[:3])
@@ -241,13 +269,15 @@ def format_report(report: MutationReport) -> str:
         + f"  {row[4]}"
         for row in rows
     ]
-    valid = report.valid
-    killed = sum(r.killed for r in valid)
+    killed = sum(r.killed for r in report.runs)
     lines.append(
-        f"kill rate: {killed}/{len(valid)} = {report.kill_rate:.0%}"
+        f"kill rate: {killed}/{len(report.runs)} = {report.kill_rate:.0%}"
         f"  (baseline passed in {report.baseline.seconds:.0f} s;"
         f" total {report.seconds:.0f} s)"
     )
     if report.survivors:
         lines.append(f"survivors (missing scenarios): {', '.join(report.survivors)}")
+    if report.not_judged:
+        names = ", ".join(r.name for r in report.not_judged)
+        lines.append(f"NOT JUDGED (no behavioural check failed): {names}")
     return "\n".join(lines)

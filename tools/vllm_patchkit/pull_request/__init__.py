@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.apply import (
+from vllm_patchkit.checkout import (
     BASE_REF,
     busy_reason,
     committer_env,
@@ -45,7 +45,7 @@ from vllm_patchkit.pull_request.signoff import (
     series_commits,
     upstream_message,
 )
-from vllm_patchkit.reports import format_precommit, format_verify
+from vllm_patchkit.reports import format_precommit, format_verify, suite_highlight
 from vllm_patchkit.series import Series
 from vllm_patchkit.tree_pytest import series_test_files
 from vllm_patchkit.verify import verify_tree
@@ -318,14 +318,7 @@ def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
                   format_verify(result))
     )  # fmt: skip
     after = result.after
-    passed = sum(c["passed"] for c in after.checks)
-    line = f"Regression suite: {result.verdict.upper()}, {passed}/{len(after.checks)} "
-    line += "checks pass"
-    if result.before is not None:
-        failing = sum(not c["passed"] for c in result.before.checks)
-        line += f" (on the base: {failing} fail"
-        line += ", bug reproduced)" if result.before.bug_reproduced else ")"
-    lines = [line + "."]
+    lines = [suite_highlight(result)]
     for run, where in ((result.before, "without the fix"), (after, "with the fix")):
         test = run.upstream_test if run is not None else None
         if test is not None:

@@ -1,7 +1,9 @@
 """``python -m vllm_patchkit.regression``: run the scenarios in this process.
 
 Set ``PYTHONPATH`` to a vLLM source tree to test that tree; the JSON output
-names the ``vllm`` package that was actually imported.
+names the ``vllm`` package that was actually imported. Exit status: 0 fixed,
+1 not fixed (a check failed), 3 cannot judge (no check failed, but a core
+check could not run here).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fail-fast",
         action="store_true",
-        help="stop at the first failing check (mutation runs)",
+        help="stop at the first failing check (mutation runs); a check that "
+        "could not run does not stop it",
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -39,24 +42,38 @@ def main(argv: list[str] | None = None) -> int:
     import vllm
 
     from vllm_patchkit.regression.scenarios import SCENARIOS, Outcome, run_all
-    from vllm_patchkit.regression.verdict import bug_reproduced, fixed_checks
+    from vllm_patchkit.regression.verdict import (
+        CANNOT_JUDGE,
+        FAILED,
+        FIXED,
+        bug_reproduced,
+        fixed_checks,
+        judge,
+        tally,
+    )
 
     unknown = set(args.scenario or []) - SCENARIOS.keys()
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
 
     def failed(outcome: Outcome) -> bool:
-        return args.fail_fast and not all(c.passed for c in fixed_checks([outcome]))
+        return args.fail_fast and any(
+            c.status == FAILED for c in fixed_checks([outcome])
+        )
 
     outcomes = run_all(args.scenario, stop=failed)
     checks = fixed_checks(outcomes)
-    fixed = bool(checks) and all(c.passed for c in checks)
+    verdict, why = judge(checks)
+    counts = tally(checks)
     report = {
         "vllm_version": getattr(vllm, "__version__", "unknown"),
         "vllm_file": vllm.__file__,
-        "fixed": fixed,
+        "verdict": verdict,
+        "why": why,
+        "fixed": verdict == FIXED,
         "bug_reproduced": bug_reproduced(outcomes),
-        "checks": [c.__dict__ for c in checks],
+        "counts": counts.to_json(),
+        "checks": [c.to_json() for c in checks],
         "outcomes": [o.to_json() for o in outcomes],
     }
     if args.output:
@@ -68,10 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         print(f"vLLM {report['vllm_version']} from {report['vllm_file']}")
         for check in checks:
-            print(
-                f"  {'PASS' if check.passed else 'FAIL'} {check.name}: {check.detail}"
-            )
-    return 0 if fixed else 1
+            label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
+            print(f"  {label} {check.name}: {check.detail}")
+        print(counts.line())
+        print(f"verdict: {verdict.replace('-', ' ').upper()}: {why}")
+    if verdict == FIXED:
+        return 0
+    return 3 if verdict == CANNOT_JUDGE else 1
 
 
 if __name__ == "__main__":

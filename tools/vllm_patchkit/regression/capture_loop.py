@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from vllm_patchkit.regression import harness
+from vllm_patchkit.regression.records import error_info, involves_code_under_test
 
 NUM_REQS = 4
 MAX_NUM_REQS = 8
@@ -213,18 +214,25 @@ def _with_control(loop: Loop, decode_query_len: int) -> dict[str, Any]:
 
     On another release the runner may read state this module does not build,
     or a group's builder may need more than a CPU host has; both show here
-    and make the scenario ``unavailable`` rather than failed.
+    and make the scenario ``unavailable`` rather than failed. Making the
+    ROCm group's builder runs the code under test: if that raises, the
+    scenario has failed, and says where.
     """
     try:
         control = loop(make_groups(decode_query_len, with_rocm=False), decode_query_len)
         groups = make_groups(decode_query_len)
     except LoopUnavailable:
         raise
-    except Exception as exc:  # another release's API
+    except Exception as exc:  # another release's API, or the code under test
+        if involves_code_under_test(exc):
+            return {"raised": error_info(exc), "host_offsets_after": None}
         raise LoopUnavailable(f"cannot set up: {type(exc).__name__}: {exc}") from exc
-    if control["raised"]:
+    raised = control["raised"]
+    if raised:
         raise LoopUnavailable(
-            f"the loop fails without the ROCm group too: {control['raised']}"
+            f"the loop fails without the ROCm group too: {raised['type']} at "
+            f"{raised.get('relpath')}:{raised.get('line')}: "
+            f"{raised['message'][:160]}"
         )
     return loop(groups, decode_query_len)
 
@@ -335,8 +343,6 @@ def _loop_facts(
     A builder raising inside the loop is recorded, not raised: the buffers'
     state after the failure is part of the evidence.
     """
-    from vllm_patchkit.regression.scenarios import error_info
-
     n = len(offsets)
     facts: dict[str, Any] = {"raised": None}
     try:

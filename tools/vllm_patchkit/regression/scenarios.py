@@ -9,55 +9,22 @@ run shows the bug on stock code and its absence with the fix.
 from __future__ import annotations
 
 import functools
-import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
 from vllm_patchkit.regression import capture_loop, harness, victims
+from vllm_patchkit.regression.records import (
+    DECODE_QUERY_LENS,
+    Outcome,
+    error_info,
+    involves_code_under_test,
+)
 
-DECODE_QUERY_LENS = (1, 3)
-"""1: plain decode; 3: speculative decoding with two draft tokens."""
+__all__ = ["DECODE_QUERY_LENS", "SCENARIOS", "Outcome", "error_info", "run_all"]
+
 NUM_REQS = 4
-
-
-@dataclass
-class Outcome:
-    scenario: str
-    decode_query_len: int
-    status: str
-    """``ok``, ``raised`` or ``unavailable`` (the tree lacks the builder)."""
-    facts: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _vllm_relpath(filename: str) -> str:
-    _, sep, tail = filename.rpartition("/vllm/")
-    return f"vllm/{tail}" if sep else filename
-
-
-def error_info(exc: BaseException) -> dict[str, Any]:
-    """The exception and the innermost vLLM frame that raised it."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    vllm_frames = [f for f in frames if "/vllm/" in f.filename] or frames
-    last = vllm_frames[-1]
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "file": last.filename,
-        "relpath": _vllm_relpath(last.filename),
-        "line": last.lineno,
-        "function": last.name,
-        "source": (last.line or "").strip(),
-    }
-
-
-_error_info = error_info  # the name older callers import
 
 
 def capture_effects(decode_query_len: int) -> Outcome:
@@ -179,6 +146,10 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
     capture is meant to leave (device offsets zeroed, device ``seq_lens``
     set to 1, host untouched; see ``harness.apply_intended_capture_effects``).
     Any difference, or an exception, is the capture leaking into this builder.
+
+    When the victim cannot even be made, or cannot build from the intended
+    metadata, the rule of :func:`_victim_setup_failed` decides between a
+    failure and a check that could not run.
     """
     from vllm.config import set_current_vllm_config
 
@@ -194,9 +165,13 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
     if decode_query_len not in victim.query_lens:
         return unavailable(f"not run at query length {decode_query_len} on CPU")
     try:
-        builder = victims.make_victim_builder(victim, decode_query_len)
+        cls = victims.builder_class(victim)
     except victims.VictimUnavailable as exc:
-        return unavailable(str(exc))
+        return unavailable(f"not in this tree: {exc}")
+    try:
+        builder = victims.make_victim_builder(victim, decode_query_len)
+    except Exception as exc:  # see _victim_setup_failed
+        return _victim_setup_failed(victim, decode_query_len, cls, exc, "be made")
     rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
     prepare = victims.victim_metadata_hook(victim)
     config = harness.vllm_config(decode_query_len, victim.model)
@@ -207,11 +182,9 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
     try:
         with set_current_vllm_config(config):
             expected = harness.snapshot(builder.build_for_cudagraph_capture(intended))
-    except Exception as exc:  # the victim cannot build on this tree or host
-        info = error_info(exc)
-        return unavailable(
-            f"builds nothing from the intended metadata: {info['type']} at "
-            f"{info['relpath']}:{info['line']}: {info['message'][:200]}"
+    except Exception as exc:  # see _victim_setup_failed
+        return _victim_setup_failed(
+            victim, decode_query_len, cls, exc, "build from the intended metadata"
         )
 
     shared = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
@@ -231,6 +204,43 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
     facts["reads_host_offsets"] = bool(reads)
     facts["diverged"] = _diff(expected, harness.snapshot(built))
     return Outcome(victim.scenario, decode_query_len, "ok", facts)
+
+
+def _victim_setup_failed(
+    victim: victims.Victim,
+    decode_query_len: int,
+    cls: type,
+    exc: Exception,
+    step: str,
+) -> Outcome:
+    """A victim that cannot be made, or cannot build from the intended metadata.
+
+    Neither step sees what the ROCm capture did: the intended metadata is
+    made by the harness. So when the victim is not a ROCm builder and the
+    exception did not come through the ROCm backend's file, the code under
+    test took no part, and the victim would raise the same on a stock tree
+    and on a fixed one (on CPU: a kernel launch, a CUDA-only package): the
+    check could not run, and says why. Otherwise the code under test ran
+    and raised: that is a failure (on a stock tree, the crash reproduced).
+    """
+    if isinstance(exc, victims.VictimUnavailable) and exc.__cause__ is not None:
+        exc = exc.__cause__  # type: ignore[assignment]
+    info = error_info(exc)
+    where = f"{info.get('relpath')}:{info.get('line')}"
+    text = info["message"][:200] or info.get("source", "")
+    why = f"cannot {step}: {info['type']} at {where}: {text}"
+    derived = issubclass(cls, harness.rocm_builder_cls())
+    if derived or info["in_code_under_test"]:
+        info["step"] = step
+        facts = {"builder": victim.qualname, "derived_from_rocm": derived}
+        return Outcome(victim.scenario, decode_query_len, "raised", facts, info)
+    return Outcome(
+        victim.scenario,
+        decode_query_len,
+        "unavailable",
+        facts={"builder": victim.qualname},
+        error={"type": "unavailable", "message": why},
+    )
 
 
 def _loop_scenario(name: str, run: Callable[[int], dict[str, Any]]) -> Scenario:
@@ -273,8 +283,11 @@ def run_all(
         for query_len in DECODE_QUERY_LENS:
             try:
                 outcome = SCENARIOS[name](query_len)
-            except Exception as exc:  # a harness failure, reported, not hidden
-                outcome = Outcome(name, query_len, "error", error=error_info(exc))
+            except Exception as exc:  # reported, never hidden
+                # Raised through the code under test: the behaviour failed.
+                # Anywhere else: the harness failed, the check did not run.
+                status = "raised" if involves_code_under_test(exc) else "error"
+                outcome = Outcome(name, query_len, status, error=error_info(exc))
             outcomes.append(outcome)
             if stop is not None and stop(outcome):
                 return outcomes

@@ -1,15 +1,24 @@
 """What the scenarios must show: the fix present, or the bug reproduced.
 
 Both directions are spelled out so a test on stock code can assert that the
-bug really happens (a suite that cannot fail proves nothing).
+bug really happens (a suite that cannot fail proves nothing). Every outcome
+becomes a check that passed, failed or could not run; one that could not run
+is counted and named with its reason, never dropped and never a pass. A tree
+is judged fixed only when no check failed and the core checks (the ROCm
+capture's effects and the PR's own crash, at every query length) ran and
+passed there; otherwise, with no failure, the answer is "cannot judge".
+
+This module imports neither torch nor vLLM: the commands that only read a
+report load it at start-up.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_patchkit.regression.scenarios import VICTIM_SCENARIOS, Outcome
+from vllm_patchkit.regression.records import DECODE_QUERY_LENS, Outcome
 
 INDEXER_FILE = "vllm/models/minimax_m3/common/indexer.py"
 INDEXER_ASSERT = "assert decode_query_len > 0"
@@ -22,13 +31,120 @@ CAPTURE_FACTS = (
 )
 LOOP_GROUPS = ["gdn", "indexer", "rocm"]
 HARNESS_ERROR = "harness error"
+VICTIM_PREFIX = "rocm_then_"
+"""Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
+
+PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
+FIXED, NOT_FIXED, CANNOT_JUDGE = "fixed", "not-fixed", "cannot-judge"
+CORE_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
+"""Without these, at every query length, no tree is called fixed."""
+
+
+def check_name(scenario: str, decode_query_len: int) -> str:
+    return f"{scenario}[q={decode_query_len}]"
+
+
+CORE_CHECKS = tuple(check_name(s, q) for s in CORE_SCENARIOS for q in DECODE_QUERY_LENS)
 
 
 @dataclass(frozen=True)
 class Check:
     name: str
-    passed: bool
+    status: str
+    """``passed``, ``failed`` (the behaviour is wrong: a kill, a bad verdict)
+    or ``not run`` (the detail says why: absent here, or a harness error)."""
     detail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "passed": self.passed,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How many checks ran, passed, failed, and which could not run and why."""
+
+    passed: int = 0
+    failed: int = 0
+    not_run: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ran(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def total(self) -> int:
+        return self.ran + len(self.not_run)
+
+    def line(self) -> str:
+        return (
+            f"{self.total} checks: {self.ran} ran ({self.passed} passed, "
+            f"{self.failed} failed), {len(self.not_run)} could not run"
+        )
+
+    def not_run_lines(self, indent: str = "  ") -> list[str]:
+        return [f"{indent}could not run: {name}: {why}" for name, why in self.not_run]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ran": self.ran,
+            "passed": self.passed,
+            "failed": self.failed,
+            "not_run": [{"name": n, "why": w} for n, w in self.not_run],
+        }
+
+
+def status_of(check: Check | Mapping[str, Any]) -> str:
+    """A check's status, from a :class:`Check` or its JSON form."""
+    if isinstance(check, Check):
+        return check.status
+    if "status" in check:
+        return str(check["status"])
+    return PASSED if check.get("passed") else FAILED
+
+
+def tally(checks: Iterable[Check | Mapping[str, Any]]) -> Tally:
+    passed = failed = 0
+    not_run = []
+    for check in checks:
+        status = status_of(check)
+        if status == PASSED:
+            passed += 1
+        elif status == FAILED:
+            failed += 1
+        else:
+            name = check.name if isinstance(check, Check) else check["name"]
+            why = check.detail if isinstance(check, Check) else check["detail"]
+            not_run.append((name, why))
+    return Tally(passed, failed, not_run)
+
+
+def judge(checks: Iterable[Check | Mapping[str, Any]]) -> tuple[str, str]:
+    """``(verdict, why)``: a failure says not fixed; a fix needs the core run."""
+    checks = list(checks)
+    by_name = {(c.name if isinstance(c, Check) else c["name"]): c for c in checks}
+    failed = [n for n, c in by_name.items() if status_of(c) == FAILED]
+    if failed:
+        return NOT_FIXED, f"failing checks: {', '.join(failed)}"
+    missing = []
+    for name in CORE_CHECKS:
+        check = by_name.get(name)
+        if check is None:
+            missing.append(f"{name} (not in this run)")
+        elif status_of(check) != PASSED:
+            detail = check.detail if isinstance(check, Check) else check["detail"]
+            missing.append(f"{name} ({detail})")
+    if missing:
+        return CANNOT_JUDGE, f"core checks did not run: {'; '.join(missing)}"
+    return FIXED, "every check that ran passed, the core checks included"
 
 
 def is_pr_crash(outcome: Outcome) -> bool:
@@ -44,46 +160,51 @@ def is_pr_crash(outcome: Outcome) -> bool:
 
 def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
     """One check per outcome; all pass if and only if the tree has the fix."""
-    checks = []
-    for outcome in outcomes:
-        name = f"{outcome.scenario}[q={outcome.decode_query_len}]"
-        if outcome.status == "unavailable":
-            continue
-        if outcome.status == "error":
-            checks.append(Check(name, False, f"{HARNESS_ERROR}: {outcome.error}"))
-        elif outcome.scenario == "capture_effects":
-            wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
-            detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
-            if "host_unchanged" in wrong:
-                detail += (
-                    f" (host offsets after capture: {outcome.facts['host_after']})"
-                )
-            checks.append(Check(name, not wrong, detail))
-        elif outcome.scenario == "minimax_indexer_after_rocm":
-            if outcome.status == "raised":
-                error = outcome.error or {}
-                where = f"{error.get('relpath')}:{error.get('line')}"
-                checks.append(
-                    Check(
-                        name,
-                        False,
-                        f"{error.get('type')} at {where}: {error.get('source')}",
-                    )
-                )
-            else:
-                got = outcome.facts.get("decode_query_len")
-                ok = got == outcome.decode_query_len
-                checks.append(Check(name, ok, f"indexer saw decode query length {got}"))
-        elif outcome.scenario == "repeated_capture":
-            facts = outcome.facts
-            ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
-            detail = "ok" if ok else f"host offsets after each capture: {facts}"
-            checks.append(Check(name, ok, detail))
-        elif outcome.scenario.startswith("capture_loop_"):
-            checks.append(Check(name, *_loop_verdict(outcome)))
-        elif outcome.scenario in VICTIM_SCENARIOS:
-            checks.append(Check(name, *_victim_verdict(outcome)))
-    return checks
+    return [_check(outcome) for outcome in outcomes]
+
+
+def _check(outcome: Outcome) -> Check:
+    name = check_name(outcome.scenario, outcome.decode_query_len)
+    if outcome.status == "unavailable":
+        why = (outcome.error or {}).get("message") or "unavailable"
+        return Check(name, NOT_RUN, str(why))
+    if outcome.status == "error":
+        return Check(name, NOT_RUN, f"{HARNESS_ERROR}: {describe_error(outcome.error)}")
+    if outcome.status == "raised" and outcome.scenario in (
+        "capture_effects",
+        "repeated_capture",
+    ):
+        return Check(name, FAILED, describe_error(outcome.error))
+    if outcome.scenario == "capture_effects":
+        wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
+        detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
+        if "host_unchanged" in wrong:
+            detail += f" (host offsets after capture: {outcome.facts['host_after']})"
+        return Check(name, _status(not wrong), detail)
+    if outcome.scenario == "minimax_indexer_after_rocm":
+        if outcome.status == "raised":
+            return Check(name, FAILED, describe_error(outcome.error))
+        got = outcome.facts.get("decode_query_len")
+        ok = got == outcome.decode_query_len
+        return Check(name, _status(ok), f"indexer saw decode query length {got}")
+    if outcome.scenario == "repeated_capture":
+        facts = outcome.facts
+        ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
+        detail = "ok" if ok else f"host offsets after each capture: {facts}"
+        return Check(name, _status(ok), detail)
+    if outcome.scenario.startswith("capture_loop_"):
+        if outcome.status == "raised":
+            return Check(name, FAILED, describe_error(outcome.error))
+        ok, detail = _loop_verdict(outcome)
+        return Check(name, _status(ok), detail)
+    if outcome.scenario.startswith(VICTIM_PREFIX):
+        ok, detail = _victim_verdict(outcome)
+        return Check(name, _status(ok), detail)
+    return Check(name, NOT_RUN, f"no verdict for scenario {outcome.scenario!r}")
+
+
+def _status(ok: bool) -> str:
+    return PASSED if ok else FAILED
 
 
 def describe_error(error: dict[str, Any] | None) -> str:
@@ -118,7 +239,9 @@ def _loop_verdict(outcome: Outcome) -> tuple[bool, str]:
 def victim_failure(outcome: Outcome) -> str | None:
     """How the capture leaked into this victim; None if it did not."""
     if outcome.status == "raised":
-        return describe_error(outcome.error)
+        error = outcome.error or {}
+        step = f"cannot {error['step']}: " if error.get("step") else ""
+        return step + describe_error(outcome.error)
     diverged = outcome.facts.get("diverged") or {}
     if diverged:
         shown = "; ".join(
@@ -142,6 +265,8 @@ def bug_reproduced(outcomes: list[Outcome]) -> bool:
     zeroed = [
         o
         for o in outcomes
-        if o.scenario == "capture_effects" and not o.facts.get("host_unchanged")
+        if o.scenario == "capture_effects"
+        and o.status == "ok"
+        and not o.facts.get("host_unchanged")
     ]
     return bool(crashes) and all(is_pr_crash(o) for o in crashes) and bool(zeroed)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_patchkit.regression import harness
+from vllm_patchkit.regression.records import involves_code_under_test
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,8 @@ def builder_class(victim: Victim) -> type:
         backend = factory(harness.rocm_backend_cls(), **victim.factory_kwargs)
         return backend.get_builder_cls()
     except (ImportError, AttributeError) as exc:
+        if involves_code_under_test(exc):
+            raise  # the ROCm backend itself is broken: a failure, not absence
         raise VictimUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
 

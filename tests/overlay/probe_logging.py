@@ -1,0 +1,69 @@
+"""Run in a fresh process: every log record of the overlay, with its level.
+
+Usage: ``python probe_logging.py OUTPUT.json [--import-rocm-attn]``. Loads
+vLLM's plugins as vLLM does (phase "register"), then, if asked, imports
+vLLM's ``rocm_attn`` as the ROCm platform would (phase "import"). Each
+record notes whether vLLM's class carried the fix at the moment it was
+emitted. The tests read the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+UPSTREAM = "vllm.v1.attention.backends.rocm_attn"
+
+
+class Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.phase = "register"
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from vllm_overlay.fix import is_installed_on
+
+        module = sys.modules.get(UPSTREAM)
+        self.records.append(
+            {
+                "phase": self.phase,
+                "level": record.levelname,
+                "message": record.getMessage(),
+                "fix_on_class": bool(module and is_installed_on(module)),
+            }
+        )
+
+
+def main(output: str, import_rocm_attn: bool) -> None:
+    import vllm  # noqa: F401  (configures vLLM's logging first, as in vLLM)
+    from vllm.plugins import load_general_plugins
+
+    recorder = Recorder()
+    overlay_logger = logging.getLogger("vllm.plugins.vllm_overlay")
+    overlay_logger.setLevel(logging.DEBUG)
+    overlay_logger.addHandler(recorder)
+    load_general_plugins()
+    if import_rocm_attn:
+        recorder.phase = "import"
+        import importlib
+
+        importlib.import_module(UPSTREAM)
+    from vllm_overlay import plugin
+
+    state = plugin.current_state()
+    result = {
+        "action": str(state.action) if state else None,
+        "status": getattr(state, "status", None),
+        "reason": state.reason if state else None,
+        "planned": bool(getattr(state, "plan", None)),
+        "records": recorder.records,
+    }
+    with open(output, "w") as out:
+        json.dump(result, out, indent=2)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], "--import-rocm-attn" in sys.argv[2:])

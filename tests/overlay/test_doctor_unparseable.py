@@ -1,0 +1,121 @@
+"""A rocm_attn.py that does not parse is never judged fixed (issue #12, item 9).
+
+Real release trees with a real ``git merge`` stopped on a conflict in
+``rocm_attn.py``: the toolkit's doctor says "cannot judge" and exits 3, no
+patch is called upstreamed, and the overlay would leave the file alone.
+Before, a conflict outside the builder class read as "not affected (fixed)"
+with exit 0, and one inside the method as "no-zeroing".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.toolkit.cli_helpers import patchkit, patchkit_json
+from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.install import Action, assess_file
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.releases import clone_release
+
+pytestmark = pytest.mark.release_trees
+
+IMPORT_LINE = "from typing import ClassVar\n"
+HOST_LINE = "        common_attn_metadata.query_start_loc_cpu.zero_()\n"
+
+
+def edit(tree: Path, old: str, new: str) -> None:
+    file = tree / ROCM_ATTN
+    text = file.read_text()
+    assert text.count(old) == 1, old
+    file.write_text(text.replace(old, new))
+
+
+def conflicting_merge(
+    version: str,
+    dest: Path,
+    ours: Callable[[Path], None],
+    theirs: Callable[[Path], None],
+) -> Path:
+    """A clone of the release whose ``git merge theirs`` stopped on rocm_attn.py."""
+    git: Git = clone_release(version, dest)
+    git.run("checkout", "--quiet", "-b", "theirs")
+    theirs(dest)
+    git.run("commit", "--quiet", "--no-verify", "-am", "theirs")
+    git.run("checkout", "--quiet", "main")
+    ours(dest)
+    git.run("commit", "--quiet", "--no-verify", "-am", "ours")
+    merge = git.run("merge", "theirs", check=False)
+    assert merge.returncode != 0
+    assert "<<<<<<<" in (dest / ROCM_ATTN).read_text()
+    return dest
+
+
+CASES = {
+    # 0.29.0 carries the fix; both sides changed an import line.
+    "outside-the-class": (
+        "0.29.0",
+        lambda t: edit(t, IMPORT_LINE, "from typing import ClassVar, Final\n"),
+        lambda t: edit(t, IMPORT_LINE, "from typing import Any, ClassVar\n"),
+    ),
+    # 0.28.0: one side drops the host zeroing (the fix), the other edits it.
+    "inside-the-method": (
+        "0.28.0",
+        lambda t: edit(
+            t, HOST_LINE, HOST_LINE.replace("zero_()", "fill_(0)  # vendor")
+        ),
+        lambda t: edit(t, HOST_LINE, ""),
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def merged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    version, ours, theirs = CASES[request.param]
+    dest = tmp_path_factory.mktemp(request.param) / "tree"
+    return version, conflicting_merge(version, dest, ours, theirs)
+
+
+def conflict_line(tree: Path) -> int:
+    lines = (tree / ROCM_ATTN).read_text().splitlines()
+    return lines.index("<<<<<<< HEAD") + 1
+
+
+def test_the_classifier_says_unparseable_and_where(merged) -> None:  # type: ignore[no-untyped-def]
+    _, tree = merged
+    code = inspect_capture_tree(tree)
+    line = conflict_line(tree)
+    assert code.shape is Shape.UNPARSEABLE and not code.judged
+    assert code.line == line
+    assert code.detail.startswith(f"unparseable: SyntaxError at line {line}")
+
+
+def test_doctor_cannot_judge_and_exits_3(merged) -> None:  # type: ignore[no-untyped-def]
+    version, tree = merged
+    code, report = patchkit_json("doctor", str(tree))
+    assert code == 3
+    assert report["vllm_version"] == version
+    assert report["affected"] is None and report["judged"] is False
+    assert report["shape"] == "unparseable"
+    assert report["reason"].startswith(
+        f"unparseable: SyntaxError at line {conflict_line(tree)}"
+    )
+    assert "upstreamed" not in [p["status"] for p in report["patches"]]
+    assert report["protected"] is False
+    assert report["overlay_would_activate"] is False
+    assert "left as it is" in report["overlay_decision"]
+    assert [t["name"] for t in report["overlay_record"]] == [
+        "rocm-capture-keeps-host-offsets"
+    ]
+    text = patchkit("doctor", str(tree))
+    assert text.returncode == 3
+    assert "affected: cannot judge (unparseable)" in text.stdout
+
+
+def test_the_overlay_would_not_patch_it(merged) -> None:  # type: ignore[no-untyped-def]
+    version, tree = merged
+    state = assess_file(tree / ROCM_ATTN, version)
+    assert state.action is Action.UNRECOGNISED and state.plan is None
+    assert f"{tree / ROCM_ATTN}:{conflict_line(tree)}: unparseable" in state.reason

@@ -1,0 +1,74 @@
+"""The overlay's plan on the real method of every affected vLLM release.
+
+Read from the released source distributions (cached): from 0.11.1 to 0.28.0
+the method is one body (normalised AST), and removing the host zeroing from
+it gives exactly 0.29.0's fixed method, comments aside.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from vllm_overlay.capture_shape import (
+    ROCM_ATTN,
+    Shape,
+    classify_method,
+    find_capture_method,
+)
+from vllm_overlay.fix import plan_fix
+from vllm_patchkit.releases import sdist_path
+
+pytestmark = pytest.mark.release_trees
+
+AFFECTED = [
+    "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1", "0.16.0",
+    "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0",
+    "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0",
+    "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
+]  # fmt: skip
+"""Every release on the package index in the affected range (see the matrix)."""
+
+
+@functools.cache
+def capture_method(version: str) -> tuple[ast.FunctionDef, Path]:
+    """The method as released (one pass over the sdist, once per session)."""
+    name = f"vllm-{version}/{ROCM_ATTN}"
+    with tarfile.open(sdist_path(version)) as tar:
+        handle = tar.extractfile(name)
+        assert handle is not None
+        source = handle.read()
+    file = Path(name)
+    method = find_capture_method(ast.parse(source))
+    assert method is not None
+    return method, file
+
+
+@pytest.fixture(scope="module")
+def fixed_upstream() -> str:
+    method, file = capture_method("0.29.0")
+    assert classify_method(method, file).shape is Shape.FIXED
+    return ast.dump(method)
+
+
+def test_the_affected_releases_share_one_method_body() -> None:
+    bodies = {ast.dump(capture_method(v)[0]) for v in AFFECTED}
+    assert len(bodies) == 1
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_the_plan_gives_the_upstream_fix(version: str, fixed_upstream: str) -> None:
+    method, file = capture_method(version)
+    plan = plan_fix(copy.deepcopy(method), classify_method(method, file))
+    assert plan.removed_source == "common_attn_metadata.query_start_loc_cpu.zero_()"
+    assert ast.dump(plan.fixed) == fixed_upstream
+
+
+def test_before_and_after_the_range_nothing_is_planned() -> None:
+    assert classify_method(*capture_method("0.11.0")).shape is Shape.NO_ZEROING
+    assert classify_method(*capture_method("0.29.0")).shape is Shape.FIXED

@@ -1,0 +1,185 @@
+"""What a verdict may claim: every check counted, none that could not run a pass.
+
+On real vLLM 0.28.0 code: the session's stock and patched reports, and
+runs of the suite with the ROCm backend loaded from a rewritten copy (the
+mutation worker's loader), so the code under test really raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_patchkit.mutation.mutants import DEVICE_ZERO, Mutant, mutate
+from vllm_patchkit.mutation.worker import MODULE
+from vllm_patchkit.regression.runner import TreeReport, scenario_env
+from vllm_patchkit.regression.verdict import CORE_CHECKS, tally
+
+REGRESSION = Path(__file__).parents[2] / "tools" / "vllm_patchkit" / "regression"
+ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
+NOT_RUN_ON_0_28 = {
+    "rocm_then_kimi_k3_rocm_kda[q=3]": "not run at query length 3 on CPU",
+    "rocm_then_triton_mla[q=3]": "cannot build from the intended metadata: "
+    "AssertionError at vllm/model_executor/layers/attention/mla_attention.py",
+    "rocm_then_deepseek_v32_indexer[q=3]": "cannot build from the intended "
+    "metadata: RuntimeError at vllm/v1/attention/backends/mla/indexer.py",
+}
+"""Checks that cannot run on CPU with 0.28.0, and the start of each reason."""
+START_UP_MODULES = (
+    "vllm_patchkit.regression",
+    "vllm_patchkit.regression.verdict",
+    "vllm_patchkit.regression.runner",
+    "vllm_patchkit.verify",
+    "vllm_patchkit.reports",
+    "vllm_patchkit.demo",
+    "vllm_patchkit.matrix",
+)
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of the regression package that ``path`` imports, anywhere."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "vllm_patchkit.regression":
+                found |= {alias.name for alias in node.names}
+            elif node.module.startswith("vllm_patchkit.regression."):
+                found.add(node.module.rsplit(".", 1)[1])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("vllm_patchkit.regression."):
+                    found.add(alias.name.rsplit(".", 1)[1])
+    return found
+
+
+def test_regression_package_has_no_import_cycle() -> None:
+    """Function-level imports count: a lazy import still makes a cycle."""
+    graph = {p.stem: _imports(p) for p in REGRESSION.glob("*.py")}
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(module: str) -> None:
+        assert module not in visiting, " -> ".join([*visiting, module])
+        if module in done or module not in graph:
+            return
+        visiting.append(module)
+        for target in sorted(graph[module]):
+            visit(target)
+        visiting.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+
+
+@pytest.mark.parametrize("module", START_UP_MODULES)
+def test_start_up_modules_import_neither_torch_nor_vllm(module: str) -> None:
+    probe = (
+        f"import sys, {module}; "
+        "print([m for m in ('torch', 'vllm') if m in sys.modules])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip() == "[]", (module, proc.stdout)
+
+
+def test_every_check_is_counted_and_what_could_not_run_is_named(
+    scenario_reports: dict[str, TreeReport],
+) -> None:
+    for name, run in scenario_reports.items():
+        report = run.report
+        assert report is not None
+        assert len(report["checks"]) == len(report["outcomes"]), name
+        counts = report["counts"]
+        assert counts == tally(report["checks"]).to_json()
+        assert counts["ran"] + len(counts["not_run"]) == len(report["checks"])
+        not_run = {item["name"]: item["why"] for item in counts["not_run"]}
+        assert not_run.keys() == NOT_RUN_ON_0_28.keys(), (name, not_run)
+        for check, why in NOT_RUN_ON_0_28.items():
+            assert not_run[check].startswith(why), (name, check, not_run[check])
+    patched = scenario_reports["patched"].report
+    stock = scenario_reports["stock"].report
+    assert patched and stock
+    assert (patched["verdict"], patched["counts"]["failed"]) == ("fixed", 0)
+    assert patched["counts"]["passed"] == len(patched["checks"]) - 3
+    assert stock["verdict"] == "not-fixed" and stock["counts"]["failed"] > 0
+    assert set(CORE_CHECKS) <= {c["name"] for c in patched["checks"]}
+
+
+def _run_with_rocm_attn(
+    tree: Path, source: str, scratch: Path, *scenarios: str
+) -> tuple[int, dict]:
+    """The suite on ``tree`` with ``rocm_attn`` loaded from ``source``."""
+    module_file = scratch / ROCM_ATTN
+    module_file.parent.mkdir(parents=True)
+    module_file.write_text(source)
+    output = scratch / "report.json"
+    args = ["--output", str(output)]
+    for name in scenarios:
+        args += ["--scenario", name]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_patchkit.mutation.worker", str(module_file)]
+        + ["--", *args],
+        cwd=scratch,
+        env=scenario_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert output.is_file(), proc.stdout + proc.stderr
+    report = json.loads(output.read_text())
+    assert report["module_file"] == str(module_file.resolve())
+    return proc.returncode, report
+
+
+def test_a_builder_that_raises_in_the_code_under_test_is_a_failure(
+    patched_installed_tree: Path, tmp_path: Path
+) -> None:
+    """A typo in the fix: the capture raises AttributeError in rocm_attn.py.
+
+    Cross-attention's builder derives from the ROCm one, so even its build
+    from the intended metadata runs the broken capture: that is a failure,
+    not a victim that "could not run"; and the direct probe's exception is
+    the code under test failing, not a harness error.
+    """
+    fixed = (patched_installed_tree / ROCM_ATTN).read_text()
+    typo = Mutant(
+        "device_typo",
+        "the device offsets misnamed",
+        ((DEVICE_ZERO, ("common_attn_metadata.query_start_loc_gpu.zero_()",)),),
+    )
+    code, report = _run_with_rocm_attn(
+        patched_installed_tree,
+        mutate(fixed, typo),
+        tmp_path,
+        "capture_effects",
+        "rocm_then_cross_attention",
+    )
+    assert (code, report["verdict"]) == (1, "not-fixed"), report["why"]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert len(checks) == 4 and report["counts"]["not_run"] == []
+    for check in checks.values():
+        assert check["status"] == "failed", check
+        assert f"AttributeError at {ROCM_ATTN}:" in check["detail"], check
+    assert checks["rocm_then_cross_attention[q=1]"]["detail"].startswith(
+        "cannot build from the intended metadata: "
+    )
+
+
+def test_without_the_core_checks_a_clean_run_cannot_judge(
+    patched_installed_tree: Path, tmp_path: Path
+) -> None:
+    """Victims alone pass on the fixed code, but FIXED needs the core checks."""
+    fixed = (patched_installed_tree / ROCM_ATTN).read_text()
+    code, report = _run_with_rocm_attn(
+        patched_installed_tree, fixed, tmp_path, "rocm_then_aiter_fa"
+    )
+    assert report["counts"]["passed"] == 2 and report["counts"]["failed"] == 0
+    assert (code, report["verdict"], report["fixed"]) == (3, "cannot-judge", False)
+    assert report["why"].startswith("core checks did not run: capture_effects[q=1]")

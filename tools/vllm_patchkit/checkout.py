@@ -1,0 +1,226 @@
+"""A user's vLLM checkout: open it, say why not to touch it, classify patches.
+
+Every command that reads or changes a checkout starts here. The state of a
+patch in a checkout is decided by :func:`classify` alone and named by
+:class:`PatchState` alone, so apply, check, doctor and matrix speak one
+vocabulary. Classifying writes nothing anywhere under ``.git``: applicability
+is tried against a scratch index whose new objects go to a temporary object
+directory (the repository's own is only read, as an alternate).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_patchkit.errors import RefusedError
+from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
+from vllm_patchkit.invariants import check_invariant
+from vllm_patchkit.series import Patch, Series
+
+BASE_REF = "refs/vllm-patchkit/base"
+"""The upstream commit the series sits on: written by apply and rebase, read
+by refresh."""
+
+
+class PatchState(enum.StrEnum):
+    """The state of one patch in one tree; the only words reports use for it."""
+
+    APPLIED = "applied"
+    """The tree has it: a commit in its history has the patch's patch-id (or,
+    outside git, the patch reverses cleanly)."""
+    UPSTREAMED = "upstreamed"
+    """Not applied, but its invariant holds without it: upstream carries it."""
+    APPLIES = "applies"
+    """Neither; it applies on top of the patches before it (cleanly or with a
+    3-way merge)."""
+    CONFLICT = "conflict"
+    """Neither; it does not apply here."""
+
+
+@dataclass
+class PatchReport:
+    name: str
+    status: str
+    """A :class:`PatchState`."""
+    detail: str = ""
+    files: list[str] = field(default_factory=list)
+    hunks: list[str] = field(default_factory=list)
+
+
+class NotACheckoutError(RefusedError, ValueError):
+    """The path is not a vLLM git checkout the tool can work on."""
+
+
+_IN_PROGRESS = {
+    "rebase-apply": "a git am or rebase",
+    "rebase-merge": "a git rebase",
+    "MERGE_HEAD": "a git merge",
+    "CHERRY_PICK_HEAD": "a git cherry-pick",
+    "REVERT_HEAD": "a git revert",
+    "BISECT_LOG": "a git bisect",
+}
+
+
+def open_checkout(path: Path) -> Git:
+    """The git work tree at ``path``; raise NotACheckoutError otherwise."""
+    path = path.resolve()
+    if not path.is_dir():
+        raise NotACheckoutError(f"{path}: no such directory")
+    git = Git(path)
+    # One rev-parse for the common case; the separate calls below only run
+    # to explain a failure precisely.
+    proc = git.run(
+        "rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD", check=False
+    )
+    if proc.returncode == 0:
+        top, git_dir, _ = proc.stdout.splitlines()
+        git.set_git_dir(Path(git_dir))
+    else:
+        top = git.toplevel()
+    if top is None:
+        raise NotACheckoutError(f"{path}: not a git checkout")
+    if Path(top) != path:
+        raise NotACheckoutError(f"{path}: not the top of its git checkout ({top})")
+    if not (path / "vllm" / "__init__.py").is_file():
+        raise NotACheckoutError(f"{path}: a git checkout, but not of vLLM (no vllm/)")
+    if git.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode:
+        raise NotACheckoutError(f"{path}: the checkout has no commits")
+    return git
+
+
+def dirty_reason(git: Git) -> str | None:
+    status = git.status_porcelain()
+    if not status:
+        return None
+    entries = [e for e in status.split("\0") if e and len(e) > 3]
+    shown = ", ".join(e[3:] for e in entries[:5])
+    more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+    return f"uncommitted changes or untracked files: {shown}{more}"
+
+
+def busy_reason(git: Git) -> str | None:
+    """A git operation the user has in progress (not one of ours)."""
+    git_dir = git.git_dir()
+    for name, what in _IN_PROGRESS.items():
+        if (git_dir / name).exists():
+            return f"{what} is in progress; finish or abort it first"
+    return None
+
+
+def refusal(git: Git, *, allow_detached: bool = False) -> str | None:
+    """Why a run that changes this checkout must not start, if it must not."""
+    reason = busy_reason(git) or dirty_reason(git)
+    if reason:
+        return f"{git.root}: refusing: {reason}"
+    if not allow_detached and git.branch() is None:
+        return (
+            f"{git.root}: refusing a detached HEAD: the commits would belong to no "
+            "branch; check out a branch first (git switch -c NAME)"
+        )
+    return None
+
+
+def committer_env(git: Git) -> dict[str, str]:
+    """The user's identity when configured, else the toolkit's."""
+    configured = git.run("config", "user.email", check=False).stdout.strip()
+    if configured:
+        return {}
+    return {k: v for k, v in TOOL_IDENTITY.items() if k.startswith("GIT_COMMITTER")}
+
+
+def patch_ids(git: Git, text: str) -> list[str]:
+    """The stable patch-id of every mail or commit in ``text``, in order."""
+    proc = git.run("patch-id", "--stable", input_text=text)
+    return [line.split()[0] for line in proc.stdout.splitlines()]
+
+
+def in_history(git: Git, patch: Patch, limit: int = 200) -> bool:
+    """True when a recent commit touching the patch's files has its patch-id."""
+    log = git.run(
+        "log",
+        f"--max-count={limit}",
+        "--format=commit %H",
+        "--patch",
+        "--full-index",
+        "--no-color",
+        "HEAD",
+        "--",
+        *patch.files,
+    ).stdout
+    # One `git log -p` and one `git patch-id` for the patch and all candidate
+    # commits: the check stays fast on a real vLLM history. The patch file's
+    # own "From 000..." line gives it the all-zero commit id.
+    ids = git.run("patch-id", "--stable", input_text=patch.path.read_text() + log)
+    pairs = [line.split() for line in ids.stdout.splitlines()]
+    wanted = {pid for pid, commit in pairs if set(commit) == {"0"}}
+    return any(pid in wanted for pid, commit in pairs if set(commit) != {"0"})
+
+
+def invariant_holds(git: Git, patch: Patch) -> bool | None:
+    """None when the patch declares no invariant."""
+    if patch.invariant is None:
+        return None
+    return check_invariant(patch.invariant, git.root).holds
+
+
+def classify(git: Git, series: Series) -> list[PatchReport]:
+    """Every patch's :class:`PatchState` in the checkout, reading only.
+
+    A patch neither applied nor upstreamed is tried with ``git apply
+    --cached`` (then ``--3way``) against a scratch index holding HEAD and
+    the patches before it; its objects go to a temporary directory.
+    """
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
+        env = scratch_env(git, Path(scratch))
+        index_ready = False
+        for patch in series.patches:
+            if in_history(git, patch):
+                reports.append(
+                    PatchReport(patch.name, PatchState.APPLIED, "in history")
+                )
+                continue
+            if invariant_holds(git, patch):
+                detail = f"invariant {patch.invariant} holds without the patch"
+                reports.append(PatchReport(patch.name, PatchState.UPSTREAMED, detail))
+                continue
+            if not index_ready:
+                git.run("read-tree", "HEAD", env=env)
+                index_ready = True
+            state, detail = _try_apply(git, patch.path, env)
+            reports.append(PatchReport(patch.name, state, detail, list(patch.files)))
+    return reports
+
+
+def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
+    """An index and an object directory in ``scratch``; the repository's
+    objects are read through an alternate, never written."""
+    objects = scratch / "objects"
+    objects.mkdir()
+    own = git.out("rev-parse", "--path-format=absolute", "--git-path", "objects")
+    alternates = [own]
+    inherited = os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+    if inherited:
+        alternates.append(inherited)
+    return {
+        "GIT_INDEX_FILE": str(scratch / "index"),
+        "GIT_OBJECT_DIRECTORY": str(objects),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join(alternates),
+    }
+
+
+def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, str]:
+    clean = git.run("apply", "--cached", str(patch), check=False, env=env)
+    if clean.returncode == 0:
+        return PatchState.APPLIES, "applies cleanly"
+    merged = git.run("apply", "--cached", "--3way", str(patch), check=False, env=env)
+    if merged.returncode == 0:
+        return PatchState.APPLIES, "applies with a 3-way merge"
+    errors = [
+        line for line in (merged.stderr or clean.stderr).splitlines() if line.strip()
+    ]
+    return PatchState.CONFLICT, "; ".join(errors[:3]) or "does not apply"

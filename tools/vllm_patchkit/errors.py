@@ -1,0 +1,47 @@
+"""Exit codes, and the errors that carry them: one path from a failure to a code.
+
+Every failure the toolkit means to report is a :class:`PatchkitError` whose
+class says the exit code and the JSON status word; ``cli.main`` maps them in
+one place. Anything else escaping a command is a bug or an unexpected
+environment failure and is reported as an error (3), never as "refused,
+nothing changed".
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 2
+EXIT_ERROR = 3
+EXIT_CONFLICT = 4
+EXIT_UPSTREAMED = 5
+EXIT_INTERRUPTED = 130
+
+
+class PatchkitError(Exception):
+    """A failure with a known exit code; the message says what state is left."""
+
+    code = EXIT_ERROR
+    status = "error"
+
+
+class RefusedError(PatchkitError):
+    """Refused before anything was changed (bad input, dirty or busy checkout)."""
+
+    code = EXIT_REFUSED
+    status = "refused"
+
+
+class EnvironmentFailure(PatchkitError):
+    """The environment failed the run (git, a hook, the disk, permissions)."""
+
+
+class RollbackFailedError(EnvironmentFailure):
+    """A rollback did not complete; the message says where the checkout is."""
+
+
+class Interrupted(PatchkitError):
+    """SIGINT, SIGTERM or SIGHUP; the message says whether anything changed."""
+
+    code = EXIT_INTERRUPTED
+    status = "interrupted"

@@ -1,0 +1,82 @@
+"""What a scenario run records: its outcome, and where an exception came from.
+
+Shared by :mod:`.scenarios` and :mod:`.capture_loop` (which scenarios
+drives), and read by :mod:`.verdict`; it imports neither torch nor vLLM, so
+the verdict side can be loaded by a command that never runs a scenario.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DECODE_QUERY_LENS = (1, 3)
+"""1: plain decode; 3: speculative decoding with two draft tokens."""
+
+CODE_UNDER_TEST = "vllm/v1/attention/backends/rocm_attn.py"
+"""The file whose capture method the suite judges (a mutant's copy included)."""
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    decode_query_len: int
+    status: str
+    """``ok``; ``raised`` (the code under test, or a builder after it, raised);
+    ``unavailable`` (could not run here: the reason is in ``error``); or
+    ``error`` (the harness failed before the behaviour could be seen)."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def vllm_relpath(filename: str) -> str:
+    """``.../vllm/v1/x.py`` -> ``vllm/v1/x.py`` (the last ``/vllm/`` counts)."""
+    _, sep, tail = filename.rpartition("/vllm/")
+    return f"vllm/{tail}" if sep else filename
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    """The exception and the innermost vLLM frame that raised it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    vllm_frames = [f for f in frames if "/vllm/" in f.filename] or frames
+    info: dict[str, Any] = {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "in_code_under_test": involves_code_under_test(exc),
+    }
+    if vllm_frames:
+        last = vllm_frames[-1]
+        info.update(
+            file=last.filename,
+            relpath=vllm_relpath(last.filename),
+            line=last.lineno,
+            function=last.name,
+            source=(last.line or "").strip(),
+        )
+    return info
+
+
+def involves_code_under_test(exc: BaseException) -> bool:
+    """Did ``exc`` come through a function or method of the ROCm backend?
+
+    Such an exception is the code under test misbehaving: a failure. Any
+    other exception in a scenario is the harness or the host failing, and
+    so is one raised while the module is imported (a missing dependency of
+    this venv, or a file that does not compile): the behaviour was never
+    reached. Chained exceptions (``raise ... from``) count too.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for frame in traceback.extract_tb(current.__traceback__):
+            if frame.name != "<module>" and vllm_relpath(frame.filename) == (
+                CODE_UNDER_TEST
+            ):
+                return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,1 +1,0 @@
-"""Overlay counterparts of ``vllm.v1.attention.backends`` modules."""
