@@ -21,7 +21,10 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
     exit 2
 }
 
-stamp=$({ cat "$pins" "$root/pyproject.toml"; "$python" -VV; } | sha256sum | cut -d' ' -f1)
+stamp=$({
+    cat "$pins" "$root/pyproject.toml" "$root/tools/pyproject.toml" "$root/tools/setup.py"
+    "$python" -VV
+} | sha256sum | cut -d' ' -f1)
 if [[ -f $venv/.bootstrap-stamp && $(<"$venv/.bootstrap-stamp") == "$stamp" ]]; then
     echo "$venv"
     exit 0
@@ -55,11 +58,14 @@ pip_step "installing vLLM and the dev tools (pinned)" install \
 # breaks `import vllm`; nothing here needs these three.
 pip_step "removing torchvision, torchaudio, torchcodec" uninstall -y \
     torchvision torchaudio torchcodec
-pip_step "installing this project (editable)" install --disable-pip-version-check \
-    --no-deps -e "$root"
-"$venv/bin/python" -c 'import vllm, torch, triton' >>"$log" 2>&1 || {
+# Both products, editable: the overlay (root pyproject.toml) and the toolkit
+# (tools/pyproject.toml). Their dependencies are among the pins above.
+pip_step "installing this project's overlay and toolkit (editable)" install \
+    --disable-pip-version-check --no-deps -e "$root" -e "$root/tools"
+"$venv/bin/python" -c 'import vllm, torch, triton, vllm_overlay, vllm_patchkit.cli' \
+    >>"$log" 2>&1 || {
     tail -n 20 "$log" >&2
-    say "error: the new venv cannot import vllm, torch and triton"
+    say "error: the new venv cannot import vllm, torch, triton and this project"
     exit 1
 }
 echo "$stamp" >"$venv/.bootstrap-stamp"

@@ -1,10 +1,16 @@
-"""The toolkit benchmark runs and prints its figures (timing is not asserted)."""
+"""The toolkit benchmarks run and print their figures (timing is not asserted).
+
+Both measure whole processes paired with a baseline in the same run; these
+tests check that every figure is there and that the ratios are computed from
+the figures printed beside them.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -13,11 +19,11 @@ from vllm_patchkit.paths import PROJECT_ROOT
 pytestmark = pytest.mark.release_trees
 
 
-def test_apply_benchmark_reports_a_ratio() -> None:
+def benchmark(script: str) -> dict[str, Any]:
     proc = subprocess.run(
         [
             sys.executable,
-            str(PROJECT_ROOT / "benchmarks" / "apply_vs_git_am.py"),
+            str(PROJECT_ROOT / "benchmarks" / script),
             "--repeat",
             "1",
             "--json",
@@ -27,9 +33,33 @@ def test_apply_benchmark_reports_a_ratio() -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_apply_benchmark_reports_a_ratio_and_where_the_time_goes() -> None:
+    result = benchmark("apply_vs_git_am.py")
+
     assert result["git_am_s"] > 0 and result["patchkit_apply_s"] > 0
     assert result["ratio"] == pytest.approx(
         result["patchkit_apply_s"] / result["git_am_s"]
     )
-    assert result["check_s"] > 0
+    assert result["apply"]["returncodes"] == [0] == result["git_am"]["returncodes"]
+    where = result["where"]
+    assert where["imports_s"] > 0 and where["python_start_s"] > 0
+    # apply runs git am itself, so its trace holds at least git am's processes.
+    assert where["git_processes"] >= where["git_am_processes"] >= 1
+    assert where["git_s"] > 0
+
+
+def test_startup_benchmark_reports_each_command_against_a_bare_start() -> None:
+    result = benchmark("cli_startup.py")
+
+    assert set(result["commands"]) == {"--help", "check", "doctor PATH"}
+    for name, figures in result["commands"].items():
+        baseline, command = figures["baseline"], figures["command"]
+        assert baseline["argv"][1:] == ["-c", "pass"], name
+        assert figures["ratio_wall"] == pytest.approx(
+            command["wall_s"] / baseline["wall_s"]
+        )
+        assert command["max_rss_mib"] > 0 and figures["import_ms"] > 0
+        assert figures["heavy_imported"] == [], name

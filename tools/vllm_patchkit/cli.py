@@ -11,9 +11,7 @@ a JSON or encoding error is an error (3), never "refused, nothing changed".
 from __future__ import annotations
 
 import argparse
-import json
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -38,11 +36,8 @@ from vllm_patchkit.commands.common import (
     emit_json,
 )
 from vllm_patchkit.errors import PatchkitError
-from vllm_patchkit.index import PackageIndexError
 from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.precommit import PrecommitEnvironmentError
-from vllm_patchkit.series import SeriesError
 
 COMMANDS = (
     demo,
@@ -88,6 +83,37 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+# The exception types below are imported when an exception is being matched,
+# not at start-up: the libraries that define them (yaml, the package index
+# client) load only for the commands that use them.
+
+
+def _decode_errors() -> tuple[type[Exception], ...]:
+    import json
+
+    return (json.JSONDecodeError, UnicodeError)
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    from vllm_patchkit.series import SeriesError
+
+    return (SeriesError, ValueError, FileExistsError)
+
+
+def _environment_errors() -> tuple[type[Exception], ...]:
+    import subprocess
+
+    from vllm_patchkit.index import PackageIndexError
+    from vllm_patchkit.precommit import PrecommitEnvironmentError
+
+    return (
+        PackageIndexError,
+        PrecommitEnvironmentError,
+        OSError,
+        subprocess.SubprocessError,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
@@ -99,17 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except PatchkitError as exc:
         return _fail(args, exc.status, exc, exc.code)
-    except (json.JSONDecodeError, UnicodeError) as exc:
+    except _decode_errors() as exc:
         return _fail(args, "error", exc, EXIT_ERROR)
-    except (SeriesError, ValueError, FileExistsError) as exc:
+    except _refusals() as exc:
         # Input errors of modules that do not raise a PatchkitError yet.
         return _fail(args, "refused", exc, EXIT_REFUSED)
-    except (
-        PackageIndexError,
-        PrecommitEnvironmentError,
-        OSError,
-        subprocess.SubprocessError,
-    ) as exc:
+    except _environment_errors() as exc:
         return _fail(args, "error", exc, EXIT_ERROR)
 
 

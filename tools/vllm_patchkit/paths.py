@@ -1,14 +1,52 @@
-"""Where the project's own files and its caches live."""
+"""Where the project's own files and its caches live.
+
+The toolkit runs two ways: from a vllm-overlay checkout (editable install,
+or ``PYTHONPATH``) and from an installed wheel. A checkout's ``patches/`` is
+the series a contributor edits; a wheel carries a read-only copy of the
+series it was built from, as package data under ``vllm_patchkit/data/``.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-"""The vllm-overlay checkout this package runs from (editable install)."""
+PACKAGE_DIR = Path(__file__).resolve().parent
 
-PATCHES_DIR = PROJECT_ROOT / "patches"
+PROJECT_ROOT = PACKAGE_DIR.parents[1]
+"""The vllm-overlay checkout this package runs from (meaningful in a checkout)."""
+
+PACKAGED_PATCHES_DIR = PACKAGE_DIR / "data" / "patches"
+"""The series shipped inside the wheel (absent in a checkout)."""
+
+
+def _in_checkout() -> bool:
+    """True when this package is ``tools/vllm_patchkit`` of a project checkout."""
+    return (PROJECT_ROOT / "patches" / "series").is_file() and (
+        PROJECT_ROOT / "tools" / "vllm_patchkit"
+    ).resolve() == PACKAGE_DIR
+
+
+PATCHES_DIR = (
+    PROJECT_ROOT / "patches"
+    if _in_checkout() or not PACKAGED_PATCHES_DIR.is_dir()
+    else PACKAGED_PATCHES_DIR
+)
+"""The default series: the checkout's ``patches/``, else the wheel's copy."""
+
+
+def writable_series(directory: Path) -> Path:
+    """``directory``, unless it is the installed wheel's read-only copy.
+
+    Commands that rewrite the series (``refresh``) must not write into
+    site-packages, where pip would later remove or overwrite the change.
+    """
+    if directory.resolve() == PACKAGED_PATCHES_DIR.resolve():
+        raise ValueError(
+            f"{directory} is the series installed with vllm-patchkit; give "
+            "--patches DIR (the patches/ of a vllm-overlay checkout) to write it"
+        )
+    return directory
 
 
 def cache_dir() -> Path:

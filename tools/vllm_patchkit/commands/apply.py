@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_CONFLICT,
@@ -17,17 +16,20 @@ from vllm_patchkit.commands.common import (
     emit_json,
     patch_lines,
 )
-from vllm_patchkit.guard import JournalAction
-from vllm_patchkit.series import load_series
 
-EXIT_BY_STATUS = {
-    Status.APPLIED: EXIT_OK,
-    Status.ALREADY_APPLIED: EXIT_OK,
-    Status.UPSTREAMED: EXIT_UPSTREAMED,
-    Status.CONFLICT: EXIT_CONFLICT,
-    Status.REFUSED: EXIT_REFUSED,
-    Status.ERROR: EXIT_ERROR,
-}
+
+def exit_by_status() -> dict[object, int]:
+    """Exit code per apply.Status (built on use: the library loads in run())."""
+    from vllm_patchkit.apply import Status
+
+    return {
+        Status.APPLIED: EXIT_OK,
+        Status.ALREADY_APPLIED: EXIT_OK,
+        Status.UPSTREAMED: EXIT_UPSTREAMED,
+        Status.CONFLICT: EXIT_CONFLICT,
+        Status.REFUSED: EXIT_REFUSED,
+        Status.ERROR: EXIT_ERROR,
+    }
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -58,8 +60,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--recover",
         dest="journal_action",
         action="store_const",
-        const=JournalAction.RECOVER,
-        default=JournalAction.AUTO,
+        const="recover",  # guard.JournalAction values; run() converts
+        default="auto",
         help="a killed run's journal: put the checkout back where that run "
         "started even though it changed since; what is there now is saved "
         "first (uncommitted changes in `git stash`, other commits under "
@@ -69,14 +71,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--discard-journal",
         dest="journal_action",
         action="store_const",
-        const=JournalAction.DISCARD,
+        const="discard",
         help="a killed run's journal: delete it and keep the checkout as it is",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = apply_series(args.path, load_series(args.patches), args.journal_action)
+    from vllm_patchkit.apply import apply_series
+    from vllm_patchkit.guard import JournalAction
+    from vllm_patchkit.series import load_series
+
+    journal = JournalAction(args.journal_action)
+    result = apply_series(args.path, load_series(args.patches), journal)
     if args.json:
         emit_json(result)
     else:
@@ -84,4 +91,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         print(f"{result.status}: {result.message}")
         print("\n".join(patch_lines(result.patches)))
-    return EXIT_BY_STATUS[result.status]
+    return exit_by_status()[result.status]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.check import check_series
-from vllm_patchkit.checkout import PatchState
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -15,7 +13,6 @@ from vllm_patchkit.commands.common import (
     emit_json,
     patch_lines,
 )
-from vllm_patchkit.series import load_series
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -38,6 +35,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.check import check_series
+    from vllm_patchkit.checkout import PatchState
+    from vllm_patchkit.series import load_series
+
     reports = check_series(args.path, load_series(args.patches))
     conflict = any(r.status == PatchState.CONFLICT for r in reports)
     if args.json:

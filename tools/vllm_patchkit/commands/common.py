@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from vllm_patchkit.errors import (
     EXIT_CONFLICT,
@@ -18,6 +15,10 @@ from vllm_patchkit.errors import (
     EXIT_REFUSED,
     EXIT_UPSTREAMED,
 )
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -71,6 +72,8 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def to_jsonable(value: Any) -> Any:
+    import dataclasses  # here: every start-up imports this module
+
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {k: to_jsonable(v) for k, v in dataclasses.asdict(value).items()}
     if isinstance(value, dict):
@@ -83,6 +86,8 @@ def to_jsonable(value: Any) -> Any:
 
 
 def emit_json(payload: Any) -> None:
+    import json
+
     json.dump(to_jsonable(payload), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 

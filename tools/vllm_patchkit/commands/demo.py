@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_patchkit import demo
+from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -13,28 +13,34 @@ from vllm_patchkit.commands.common import (
     add_json,
     emit_json,
 )
-from vllm_patchkit.paths import cache_dir
-from vllm_patchkit.series import load_series
+from vllm_patchkit.runtime import VLLM_RUNTIME, require
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    from vllm_patchkit import demo
+
+    parser.set_defaults(release=demo.DEFAULT_VERSION, branch=demo.DEFAULT_BRANCH)
+    parser.description = (
+        "Run the capture-crash scenarios on real vLLM code, apply the patch "
+        "series, and run them again. With no PATH: a clone of the cached "
+        f"vLLM {demo.DEFAULT_VERSION} release tree (downloaded once from the "
+        "package index pip is configured with). With PATH: your vLLM git "
+        "checkout, which must be clean; the patched tree is left on a new "
+        "branch and your branch and files are not touched. Exit 0 fixed, "
+        "1 not fixed, 3 cannot judge (a core check could not run)."
+    )
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "demo",
         help="reproduce the crash, apply the series, show it fixed",
-        description=(
-            "Run the capture-crash scenarios on real vLLM code, apply the patch "
-            "series, and run them again. With no PATH: a clone of the cached "
-            f"vLLM {demo.DEFAULT_VERSION} release tree (downloaded once from the "
-            "package index pip is configured with). With PATH: your vLLM git "
-            "checkout, which must be clean; the patched tree is left on a new "
-            "branch and your branch and files are not touched. Exit 0 fixed, "
-            "1 not fixed, 3 cannot judge (a core check could not run)."
-        ),
+        add_help=False,
     )
+    lazy_help(parser, _describe)
     parser.add_argument("path", nargs="?", type=Path, help="a vLLM git checkout")
     parser.add_argument(
         "--release",
-        default=demo.DEFAULT_VERSION,
         help="release to use when no PATH is given (default: %(default)s)",
     )
     parser.add_argument(
@@ -42,7 +48,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--branch",
-        default=demo.DEFAULT_BRANCH,
         help="branch that keeps the patched tree of PATH (default: %(default)s)",
     )
     add_json(parser)
@@ -50,12 +55,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (code := require(args, "demo", VLLM_RUNTIME)) is not None:
+        return code
+    from vllm_patchkit import demo
+    from vllm_patchkit.paths import cache_dir
+    from vllm_patchkit.series import load_series
+
     series = load_series(args.patches)
     if args.path is None:
         workdir = args.workdir or cache_dir() / "demo"
-        result = demo.run_release_demo(series, workdir, args.release)
+        release = args.release or demo.DEFAULT_VERSION
+        result = demo.run_release_demo(series, workdir, release)
     else:
-        result = demo.run_checkout_demo(series, args.path, args.branch)
+        branch = args.branch or demo.DEFAULT_BRANCH
+        result = demo.run_checkout_demo(series, args.path, branch)
     if args.json:
         emit_json(
             {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_overlay.record import render_record
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
@@ -16,8 +15,7 @@ from vllm_patchkit.commands.common import (
     patch_lines,
     to_jsonable,
 )
-from vllm_patchkit.doctor import diagnose
-from vllm_patchkit.series import load_series
+from vllm_patchkit.runtime import INSTALLED_VLLM, require
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -46,6 +44,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    hint = "or name a vLLM tree: doctor PATH"
+    if args.path is None and (code := require(args, "doctor", INSTALLED_VLLM, hint)):
+        return code
+    from vllm_overlay.record import render_record
+    from vllm_patchkit.doctor import diagnose
+    from vllm_patchkit.series import load_series
+
     diagnosis = diagnose(load_series(args.patches), args.path)
     if args.json:
         emit_json(

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from dataclasses import asdict
 from pathlib import Path
 
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_OK, add_json, emit_json
-from vllm_patchkit.matrix import Row, build_matrix, markdown, select_versions
-from vllm_patchkit.series import load_series
+from vllm_patchkit.runtime import VLLM_RUNTIME, require
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from vllm_patchkit.matrix import Row
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -58,6 +58,16 @@ def _progress(index: int, total: int, row: Row) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    hint = "--no-suite skips the suite"
+    if not args.no_suite and (code := require(args, "matrix", VLLM_RUNTIME, hint)):
+        return code
+    import json
+    import time
+    from dataclasses import asdict
+
+    from vllm_patchkit.matrix import build_matrix, markdown, select_versions
+    from vllm_patchkit.series import load_series
+
     versions = select_versions(args.first, args.last)
     start = time.perf_counter()
     rows = build_matrix(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
@@ -15,14 +16,10 @@ from vllm_patchkit.commands.common import (
     emit_json,
     to_jsonable,
 )
-from vllm_patchkit.pull_request import (
-    UPSTREAM_REPO,
-    Options,
-    PullRequest,
-    prepare_pull_request,
-    submit,
-)
-from vllm_patchkit.series import load_series
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from vllm_patchkit.pull_request import PullRequest
 
 EXIT_BY_STATUS = {
     "ready": EXIT_OK,
@@ -31,6 +28,12 @@ EXIT_BY_STATUS = {
     "refused": EXIT_REFUSED,
     "error": EXIT_ERROR,
 }
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    from vllm_patchkit.pull_request import UPSTREAM_REPO
+
+    parser.set_defaults(repo=UPSTREAM_REPO)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -56,7 +59,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         epilog=EXIT_CODES_HELP
         + "  (pr: 1 = test or precommit failed; 2 = a sign-off is missing)\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
+    lazy_help(parser, _show_defaults)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--dry-run",
@@ -84,7 +89,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--repo",
-        default=UPSTREAM_REPO,
         help="repository the PR targets (default: %(default)s)",
     )
     parser.add_argument(
@@ -106,6 +110,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.pull_request import (
+        UPSTREAM_REPO,
+        Options,
+        prepare_pull_request,
+        submit,
+    )
+    from vllm_patchkit.series import load_series
+
     options = Options(
         signoff=args.signoff,
         run_test=not args.no_test,
@@ -113,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         base=args.base,
         branch=args.branch,
         base_branch=args.upstream_branch,
-        repo=args.repo,
+        repo=args.repo or UPSTREAM_REPO,
         remote=args.remote,
     )
     pr = prepare_pull_request(args.path, load_series(args.patches), options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -15,14 +16,6 @@ from vllm_patchkit.commands.common import (
     emit_json,
     to_jsonable,
 )
-from vllm_patchkit.precommit import (
-    PrecommitEnvironmentError,
-    PrecommitRefused,
-    run_precommit,
-)
-from vllm_patchkit.precommit.mirrors import MIRRORS
-from vllm_patchkit.reports import format_precommit
-from vllm_patchkit.series import load_series
 
 DESCRIPTION = """\
 Run the checkout's own .pre-commit-config.yaml on the files the patch series
@@ -62,15 +55,22 @@ exit codes:
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def _describe(parser: argparse.ArgumentParser) -> None:
+    from vllm_patchkit.precommit.mirrors import MIRRORS
+
     mirrors = "\n".join(f"  {slug}" for slug in MIRRORS)
+    parser.description = DESCRIPTION.format(mirrors=mirrors)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "precommit",
         help="run the checkout's pre-commit hooks on the series' files, offline",
-        description=DESCRIPTION.format(mirrors=mirrors),
         epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
+    lazy_help(parser, _describe)
     add_path(parser)
     parser.add_argument(
         "--skip",
@@ -94,6 +94,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.precommit import (
+        PrecommitEnvironmentError,
+        PrecommitRefused,
+        run_precommit,
+    )
+    from vllm_patchkit.reports import format_precommit
+    from vllm_patchkit.series import load_series
+
     series = load_series(args.patches)
     files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))
     try:

@@ -16,8 +16,6 @@ from vllm_patchkit.commands.common import (
     emit_json,
     patch_lines,
 )
-from vllm_patchkit.rebase import markdown_summary, rebase_series
-from vllm_patchkit.series import load_series
 
 EXIT_BY_STATUS = {
     "rebased": EXIT_OK,
@@ -80,6 +78,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.rebase import markdown_summary, rebase_series
+    from vllm_patchkit.series import load_series
+
     result = rebase_series(
         args.path, load_series(args.patches), args.onto, args.upstream, args.base
     )

@@ -11,7 +11,7 @@ from vllm_patchkit.commands.common import (
     add_path,
     emit_json,
 )
-from vllm_patchkit.refresh import refresh_series
+from vllm_patchkit.paths import writable_series
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -36,7 +36,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = refresh_series(args.path, args.patches, args.base)
+    from vllm_patchkit.refresh import refresh_series
+
+    result = refresh_series(args.path, writable_series(args.patches), args.base)
     if args.json:
         emit_json(result)
     else:

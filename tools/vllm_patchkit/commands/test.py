@@ -13,9 +13,7 @@ from vllm_patchkit.commands.common import (
     add_path,
     emit_json,
 )
-from vllm_patchkit.reports import format_verify
-from vllm_patchkit.series import load_series
-from vllm_patchkit.verify import verify_tree
+from vllm_patchkit.runtime import TEST_RUNTIME, require
 
 EXIT_BY_VERDICT = {
     "fixed": EXIT_OK,
@@ -63,6 +61,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.baseline and args.no_baseline:
         raise ValueError("--baseline and --no-baseline contradict each other")
+    if (code := require(args, "test", TEST_RUNTIME)) is not None:
+        return code
+    from vllm_patchkit.reports import format_verify
+    from vllm_patchkit.series import load_series
+    from vllm_patchkit.verify import verify_tree
+
     result = verify_tree(
         args.path,
         load_series(args.patches),

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_OK, add_json, emit_json
-from vllm_patchkit.upstream import build_upstream
 
 DEFAULT_VERSIONS = "0.12.0,0.20.0,0.28.0,0.29.0"
 
@@ -37,6 +36,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.upstream import build_upstream
+
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     path = build_upstream(versions, args.dest)
     if args.json:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
+
+from vllm_patchkit.runtime import TRITON_RUNTIME, require
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,6 +23,10 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         print("vllm-patchkit memcheck: error: no script given", file=sys.stderr)
         return 2
+    if (code := require(args, "memcheck", TRITON_RUNTIME)) is not None:
+        return code
+    import subprocess  # here: every start-up imports this module
+
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     command = [sys.executable, "-m", "vllm_patchkit.memcheck", *argv]

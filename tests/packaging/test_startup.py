@@ -1,0 +1,84 @@
+"""The CLI starts without torch: only commands that run vLLM code import it.
+
+Each command runs as a user runs it, ``python -m vllm_patchkit ...`` in a new
+process, under ``-X importtime``, which names every module the process
+imported. Modules a bare ``python -c pass`` of the same interpreter imports
+(site hooks of the venv) are not the command's and are left out. This tests
+behaviour, not time: benchmarks/cli_startup.py measures the time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.release_trees
+
+RUNTIME = {"torch", "vllm", "numpy", "triton"}
+"""What only the commands that run vLLM code may import."""
+
+OTHER_COMMANDS = {"yaml", "identify", "pip", "urllib.request", "vllm_patchkit.verify"}
+"""Libraries of other commands: the parser alone (``--help``) needs none."""
+
+
+def imported_modules(*args: str, ok: tuple[int, ...] = (0,)) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout=300,
+    )
+    assert proc.returncode in ok, proc.stdout + proc.stderr[-3000:]
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "self [us]" not in line
+    }
+
+
+def added_by(*args: str, ok: tuple[int, ...] = (0,)) -> set[str]:
+    """Modules ``python -m vllm_patchkit ARGS`` imports beyond a bare start."""
+    bare = imported_modules("-c", "pass")
+    command = imported_modules("-m", "vllm_patchkit", *args, ok=ok)
+    assert "vllm_patchkit.cli" in command, "the probe did not see the CLI's imports"
+    return command - bare
+
+
+def packages(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_help_imports_no_command_library() -> None:
+    added = added_by("--help")
+
+    assert not packages(added) & RUNTIME, sorted(packages(added) & RUNTIME)
+    assert not added & OTHER_COMMANDS, sorted(added & OTHER_COMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("command", "ok"),
+    [("check", (0,)), ("doctor", (1,))],  # doctor: 0.28.0 is affected, unpatched
+)
+def test_git_level_commands_import_no_vllm_runtime(
+    release_clone: Callable[[str], Path], command: str, ok: tuple[int, ...]
+) -> None:
+    tree = release_clone("0.28.0")
+
+    added = added_by(command, str(tree), ok=ok)
+
+    assert not packages(added) & RUNTIME, sorted(packages(added) & RUNTIME)
+    assert "vllm_patchkit.verify" not in added
+
+
+def test_the_probe_sees_torch_when_a_command_imports_it() -> None:
+    """The check above can fail: the same probe names torch for a module that
+    imports it (the regression scenarios run vLLM code on torch)."""
+    modules = imported_modules("-c", "import vllm_patchkit.regression.harness")
+
+    assert "torch" in packages(modules)
