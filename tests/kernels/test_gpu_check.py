@@ -10,6 +10,8 @@ image's torch 2.11 and Triton 3.6, in a venv of their own, without vLLM.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -240,3 +242,63 @@ def test_compiles_for_sm90_under_the_image_versions(
     results = [json.loads(line) for line in done.stdout.splitlines() if line]
     assert [r["variant"] for r in results] == variants, done.stderr[-3000:]
     assert all(r["ok"] and "cubin" in r["stages"] for r in results), results
+
+
+# --- reading compute-sanitizer's stream (its report format as documented) ------
+
+
+def _script() -> Any:
+    loader = importlib.machinery.SourceFileLoader("gpu_check_script", str(SCRIPT))
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_loader(loader.name, loader)
+    )
+    loader.exec_module(module)
+    return module
+
+
+STRAY = """\
+========= Invalid __global__ read of size 4 bytes
+=========     at _fwd_kernel+0x1a30
+=========     by thread (0,0,0) in block (1,0,0)
+=========     Address 0x7f1c2a002000 is out of bounds
+=========     and is 0 bytes after the nearest allocation at 0x7f1c2a000000 of \
+size 8192 bytes
+========="""
+EXPECTED = {"kernel": "_fwd_kernel", "argument": "Q", "offset": 8192}
+
+
+def _stream(*scenarios: str, report_after: str | None = None, summary: int = 0) -> str:
+    lines = ["========= COMPUTE-SANITIZER"]
+    for name in scenarios:
+        lines.append(json.dumps({"scenario": name, "event": "begin"}))
+        end = {"scenario": name, "event": "end", "status": "done", "expected": EXPECTED}
+        lines.append(json.dumps(end))
+        if name == report_after:  # the front end prints after the child's line
+            lines.append(STRAY)
+    lines.append(f"========= ERROR SUMMARY: {summary} errors")
+    return "\n".join(lines)
+
+
+def test_a_late_report_belongs_to_a_lone_scenario() -> None:
+    out = _stream("offsets-past-q", report_after="offsets-past-q", summary=1)
+    [record] = _script().judge("upstream", ["offsets-past-q"], 0, out, "")
+    assert record["status"] == "pass" and record["seen"]["stray"] == 1
+    assert record["seen"]["first"].startswith("Invalid __global__ read of size 4")
+
+
+def test_a_report_in_a_shared_run_asks_for_single_runs() -> None:
+    out = _stream("a", "b", report_after="a", summary=1)
+    assert _script().judge("overlay", ["a", "b"], 0, out, "") is None
+
+
+def test_errors_the_parser_cannot_read_are_not_a_pass() -> None:
+    out = _stream("a", summary=2)  # counted by the sanitizer, no report read
+    [record] = _script().judge("overlay", ["a"], 0, out, "")
+    assert record["status"] == "error"
+    assert record["seen"]["unparsed_errors"] == 2
+
+
+def test_a_clean_shared_run_passes_the_overlay() -> None:
+    out = _stream("a", "b").replace(json.dumps(EXPECTED), "null")
+    records = _script().judge("overlay", ["a", "b"], 0, out, "")
+    assert [r["status"] for r in records] == ["pass", "pass"]
