@@ -9,7 +9,8 @@ in the interpreter, corrupt the heap)::
     python -m tests.kernels.sanitize_child --kernel overlay|upstream|probe
         [--device cuda|cpu] [--checker none|interpreter] SCENARIO...
 
-Per scenario it prints ``{"scenario", "event": "begin"}`` before the launch
+Per scenario it prints ``{"scenario", "event": "begin", "expected"}`` (the
+interpreter's finding for upstream, null for a clean case) before the launch
 and ``{"scenario", "event": "end", "status", ...}`` after synchronising, so
 sanitizer reports written to the same stream fall between the two. Status:
 ``done`` (returned), ``violation`` (the interpreter's checker stopped an
@@ -83,17 +84,16 @@ def run(kernel: str, name: str, device: str, checker: str) -> dict[str, Any]:
     def launch() -> None:
         if kernel == "probe":
             _probe(device)
-            return
-        scenario = SCENARIOS[name]
-        inputs = build(scenario.case, device=device)
-        inputs.call(_kernel(kernel), **scenario.arguments(inputs))
+        else:
+            scenario = SCENARIOS[name]
+            inputs = build(scenario.case, device=device)
+            inputs.call(_kernel(kernel), **scenario.arguments(inputs))
         if device == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.synchronize()  # the launch's reports come before "end"
 
-    result: dict[str, Any] = {"expected": expected(kernel, name)}
     if checker != "interpreter":
         launch()
-        return {"status": "done", **result}
+        return {"status": "done"}
     from vllm_patchkit.memcheck import MemoryViolation, memcheck
 
     try:
@@ -101,8 +101,8 @@ def run(kernel: str, name: str, device: str, checker: str) -> dict[str, Any]:
             launch()
     except MemoryViolation as exc:
         seen = {"kernel": exc.kernel, "argument": exc.argument, "offset": exc.offset}
-        return {"status": "violation", "violation": seen, **result}
-    return {"status": "done", **result}
+        return {"status": "violation", "violation": seen}
+    return {"status": "done"}
 
 
 def main(argv: list[str]) -> int:
@@ -130,7 +130,12 @@ def main(argv: list[str]) -> int:
         return 2
     status = 0
     for name in names:
-        print(json.dumps({"scenario": name, "event": "begin"}), flush=True)
+        begin = {
+            "scenario": name,
+            "event": "begin",
+            "expected": expected(args.kernel, name),
+        }
+        print(json.dumps(begin), flush=True)
         try:
             result = run(args.kernel, name, args.device, args.checker)
         except Exception:

@@ -270,9 +270,9 @@ EXPECTED = {"kernel": "_fwd_kernel", "argument": "Q", "offset": 8192}
 def _stream(*scenarios: str, report_after: str | None = None, summary: int = 0) -> str:
     lines = ["========= COMPUTE-SANITIZER"]
     for name in scenarios:
-        lines.append(json.dumps({"scenario": name, "event": "begin"}))
-        end = {"scenario": name, "event": "end", "status": "done", "expected": EXPECTED}
-        lines.append(json.dumps(end))
+        begin = {"scenario": name, "event": "begin", "expected": EXPECTED}
+        lines.append(json.dumps(begin))
+        lines.append(json.dumps({"scenario": name, "event": "end", "status": "done"}))
         if name == report_after:  # the front end prints after the child's line
             lines.append(STRAY)
     lines.append(f"========= ERROR SUMMARY: {summary} errors")
@@ -302,3 +302,16 @@ def test_a_clean_shared_run_passes_the_overlay() -> None:
     out = _stream("a", "b").replace(json.dumps(EXPECTED), "null")
     records = _script().judge("overlay", ["a", "b"], 0, out, "")
     assert [r["status"] for r in records] == ["pass", "pass"]
+
+
+def test_a_stray_launch_that_ends_the_child_is_judged_by_its_report() -> None:
+    """Memcheck ends the stray launch; the CUDA error after it is no verdict."""
+    begin = {"scenario": "offsets-past-q", "event": "begin", "expected": EXPECTED}
+    out = "\n".join([json.dumps(begin), STRAY, "========= ERROR SUMMARY: 2 errors"])
+    err = "RuntimeError: CUDA error: unspecified launch failure"
+    [record] = _script().judge("upstream", ["offsets-past-q"], 1, out, err)
+    assert record["status"] == "error"  # 2 counted, 1 read: never a pass
+    out = out.replace("2 errors", "1 error")
+    [record] = _script().judge("upstream", ["offsets-past-q"], 1, out, err)
+    assert record["status"] == "pass"
+    assert record["then"] == err
