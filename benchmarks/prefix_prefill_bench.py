@@ -3,10 +3,14 @@
 On a GPU (CUDA or ROCm), one command prints latency, TFLOP/s and the
 overlay's speedup over each competitor for every shape and dtype::
 
-    python benchmarks/prefix_prefill_bench.py [--json results.json]
+    python benchmarks/prefix_prefill_bench.py [--json rows.json] [--jsonl rows.jsonl]
 
 ``--smoke`` runs tiny shapes on the CPU through the Triton interpreter in
 seconds: it proves the script works (CI runs it) and measures nothing.
+``--jsonl`` appends each row as it is measured, so a run stopped for time
+keeps what it finished (``tools/gpu-check`` relies on it). The overlay is
+timed twice, first and last, and the spread between the two says how much
+of a difference between kernels is noise.
 
 All three run the same batches: new tokens attend causally to their cached
 context through the paged cache (block size 16, K cache x-packed), with
@@ -29,6 +33,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+# Largest |overlay - upstream| on outputs |o| < 4: about one output ulp
+# (fp16: 2**-11 * 4 = 2e-3, doubled; bf16: 2**-8 * 4 = 1.6e-2, the
+# GPU tier's bound in tests/kernels/gpu_check.py).
+AGREE = {"fp16": 4e-3, "bf16": 1.6e-2}
 
 
 @dataclass(frozen=True)
@@ -193,8 +202,14 @@ def bench(shape: Shape, dtype_name: str, smoke: bool) -> dict[str, Any]:
         ms = measure(fn)
         result[f"{name}_ms"] = ms
         result[f"{name}_tflops"] = flops / (ms * 1e-3) / 1e12
+    again = measure(kernels["overlay"])
+    result["overlay_ms_again"] = again
+    result["overlay_spread"] = abs(again - result["overlay_ms"]) / min(
+        again, result["overlay_ms"]
+    )
     diff = (o_overlay.float() - o_upstream.float()).abs().max().item()
     result["max_abs_diff_vs_upstream"] = diff
+    result["agree"] = math.isfinite(diff) and diff <= AGREE[dtype_name]
     return result
 
 
@@ -202,7 +217,7 @@ def report(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'shape':15} {'dtype':5} {'q/kv':>4} | {'overlay ms':>10} {'TFLOP/s':>7} | "
         f"{'upstream ms':>11} {'TFLOP/s':>7} | {'sdpa ms':>9} {'TFLOP/s':>7} | "
-        f"{'vs upstream':>11} {'vs sdpa':>7} | {'max diff':>8}"
+        f"{'vs upstream':>11} {'vs sdpa':>7} | {'max diff':>8} {'spread':>6}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -213,9 +228,10 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{r['sdpa_ms']:9.3f} {r['sdpa_tflops']:7.2f} | "
             f"{r['upstream_ms'] / r['overlay_ms']:10.2f}x "
             f"{r['sdpa_ms'] / r['overlay_ms']:6.2f}x | "
-            f"{r['max_abs_diff_vs_upstream']:8.1e}"
+            f"{r['max_abs_diff_vs_upstream']:8.1e} {r['overlay_spread']:6.1%}"
         )
     lines.append("vs X: X's latency / the overlay's (above 1: the overlay is faster)")
+    lines.append("spread: the overlay timed twice; smaller differences are noise")
     return "\n".join(lines)
 
 
@@ -226,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dtype", nargs="+", default=None, choices=("fp16", "bf16"))
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument(
+        "--jsonl", metavar="FILE", help="append each row to FILE as it is measured"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         # Before anything imports Triton or vLLM (see tests/kernels/conftest.py).
@@ -239,7 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     # The interpreter cannot do bf16 arithmetic: smoke runs fp16 only.
     dtypes = args.dtype or (["fp16"] if args.smoke else ["fp16", "bf16"])
     shapes = smoke_shapes() if args.smoke else gpu_shapes()
-    rows = [bench(shape, dtype, args.smoke) for dtype in dtypes for shape in shapes]
+    rows = []
+    for dtype in dtypes:
+        for shape in shapes:
+            rows.append(bench(shape, dtype, args.smoke))
+            if args.jsonl:
+                with open(args.jsonl, "a") as fh:
+                    fh.write(json.dumps(rows[-1]) + "\n")
     if not args.smoke:
         name = torch.cuda.get_device_name()
         print(f"device: {name}; torch {torch.__version__}")
@@ -247,12 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
-    # fp16 outputs of the two kernels agree to about one ulp (|o| < 4).
-    worst = max(r["max_abs_diff_vs_upstream"] for r in rows)
-    if not math.isfinite(worst) or worst > 4e-3:
-        print(f"overlay and upstream disagree: max |diff| = {worst}", file=sys.stderr)
-        return 1
-    return 0
+    apart = [r for r in rows if not r["agree"]]
+    for r in apart:
+        print(
+            f"overlay and upstream disagree on {r['name']} {r['dtype']}: max |diff| "
+            f"= {r['max_abs_diff_vs_upstream']} > {AGREE[r['dtype']]}",
+            file=sys.stderr,
+        )
+    return 1 if apart else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,13 @@ prints one JSON line per variant; a variant is
 ``TARGET-DTYPE-KV-FEATURES-HEAD``, e.g. ``sm90-bf16-fp8_e5m2-all-80``. The
 signature comes from ``prefix_prefill.prepare`` on real (CPU) inputs, so it
 is the one a real call would compile.
+
+``upstream:VARIANT`` compiles vLLM 0.28.0's kernels instead, as its own host
+code launches them: the call runs with a stand-in driver that names the
+target and a ``jit_cache_hook`` that takes each launch's specialization and
+stops it before compiling or launching; the kernels are then compiled from
+those specializations. Its platform answers as the target's would (device
+capability), so the block sizes are the ones a real call there picks.
 """
 
 from __future__ import annotations
@@ -42,7 +49,11 @@ FEATURES = {
     "plain": {},
     "all": {"alibi": True, "sinks": True, "sliding_window": 64, "skip_decode": True},
     "cachedkv": {"kv_from_cache": True, "causal": False, "sinks": True},
+    "alibi": {"alibi": True, "skip_decode": True},  # upstream's second kernel
 }
+CAPABILITY = {"sm90": (9, 0), "sm80": (8, 0)}
+# vLLM 0.28.0's two kernels, as its host code launches them on an H200.
+UPSTREAM = ("upstream:sm90-bf16-fp8-plain-128", "upstream:sm90-fp16-auto-alibi-128")
 
 
 def variant_inputs(
@@ -106,13 +117,90 @@ def compile_variant(name: str) -> dict[str, Any]:
     return result
 
 
+class _CompileOnlyDriver:
+    """Stands in for the GPU driver: names the target, never runs anything."""
+
+    def __init__(self, target: GPUTarget) -> None:
+        self.target = target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_current_target(self) -> GPUTarget:
+        return self.target
+
+
+def compile_upstream(name: str) -> dict[str, Any]:
+    """vLLM 0.28.0's kernels, specialised by its own host code for the target."""
+    target_name, dtype, kv, features, head = name.removeprefix("upstream:").split("-")
+    target = TARGETS[target_name]
+    import vllm
+
+    if not getattr(vllm, "GPU_CHECK_SHIM", False):
+        # Only the shim's platform can be told to answer as the target would.
+        return {"variant": name, "ok": False, "error": "vllm is not the shim: put "
+                "`tools/gpu-check --shim DIR`'s DIR first on PYTHONPATH"}  # fmt: skip
+    from vllm.platforms import DeviceCapability, current_platform
+
+    cap = CAPABILITY.get(target_name)  # what the target's platform would say
+    current_platform.get_device_capability = lambda device_id=0: (
+        DeviceCapability(*cap) if cap else None
+    )
+    current_platform.fp8_dtype = lambda: FP8_E4M3[target.backend]
+    from vllm.v1.attention.ops.prefix_prefill import context_attention_fwd
+
+    args = variant_inputs(target, dtype, kv, features, int(head))
+    args.pop("fp8_out_scale", None)  # upstream's ALiBi kernel rejects both
+    args["o"] = args["o"].to(args["q"].dtype)
+    launches: list[tuple[Any, dict[str, Any]]] = []
+
+    def capture(*, fn: Any, compile: dict[str, Any], **_: Any) -> bool:
+        launches.append((fn.jit_function, compile))
+        return True  # skip: compiled below, never launched
+
+    start = time.perf_counter()
+    result: dict[str, Any] = {"variant": name, "kernels": []}
+    config = triton.runtime.driver
+    saved = config._active  # resetting would look for a real driver
+    config.set_active(_CompileOnlyDriver(target))
+    triton.knobs.runtime.jit_cache_hook = capture
+    try:
+        context_attention_fwd(**args)
+        for kernel, spec in launches:
+            compiled = triton.compile(
+                ASTSource(kernel, spec["signature"], spec["constants"],
+                          spec["configs"][0]),
+                target=target,
+                options={"num_warps": spec["num_warps"],
+                         "num_stages": spec["num_stages"]},
+            )  # fmt: skip
+            result["kernels"].append(kernel.fn.__name__)
+            result.setdefault("stages", sorted(compiled.asm))
+    except Exception as exc:
+        result.update(ok=False, error=f"{type(exc).__name__}: {exc}"[-3000:])
+    else:
+        binary = "cubin" if target.backend == "cuda" else "hsaco"
+        result["ok"] = bool(launches) and binary in result.get("stages", [])
+    finally:
+        triton.knobs.runtime.jit_cache_hook = None
+        config._active = saved
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    return result
+
+
 def main(names: list[str]) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET", file=sys.stderr)
         return 2
     failed = 0
     for name in names:
-        result = compile_variant(name)
+        if name.startswith("upstream:"):
+            result = compile_upstream(name)
+        else:
+            result = compile_variant(name)
         failed += not result["ok"]
         print(json.dumps(result), flush=True)
     return 1 if failed else 0

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kernels.compile_check import UPSTREAM
+
 pytestmark = pytest.mark.kernels
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,10 +33,24 @@ MATRIX = (
 )
 
 
-def compile_variants(variants: tuple[str, ...], cache: Path) -> list[dict]:
+def shim_site(tmp: Path) -> Path:
+    """vLLM's kernel module behind tools/gpu-check's shim (see compile_check)."""
+    script = [sys.executable, str(ROOT / "tools" / "gpu-check")]
+    carry, site = tmp / "carry", tmp / "site"
+    for args in (["--prepare"], ["--shim", str(site)]):
+        done = subprocess.run(
+            [*script, *args, "--carry", str(carry)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    return site
+
+
+def compile_variants(
+    variants: tuple[str, ...], cache: Path, site: Path | None = None
+) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(cache)  # a fresh cache: really compile
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(map(str, filter(None, (site, ROOT))))
     done = subprocess.run(
         [sys.executable, "-m", "tests.kernels.compile_check", *variants],
         cwd=ROOT,
@@ -60,3 +76,10 @@ def test_compiles_for_gfx942(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_compile_matrix(tmp_path: Path) -> None:
     check(compile_variants(MATRIX, tmp_path))
+
+
+@pytest.mark.slow
+def test_upstream_compiles_for_sm90(tmp_path: Path) -> None:
+    results = compile_variants(UPSTREAM, tmp_path / "cache", shim_site(tmp_path))
+    check(results)
+    assert [r["kernels"] for r in results] == [["_fwd_kernel"], ["_fwd_kernel_alibi"]]

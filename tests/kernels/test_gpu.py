@@ -2,7 +2,9 @@
 
 Skipped, never faked, where ``torch.cuda.is_available()`` is false. The
 checks run in one subprocess with the Triton interpreter off (see
-``gpu_check``); each becomes one test here.
+``gpu_check``); each becomes one test here. This needs vLLM installed; on
+the lent GPU machine, which has none, ``tools/gpu-check`` runs the same
+checks (docs/kernels.md).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def results() -> dict[str, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.kernels.gpu_check"],
+        [sys.executable, "-m", "tests.kernels.gpu_check", "--device", "cuda"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -48,4 +50,4 @@ def results() -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("name", list(gpu_check.CHECKS))
 def test_on_gpu(name: str, results: dict[str, dict[str, Any]]) -> None:
     result = results[name]
-    assert result["ok"], json.dumps(result, indent=1)
+    assert result["status"] == "pass", json.dumps(result, indent=1)

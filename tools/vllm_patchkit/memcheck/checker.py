@@ -191,17 +191,20 @@ def _install() -> None:
 
     builder, executor = interp.InterpreterBuilder, interp.GridExecutor
 
+    # The trailing cache arguments differ between Triton versions (3.6:
+    # cache_modifier, eviction_policy, sometimes by keyword; 3.9:
+    # cache_policy): passed through as given.
     def load(orig: Any) -> Any:
-        def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+        def create_masked_load(self, ptrs, mask, other, *rest, **named):
             _check("load", ptrs, mask)
-            return orig(self, ptrs, mask, other, cache_policy, is_volatile)
+            return orig(self, ptrs, mask, other, *rest, **named)
 
         return create_masked_load
 
     def store(orig: Any) -> Any:
-        def create_masked_store(self, ptrs, value, mask, cache_policy):
+        def create_masked_store(self, ptrs, value, mask, *rest, **named):
             _check("store", ptrs, mask)
-            return orig(self, ptrs, value, mask, cache_policy)
+            return orig(self, ptrs, value, mask, *rest, **named)
 
         return create_masked_store
 
