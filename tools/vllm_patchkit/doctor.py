@@ -7,8 +7,6 @@ in it changes: patch applicability is checked with ``git apply --check``.
 
 from __future__ import annotations
 
-import ast
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,10 +14,12 @@ from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.doctor import entry_point_registered
 from vllm_overlay.install import Action, assess_file
 from vllm_overlay.record import RECORD
-from vllm_patchkit.checkout import PatchReport, PatchState, invariant_holds
-from vllm_patchkit.gitcmd import Git, git_executable
+from vllm_patchkit.checkout import PatchReport, classify_tree
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.series import Series
+from vllm_patchkit.versions import tree_version
+
+__all__ = ["Diagnosis", "diagnose", "tree_version"]
 
 
 @dataclass
@@ -57,57 +57,6 @@ class Diagnosis:
         )
 
 
-def tree_version(root: Path) -> str:
-    """The release a tree claims: vllm/_version.py, else git describe."""
-    version_file = root / "vllm" / "_version.py"
-    if version_file.is_file():
-        for node in ast.walk(ast.parse(version_file.read_text())):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
-                if names & {"__version__", "version"}:
-                    return str(node.value.value)
-    dist_info = sorted(root.glob("vllm-*.dist-info"))
-    if dist_info:
-        return dist_info[-1].name.removeprefix("vllm-").removesuffix(".dist-info")
-    proc = Git(root).run("describe", "--tags", "--always", check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
-
-
-def _patch_status(root: Path, series: Series) -> list[PatchReport]:
-    reports = []
-    git = Git(root)
-    for patch in series.patches:
-        if invariant_holds(git, patch):
-            reports.append(
-                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
-            )
-            continue
-        # Outside a repository git apply acts like patch(1); inside one it
-        # checks against the work tree. --check never writes.
-        proc = subprocess.run(
-            [git_executable(), "apply", "--check", str(patch.path)],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode == 0:
-            reports.append(
-                PatchReport(patch.name, PatchState.APPLIES, "git apply --check")
-            )
-        else:
-            reverse = subprocess.run(
-                [git_executable(), "apply", "--check", "--reverse", str(patch.path)],
-                cwd=root,
-                capture_output=True,
-                text=True,
-            )
-            status = (
-                PatchState.APPLIED if reverse.returncode == 0 else PatchState.CONFLICT
-            )
-            reports.append(PatchReport(patch.name, status, proc.stderr.strip()[:200]))
-    return reports
-
-
 def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     root = path.resolve() if path is not None else installed_vllm_dir().parent
     if not (root / "vllm" / "__init__.py").is_file():
@@ -123,7 +72,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         reason=code.detail,
         file=str(code.file),
         line=code.line,
-        patches=_patch_status(root, series),
+        patches=classify_tree(root, series),
         installed=path is None,
         overlay_entry_point=entry_point_registered(),
         overlay_would_activate=bool(overlay and overlay.action is Action.INSTALLED),

@@ -38,8 +38,8 @@ import vllm_patchkit.regression
 import vllm_patchkit.series
 from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
 from vllm_overlay.install import action_for
-from vllm_patchkit.checkout import PatchState, invariant_holds
-from vllm_patchkit.gitcmd import Git, git_executable
+from vllm_patchkit.checkout import classify_tree, invariant_holds
+from vllm_patchkit.gitcmd import git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
@@ -47,6 +47,7 @@ from vllm_patchkit.regression.verdict import CANNOT_JUDGE, FIXED, tally
 from vllm_patchkit.release_installs import installed_release
 from vllm_patchkit.releases import sdist_path
 from vllm_patchkit.series import Series
+from vllm_patchkit.versions import tree_release
 
 
 @dataclass
@@ -92,7 +93,13 @@ def decider_files() -> list[Path]:
         vllm_patchkit.series,
     ]
     files = [Path(inspect.getsourcefile(m) or "") for m in modules]
-    for obj in (invariant_holds, inspect_capture_tree, action_for, installed_release):
+    for obj in (
+        invariant_holds,
+        tree_release,
+        inspect_capture_tree,
+        action_for,
+        installed_release,
+    ):
         files.append(Path(inspect.getsourcefile(obj) or ""))
     files += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
     return sorted({f.resolve() for f in files})
@@ -168,21 +175,7 @@ def _extract(version: str, dest: Path, wanted: set[str]) -> str | None:
 
 
 def _series_state(root: Path, series: Series) -> str:
-    states = []
-    for patch in series.patches:
-        if invariant_holds(Git(root), patch):
-            states.append(PatchState.UPSTREAMED)
-            continue
-        proc = subprocess.run(
-            [git_executable(), "apply", "--check", str(patch.path)],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-        states.append(
-            PatchState.APPLIES if proc.returncode == 0 else PatchState.CONFLICT
-        )
-    return ", ".join(states)
+    return ", ".join(r.status for r in classify_tree(root, series))
 
 
 def _suite(
@@ -218,7 +211,12 @@ def suite_cell(run: TreeReport) -> tuple[str, dict[str, Any] | None]:
 
 
 def analyse(version: str, series: Series, with_suite: bool) -> Row:
-    wanted = {str(ROCM_ATTN), *(f for p in series.patches for f in p.files)}
+    # vllm/_version.py: the release, which decides what the series carries.
+    wanted = {
+        str(ROCM_ATTN),
+        "vllm/_version.py",
+        *(f for p in series.patches for f in p.files),
+    }
     with tempfile.TemporaryDirectory(prefix=f"matrix-{version}-") as scratch:
         root = Path(scratch)
         torch_pin = _extract(version, root, wanted)

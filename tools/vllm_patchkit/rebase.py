@@ -6,8 +6,11 @@ temporary ``git worktree`` detached at the target: the series' own commits
 and the user's commits on top alike. A series patch is dropped when
 upstream carries it (its commit in upstream's history, or its invariant
 holding there); a series patch that upstream carried at the old base (so it
-has no commit on the branch) is applied from its file, before the branch's
-commits, when the target no longer carries it. Any conflict stops the run
+has no commit on the branch, or is not carried for the old base's release)
+is applied from its file, before the branch's commits, when the target no
+longer carries it, and skipped (reported as not-carried, kept in the
+series) when the target is a release outside its ``Affects:`` range. Any
+conflict stops the run
 with a report naming the patch or commit, the files and the conflicting
 hunks, and the branch is left exactly as it was; it moves to the new
 commits only when every commit went through. A history that cannot be
@@ -35,6 +38,7 @@ from vllm_patchkit.checkout import (
     committer_env,
     in_history,
     invariant_holds,
+    not_carried,
     open_checkout,
     refusal,
 )
@@ -47,6 +51,7 @@ from vllm_patchkit.revs import (
     check_revision,
 )
 from vllm_patchkit.series import Patch, Series
+from vllm_patchkit.versions import tree_release
 
 FETCHED_REF = "refs/vllm-patchkit/fetched"
 """Where ``--upstream``'s ref lands for the run (FETCH_HEAD is the user's)."""
@@ -374,6 +379,14 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         report.detail = "dropped: upstream carries it"
         return None
     if step.commit is None:
+        # A patch with no commit on the branch comes from its file; on a
+        # target release the series does not carry it for, it stays out of
+        # the branch (and in the series: this is no drop).
+        version, release = tree_release(work.root)
+        skipped = not_carried(patch, release, version)
+        if skipped is not None:
+            report.status, report.detail = skipped.status, skipped.detail
+            return None
         failure = am_one(work, patch, report)
     else:
         failure = _pick(work, step.commit, report)
@@ -442,6 +455,12 @@ def _success_message(result: RebaseResult, onto: str) -> str:
     text += f" on {onto}"
     if result.dropped:
         text += f"; dropped as upstreamed: {', '.join(result.dropped)}"
+    skipped = [p.name for p in result.patches if p.status == "not-carried"]
+    if skipped:
+        text += (
+            f"; not carried for {onto}'s release (left out of the branch, kept in "
+            f"the series): {', '.join(skipped)}"
+        )
     gone = [c.name for c in result.commits if c.status == "upstreamed"]
     if gone:
         text += f"; your commit(s) already in {onto}, dropped: {', '.join(gone)}"
