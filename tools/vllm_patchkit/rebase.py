@@ -5,17 +5,16 @@ by apply and rebase, or ``--base``) and HEAD is replayed, in order, in a
 temporary ``git worktree`` detached at the target: the series' own commits
 and the user's commits on top alike. A series patch is dropped when
 upstream carries it (its commit in upstream's history, or its invariant
-holding there); a series patch that upstream carried at the old base (so it
-has no commit on the branch, or is not carried for the old base's release)
-is applied from its file, before the branch's commits, when the target no
-longer carries it, and skipped (reported as not-carried, kept in the
-series) when the target is a release outside its ``Affects:`` range. Any
-conflict stops the run
-with a report naming the patch or commit, the files and the conflicting
-hunks, and the branch is left exactly as it was; it moves to the new
-commits only when every commit went through. A history that cannot be
-replayed commit by commit (a merge after the base, no base below HEAD) is
-refused before anything is touched.
+holding there). A series patch with no commit on the branch (upstream
+carried it at the old base, or the series does not carry it for the old
+base's release) is applied from its file, at its place in the series, and
+skipped (reported as not-carried, kept in the series) when the target is a
+release outside its ``Affects:`` range. Any conflict stops the run with a
+report naming the patch or commit, the files and the conflicting hunks,
+and the branch is left exactly as it was; it moves to the new commits only
+when every commit went through. A history that cannot be replayed commit
+by commit (a merge after the base, no base below HEAD) is refused before
+anything is touched.
 
 The temporary worktree lives under the git directory's ``vllm-patchkit/``
 folder, locked with a reason naming this tool, and is removed at the end;
@@ -176,8 +175,9 @@ def rebase_series(
 def plan(git: Git, series: Series, base: str | None) -> list[Step]:
     """What to replay, in order; ValueError when the branch cannot be replayed.
 
-    The series patches upstream carried at the base come first (from their
-    files), then every commit after the base, the series' and the user's.
+    Every commit after the base, the series' and the user's, with each
+    series patch that has no commit here put in from its file at its place
+    in the series.
     """
     base_rev = base if base is not None else BASE_REF
     base_commit = git.commit_of(base_rev)
@@ -205,12 +205,24 @@ def plan(git: Git, series: Series, base: str | None) -> list[Step]:
     owner = _series_commits(git, series, base_commit, commits)
     by_commit = {sha: (name, edited) for name, (sha, edited) in owner.items()}
     patches = {patch.name: patch for patch in series.patches}
-    carried = [Step(p, None) for p in series.patches if p.name not in owner]
     steps = []
     for sha, subject in commits:
         name, edited = by_commit.get(sha, ("", False))
         steps.append(Step(patches.get(name), sha, subject, edited))
-    return carried + steps
+    # A series patch with no commit here (upstream carried it at the base,
+    # or the series did not carry it for the base's release) is applied from
+    # its file at its place in the series: right after the step of the
+    # nearest series patch before it, or first.
+    for index, patch in enumerate(series.patches):
+        if patch.name in owner:
+            continue
+        earlier = {p.name for p in series.patches[:index]}
+        at = 0
+        for position, step in enumerate(steps):
+            if step.patch is not None and step.patch.name in earlier:
+                at = position + 1
+        steps.insert(at, Step(patch, None))
+    return steps
 
 
 def _series_commits(

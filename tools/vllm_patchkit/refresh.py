@@ -6,12 +6,13 @@ that make the output a function of the commits alone (zero commit hash in
 the From line, no signature, no numbering, fixed blob abbreviation), so
 running it twice gives byte-identical files. Patches whose commits are gone
 (dropped as upstreamed) leave the series, except a patch the series does
-not carry for the checkout's release (its ``Affects:`` range): it has no
-commit there by design, so its file and line are kept byte for byte;
-comment and blank lines of the series file stay where they were. The
-series is read with the same validated loader as every other command, and
-every file written or removed is checked to resolve to a file directly
-inside the patches directory.
+not carry for the checkout's release (its ``Affects:`` range) and whose
+invariant does not hold there: it has no commit there by design, so its
+file and line are kept byte for byte. Comment and blank lines of the
+series file stay where they were. The series is read with the same
+validated loader as every other command, and every file written or
+removed is checked to resolve to a file directly inside the patches
+directory.
 
 A patch keeps its file name while its subject does: format-patch numbers
 from 1, and renaming 0002 to 0001 after a drop would make a review of the
@@ -24,7 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.checkout import BASE_REF, open_checkout
+from vllm_patchkit.checkout import BASE_REF, invariant_holds, open_checkout
 from vllm_patchkit.revs import check_revision
 from vllm_patchkit.series import inside, load_series, series_entries
 from vllm_patchkit.versions import tree_release
@@ -73,10 +74,12 @@ def refresh_series(
         old_series, entries = None, []
     old_names = [name for _, name in entries if name is not None]
     _, release = tree_release(git.root)
+    # Upstreamed comes before not-carried, as in classify: a patch upstream
+    # carries here leaves the series even outside its Affects range.
     not_carried_here = {
         p.name
         for p in (old_series.patches if old_series else ())
-        if not p.carried_for(release)
+        if not p.carried_for(release) and not invariant_holds(git, p)
     }
     series_target = inside(patches_dir, "series")
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-refresh-") as scratch:
