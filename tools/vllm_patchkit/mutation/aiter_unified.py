@@ -207,7 +207,8 @@ def run_pair_mutants(
             ]
         if any(o.status == "unavailable" for o in outcomes):
             return ["unavailable"]
-        return [c.name for c in pair.pair_checks(outcomes) if not c.passed]
+        # A kill is a behavioural failure; a check that could not run is not.
+        return [c.name for c in pair.pair_checks(outcomes) if c.status == "failed"]
 
     report: dict[str, Any] = {"baseline_failing": failing(), "mutants": []}
     for target in mutants:

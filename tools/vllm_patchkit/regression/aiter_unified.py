@@ -8,52 +8,37 @@ them alone. Neither may touch the host offsets (#51585). Each builder is
 reached the way the model runner reaches it, through its backend's
 ``get_builder_cls``, so a backend handing out the wrong builder shows.
 
-Like :mod:`.scenarios`, a scenario only records facts; :func:`pair_checks`
-says what a fixed tree must show. The scenarios take the backend class as an
-argument (default: the importable one) so mutants can be run in one process.
+Like :mod:`.scenarios`, a scenario only records facts; what a fixed tree
+must show is in :mod:`.verdict` (``PAIR_FACTS``); the suite runs these
+scenarios with the others, each check under its fix. The scenarios take
+the backend class as an argument (default: the importable one) so mutants
+can be run in one process.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from vllm_patchkit.regression import capture_loop, harness
-from vllm_patchkit.regression.scenarios import NUM_REQS, Outcome, error_info
-
-if TYPE_CHECKING:
-    from vllm_patchkit.regression.verdict import Check
+from vllm_patchkit.regression.capture_loop import NUM_REQS
+from vllm_patchkit.regression.records import Outcome, error_info
+from vllm_patchkit.regression.verdict import (
+    AITER_CAPTURE,
+    AITER_LOOP,
+    PAIR_FACTS,
+    ROCM_CAPTURE,
+    Check,
+    pair_check,
+)
 
 AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
 AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
 
-AITER_CAPTURE = "aiter_unified_capture"
-ROCM_CAPTURE = "rocm_attn_capture_via_backend"
-AITER_LOOP = "aiter_unified_runner_loop"
-
-AITER_FACTS = (
-    "device_same_tensor",
-    "device_unchanged",
-    "host_same_tensor",
-    "host_unchanged",
-    "seq_lens_all_one",
-    "metadata_uses_shared_buffers",
-)
-ROCM_FACTS = (
-    "device_same_tensor",
-    "device_zeroed",
-    "host_same_tensor",
-    "host_unchanged",
-    "seq_lens_all_one",
-    "metadata_uses_shared_buffers",
-)
-LOOP_FACTS = (
-    "runner_device_kept",
-    "runner_host_kept",
-    "metadata_reads_runner_buffer",
-    "seq_lens_all_one",
-)
+AITER_FACTS = PAIR_FACTS[AITER_CAPTURE]
+ROCM_FACTS = PAIR_FACTS[ROCM_CAPTURE]
+LOOP_FACTS = PAIR_FACTS[AITER_LOOP]
 
 
 class BackendUnavailable(Exception):
@@ -204,27 +189,10 @@ SCENARIOS = {
 
 
 def pair_checks(outcomes: list[Outcome]) -> list[Check]:
-    """One check per outcome of these scenarios; others are ignored."""
-    # Imported here: verdict imports this module to add these checks.
-    from vllm_patchkit.regression.verdict import Check, describe_error
-
-    wanted = {AITER_CAPTURE: AITER_FACTS, ROCM_CAPTURE: ROCM_FACTS}
-    wanted[AITER_LOOP] = LOOP_FACTS
-    checks = []
-    for outcome in outcomes:
-        facts_needed = wanted.get(outcome.scenario)
-        if facts_needed is None or outcome.status == "unavailable":
-            continue
-        name = f"{outcome.scenario}[q={outcome.decode_query_len}]"
-        if outcome.status != "ok":
-            checks.append(Check(name, False, describe_error(outcome.error)))
-            continue
-        wrong = [k for k in facts_needed if not outcome.facts.get(k)]
-        detail = "ok"
-        if wrong:
-            after = {k: outcome.facts[k] for k in outcome.facts if k.endswith("_after")}
-            detail = (
-                f"violated: {', '.join(wrong)} ({outcome.facts['builder']}; {after})"
-            )
-        checks.append(Check(name, not wrong, detail))
-    return checks
+    """One check per outcome of these scenarios that could run; others are
+    ignored (the suite's own verdict counts those it could not run)."""
+    return [
+        pair_check(o)
+        for o in outcomes
+        if o.scenario in PAIR_FACTS and o.status != "unavailable"
+    ]
