@@ -115,3 +115,25 @@ def test_the_invariant_sees_the_wrong_combinations(
     # Only the dropped ROCM_ATTN fill escapes the AST check (it does not read
     # the ROCm fill); the regression scenarios kill it.
     assert held == ["rocm_fill_dropped"]
+
+
+@pytest.mark.parametrize(
+    ("version", "not_counted"),
+    [
+        (
+            "0.11.0",
+            {"#51585": "not carried for 0.11.0", "#53821": "not carried for 0.11.0"},
+        ),
+        ("0.25.0", {"#53821": "not carried for 0.25.0"}),
+        ("0.28.0", {}),
+        # Upstream carries both from 0.29.0 (Applied-Upstream): both count.
+        ("0.29.0", {}),
+    ],
+)
+def test_which_fixes_decide_a_trees_verdict(
+    series: Series, version: str, not_counted: dict[str, str]
+) -> None:
+    from vllm_patchkit.releases import release_tree
+    from vllm_patchkit.verify import fixes_not_counted
+
+    assert fixes_not_counted(series, release_tree(version)) == not_counted
