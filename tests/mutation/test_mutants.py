@@ -71,3 +71,37 @@ def test_mutate_refuses_a_method_without_the_statement(fixed_source: str) -> Non
         mutate(stock_like, MUTANTS[0])
     with pytest.raises(MutationError, match="no RocmAttentionMetadataBuilder"):
         mutate("x = 1\n", Mutant("m", "d", ((DEVICE_ZERO, ("pass",)),)))
+
+
+def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
+    patched_installed_tree: Path, fixed_source: str
+) -> None:
+    """The pair's ROCM_ATTN mutants equal mutants the tier has; the AITER
+    ones are distinct rewrites of the AITER module, all in the tier."""
+    from vllm_patchkit.mutation.aiter_unified import (
+        AITER_MODULE,
+        PAIR_MUTANTS,
+        mutate_pair,
+    )
+    from vllm_patchkit.mutation.runner import ALL_MUTANTS, TIER_PAIR_MUTANTS
+
+    ours = {m.name: mutate(fixed_source, m) for m in MUTANTS}
+    same = {
+        p.name: [n for n, text in ours.items() if text == mutate_pair(fixed_source, p)]
+        for p in PAIR_MUTANTS
+        if p.module == MODULE
+    }
+    assert same == {
+        "rocm_not_zeroing": ["none_zeroed"],
+        "rocm_zeroes_host": ["both_zeroed"],
+        "rocm_fill_dropped": ["seq_lens_fill_dropped"],
+    }
+    aiter_file = patched_installed_tree / Path(*AITER_MODULE.split(".")).with_suffix(
+        ".py"
+    )
+    aiter_source = aiter_file.read_text()
+    mutated = {m.name: mutate_pair(aiter_source, m) for m in TIER_PAIR_MUTANTS}
+    assert len(mutated) == 10 == len(set(mutated.values()))
+    assert aiter_source not in mutated.values()
+    names = [m.name for m in ALL_MUTANTS]
+    assert len(names) == len(set(names)) == len(MUTANTS) + 10

@@ -1,6 +1,7 @@
 """Mutation tier: the runtime scenarios fail on every wrong fix (kill rate 100%).
 
-Each mutant of the fixed ``build_for_cudagraph_capture`` runs the whole
+Each mutant of the fixed ``build_for_cudagraph_capture`` (ROCM_ATTN's, and
+the #53821 pair's ROCM_AITER_UNIFIED_ATTN module) runs the whole
 regression suite in its own subprocess, two at a time, over the one patched
 installed tree of the session. A survivor is a scenario the suite lacks. The
 mutants the AST invariant calls fixed (see ``test_mutants.FOOL_THE_AST``)
@@ -14,8 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.mutation.test_mutants import FOOL_THE_AST
-from vllm_patchkit.mutation.mutants import MUTANTS
-from vllm_patchkit.mutation.runner import MutationReport, format_report, run_mutation
+from vllm_patchkit.mutation.runner import (
+    ALL_MUTANTS,
+    TIER_PAIR_MUTANTS,
+    MutationReport,
+    format_report,
+    run_mutation,
+)
 
 pytestmark = pytest.mark.mutation
 BUDGET_S = 300
@@ -23,7 +29,7 @@ BUDGET_S = 300
 
 @pytest.fixture(scope="module")
 def mutation_report(patched_installed_tree: Path) -> MutationReport:
-    report = run_mutation(patched_installed_tree, MUTANTS, jobs=2)
+    report = run_mutation(patched_installed_tree, ALL_MUTANTS, jobs=2)
     print(format_report(report))
     return report
 
@@ -31,7 +37,7 @@ def mutation_report(patched_installed_tree: Path) -> MutationReport:
 def test_every_mutant_ran_against_its_own_module(
     mutation_report: MutationReport,
 ) -> None:
-    assert [r.name for r in mutation_report.runs] == [m.name for m in MUTANTS]
+    assert [r.name for r in mutation_report.runs] == [m.name for m in ALL_MUTANTS]
     assert [(r.name, r.problem) for r in mutation_report.runs if r.problem] == []
     assert not mutation_report.baseline.killed
     assert mutation_report.baseline.counts["failed"] == 0
@@ -74,3 +80,16 @@ def test_builder_level_scenarios_kill_the_host_mutants(
 
 def test_tier_fits_its_budget(mutation_report: MutationReport) -> None:
     assert mutation_report.seconds < BUDGET_S
+
+
+def test_the_aiter_pair_mutants_die_on_the_aiter_checks(
+    mutation_report: MutationReport,
+) -> None:
+    """Each wrong AITER combination fails a #53821 check, not only others."""
+    runs = {r.name: r for r in mutation_report.runs}
+    for mutant in TIER_PAIR_MUTANTS:
+        failed = runs[mutant.name].failed_checks
+        assert any(c.startswith("aiter_unified_") for c in failed), (
+            mutant.name,
+            failed,
+        )

@@ -16,10 +16,17 @@ from vllm_patchkit.series import Series
 
 pytestmark = pytest.mark.release_trees
 
-AFFECTED = ["0.12.0", "0.20.0", "0.28.0"]
+A, U, N = "applied", "upstreamed", "not-carried"
+EXPECTED = {
+    # 0003 (#53821's backport) is carried for 0.27.0..0.28.0 only.
+    "0.12.0": [A, A, N],
+    "0.20.0": [A, A, N],
+    "0.25.0": [A, A, N],
+    "0.28.0": [A, A, A],
+}
 
 
-@pytest.mark.parametrize("version", AFFECTED)
+@pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_series_applies_with_git_am_3(
     release_clone: Callable[[str], Path], series: Series, version: str
 ) -> None:
@@ -27,20 +34,61 @@ def test_series_applies_with_git_am_3(
     git = Git(tree)
     before = git.head()
     assert inspect_capture_tree(tree).shape is Shape.BUGGY
+    expected = EXPECTED[version]
 
     result = apply_series(tree, series)
 
     assert result.status is Status.APPLIED, result.message
-    assert [p.status for p in result.patches] == ["applied"] * len(series.patches)
-    assert git.out("rev-list", "--count", f"{before}..HEAD") == str(len(series.patches))
-    assert git.out("log", "-1", "--format=%s") == series.patches[-1].subject
+    assert [p.status for p in result.patches] == expected
+    applied = [p for p, s in zip(series.patches, expected, strict=True) if s == A]
+    assert git.out("rev-list", "--count", f"{before}..HEAD") == str(len(applied))
+    assert git.out("log", "-1", "--format=%s") == applied[-1].subject
     assert "Signed-off-by:" in git.out("log", "-1", "--format=%B")
     assert inspect_capture_tree(tree).shape is Shape.FIXED
     assert git.is_clean()
+    skipped = [p.name for p, s in zip(series.patches, expected, strict=True) if s == N]
+    for name in skipped:
+        assert name in result.message
+        report = next(r for r in result.patches if r.name == name)
+        assert f"vLLM {version} (Affects: 0.27.0..0.28.0)" in report.detail
 
     again = apply_series(tree, series)
     assert again.status is Status.ALREADY_APPLIED
+    assert [p.status for p in again.patches] == expected
     assert git.head() == result.head_after
+
+
+def test_0_29_applies_only_the_test_upstream_lacks(
+    release_clone: Callable[[str], Path], series: Series
+) -> None:
+    tree = release_clone("0.29.0")
+    git = Git(tree)
+    before = git.head()
+
+    result = apply_series(tree, series)
+
+    assert result.status is Status.APPLIED, result.message
+    assert [p.status for p in result.patches] == [U, A, U]
+    assert git.out("rev-list", "--count", f"{before}..HEAD") == "1"
+    assert git.out("log", "-1", "--format=%s") == series.patches[1].subject
+
+
+def test_0_11_0_is_not_affected_and_the_series_carries_nothing(
+    release_clone: Callable[[str], Path], series: Series
+) -> None:
+    """0.11.0 never zeroed the offsets: no patch is carried, nothing changes."""
+    tree = release_clone("0.11.0")
+    git = Git(tree)
+    assert inspect_capture_tree(tree).shape is Shape.NO_ZEROING
+    before = _snapshot(git)
+
+    result = apply_series(tree, series)
+
+    assert result.status is Status.NOT_CARRIED, result.message
+    assert [p.status for p in result.patches] == [N, N, N]
+    assert "vLLM 0.11.0 (Affects: 0.11.1..0.28.0)" in result.patches[0].detail
+    assert _snapshot(git) == before
+    assert git.commit_of("refs/vllm-patchkit/base") is None
 
 
 def test_release_tree_commit_is_reproducible(

@@ -19,38 +19,64 @@ PATCH = "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch"
 TEST_PATCH = "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch"
 
 
-@pytest.mark.parametrize("version", ["0.12.0", "0.20.0", "0.25.0", "0.28.0"])
+AITER_PATCH = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
+# What check says before apply, and apply after: 0003 is carried for
+# 0.27.0..0.28.0 only.
+CARRIED = {
+    "0.12.0": (["applies", "applies", "not-carried"], 2),
+    "0.20.0": (["applies", "applies", "not-carried"], 2),
+    "0.25.0": (["applies", "applies", "not-carried"], 2),
+    "0.28.0": (["applies", "applies", "applies"], 3),
+}
+
+
+@pytest.mark.parametrize("version", sorted(CARRIED))
 def test_apply_on_affected_releases(
     release_clone: Callable[[str], Path], version: str
 ) -> None:
     tree = release_clone(version)
+    states, count = CARRIED[version]
     code, checked = patchkit_json("check", str(tree))
     assert code == 0
-    assert [p["status"] for p in checked["patches"]] == ["applies"] * 2
+    assert [p["status"] for p in checked["patches"]] == states
 
     code, result = patchkit_json("apply", str(tree))
 
     assert code == 0, result
     assert result["status"] == "applied"
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 2
+    after = [s.replace("applies", "applied") for s in states]
+    assert [p["status"] for p in result["patches"]] == after
+    if "not-carried" in states:
+        assert (
+            f"not carried for vLLM {version} (skipped): {AITER_PATCH}"
+            in (result["message"])
+        )
     assert inspect_capture_tree(tree).shape is Shape.FIXED
     git = Git(tree)
     assert git.out("log", "-1", "--format=%s").startswith("[Bugfix][ROCm] ")
     assert git.out("rev-parse", "refs/vllm-patchkit/base") == result["head_before"]
+    assert git.out("rev-list", "--count", f"{result['head_before']}..HEAD") == str(
+        count
+    )
 
     before = snapshot(tree)
     code, again = patchkit_json("apply", str(tree))
     assert (code, again["status"]) == (0, "already-applied")
     assert snapshot(tree) == before
     code, checked = patchkit_json("check", str(tree))
-    assert [p["status"] for p in checked["patches"]] == ["applied"] * 2
+    assert [p["status"] for p in checked["patches"]] == after
+    text = patchkit("check", str(tree))
+    assert text.returncode == 0
+    assert ("not-carried (the series does not carry this patch" in text.stdout) == (
+        count == 2
+    )
 
 
 @pytest.mark.parametrize("version", ["0.29.0", "0.32.0"])
 def test_fixed_releases_get_only_the_regression_test(
     release_clone: Callable[[str], Path], version: str
 ) -> None:
-    """Upstream carries the fix (0001) but not its test (0002)."""
+    """Upstream carries both fixes (0001, 0003) but not the test (0002)."""
     tree = release_clone(version)
     git = Git(tree)
     before = git.head()
@@ -59,8 +85,12 @@ def test_fixed_releases_get_only_the_regression_test(
 
     assert code == 0, result
     statuses = {p["name"]: p["status"] for p in result["patches"]}
-    assert statuses == {PATCH: "upstreamed", TEST_PATCH: "applied"}
-    assert PATCH in result["message"]
+    assert statuses == {
+        PATCH: "upstreamed",
+        TEST_PATCH: "applied",
+        AITER_PATCH: "upstreamed",
+    }
+    assert PATCH in result["message"] and AITER_PATCH in result["message"]
     assert git.out("rev-list", "--count", f"{before}..HEAD") == "1"
     assert git.out("diff", "--name-only", before, "HEAD").split() == [
         "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
@@ -70,23 +100,124 @@ def test_fixed_releases_get_only_the_regression_test(
     assert (code, again["status"]) == (0, "already-applied")
     assert snapshot(tree) == after
     code, checked = patchkit_json("check", str(tree))
-    assert [p["status"] for p in checked["patches"]] == ["upstreamed", "applied"]
+    assert [p["status"] for p in checked["patches"]] == [
+        "upstreamed",
+        "applied",
+        "upstreamed",
+    ]
 
 
 def test_a_fully_upstreamed_series_changes_nothing(
     release_clone: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    """Exit 5 when upstream carries every patch, here the fix alone."""
+    """Exit 5 when upstream carries every patch, here the two fixes."""
     patches = tmp_path / "patches"
     patches.mkdir()
-    shutil.copy(PATCHES_DIR / PATCH, patches)
-    (patches / "series").write_text(PATCH + "\n")
+    for name in (PATCH, AITER_PATCH):
+        shutil.copy(PATCHES_DIR / name, patches)
+    (patches / "series").write_text(f"{PATCH}\n{AITER_PATCH}\n")
     tree = release_clone("0.29.0")
     before = snapshot(tree)
 
     code, result = patchkit_json("--patches", str(patches), "apply", str(tree))
 
     assert (code, result["status"]) == (5, "upstreamed")
+    assert "the whole series" in result["message"]
+    assert snapshot(tree) == before
+
+
+def _series_with_affects(tmp_path: Path, name: str, affects: str) -> Path:
+    """A copy of the series whose patch ``name`` says ``Affects: affects``."""
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    path = patches / name
+    lines = path.read_text().split("\n")
+    lines = [line for line in lines if not line.startswith("Affects: ")]
+    at = next(i for i, line in enumerate(lines) if line.startswith("Invariant: "))
+    lines.insert(at, f"Affects: {affects}")
+    path.write_text("\n".join(lines))
+    return patches
+
+
+def test_upstreamed_and_not_carried_is_upstreamed(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Exit 5 when upstream carries every patch the series carries for the
+    release; a patch not carried there does not stand in the way."""
+    patches = _series_with_affects(tmp_path, TEST_PATCH, "0.11.1..0.28.0")
+    tree = release_clone("0.29.0")
+    before = snapshot(tree)
+
+    code, result = patchkit_json("--patches", str(patches), "apply", str(tree))
+
+    assert (code, result["status"]) == (5, "upstreamed"), result
+    assert [p["status"] for p in result["patches"]] == [
+        "upstreamed",
+        "not-carried",
+        "upstreamed",
+    ]
+    assert "every patch the series carries for this release" in result["message"]
+    assert snapshot(tree) == before
+
+
+def test_a_release_the_series_carries_nothing_for(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """0.11.0 never zeroed the offsets: exit 0, nothing changes; not exit 5,
+    which would say upstream carries the fix."""
+    tree = release_clone("0.11.0")
+    before = snapshot(tree)
+
+    code, checked = patchkit_json("check", str(tree))
+    assert code == 0
+    assert [p["status"] for p in checked["patches"]] == ["not-carried"] * 3
+
+    code, result = patchkit_json("apply", str(tree))
+
+    assert (code, result["status"]) == (0, "not-carried"), result
+    assert "nothing to apply" in result["message"]
+    assert snapshot(tree) == before
+
+
+def test_a_development_version_is_never_not_carried(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A tree that says it is a development version (upstream main) gets
+    every patch tried: 0003 is judged by git, here a conflict, not skipped."""
+    tree = release_clone("0.25.0")
+    git = Git(tree)
+    version_file = tree / "vllm/_version.py"
+    text = version_file.read_text()
+    assert "0.25.0" in text
+    version_file.write_text(text.replace("0.25.0", "0.29.1.dev7+g0123abcd"))
+    git.run("-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-qam", "x")
+    before = snapshot(tree)
+
+    code, checked = patchkit_json("check", str(tree))
+
+    assert code == 1, checked
+    assert [p["status"] for p in checked["patches"]] == [
+        "applies",
+        "applies",
+        "conflict",
+    ]
+    code, result = patchkit_json("apply", str(tree))
+    assert (code, result["status"]) == (4, "conflict")
+    assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("affects", ["0.27..0.28.0", "0.28.0..0.27.0", "0.27.0"])
+def test_a_malformed_affects_trailer_is_exit_2(
+    release_clone: Callable[[str], Path], tmp_path: Path, affects: str
+) -> None:
+    patches = _series_with_affects(tmp_path, AITER_PATCH, affects)
+    tree = release_clone("0.28.0")
+    before = snapshot(tree)
+
+    for command in ("check", "apply"):
+        proc = patchkit("--patches", str(patches), command, str(tree))
+        assert proc.returncode == 2, proc.stderr
+        assert AITER_PATCH in proc.stderr and "Affects" in proc.stderr
     assert snapshot(tree) == before
 
 

@@ -14,11 +14,11 @@ pytestmark = pytest.mark.release_trees
 @pytest.mark.parametrize(
     ("version", "affected", "shape", "patch_status"),
     [
-        # The fix, then its regression test (a new file: it always applies).
-        ("0.11.0", False, "no-zeroing", ["conflict", "applies"]),
-        ("0.12.0", True, "buggy", ["applies", "applies"]),
-        ("0.28.0", True, "buggy", ["applies", "applies"]),
-        ("0.29.0", False, "fixed", ["upstreamed", "applies"]),
+        # The fix, its regression test, #53821's backport (0.27.0..0.28.0).
+        ("0.11.0", False, "no-zeroing", ["not-carried"] * 3),
+        ("0.12.0", True, "buggy", ["applies", "applies", "not-carried"]),
+        ("0.28.0", True, "buggy", ["applies"] * 3),
+        ("0.29.0", False, "fixed", ["upstreamed", "applies", "upstreamed"]),
     ],
 )
 def test_release_tree_verdicts(
@@ -34,6 +34,12 @@ def test_release_tree_verdicts(
     assert code == (1 if affected else 0)
     if affected:
         assert report["line"] and "query_start_loc_cpu" in report["reason"]
+    # Each fix separately: 0.11.0 has no AITER unified backend.
+    fixes = {f["fix"]: (f["affected"], f["patch_state"]) for f in report["fixes"]}
+    assert fixes == {
+        "#51585": (affected, patch_status[0]),
+        "#53821": (version in ("0.12.0", "0.28.0"), patch_status[2]),
+    }
 
 
 def test_installed_vllm_is_affected_but_protected_by_the_overlay() -> None:

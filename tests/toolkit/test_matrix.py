@@ -39,21 +39,24 @@ def test_matrix_on_0_28_to_0_29(
     old, new = rows
     assert (old["affected"], old["series"], old["overlay"]) == (
         True,
-        "applies, applies",
+        "applies, applies, applies",
         "installed",
     )
-    assert old["suite"] == "bug reproduced (53 ran, 3 could not run: 32 failed)"
-    assert old["checks"]["ran"] == 53 and len(old["checks"]["not_run"]) == 3
+    # Each fix separately: 0.28.0 needs both, 0.29.0 neither.
+    assert old["fixes"] == {"#51585": True, "#53821": True}
+    assert new["fixes"] == {"#51585": False, "#53821": False}
+    assert old["suite"] == "bug reproduced (59 ran, 3 could not run: 38 failed)"
+    assert old["checks"]["ran"] == 59 and len(old["checks"]["not_run"]) == 3
     assert (new["affected"], new["series"], new["overlay"]) == (
         False,
-        "upstreamed, applies",
+        "upstreamed, applies, upstreamed",
         "not-needed",
     )
     assert new["suite"].startswith("passes (")
     table = (tmp_path / "matrix.md").read_text()
     row = (
-        "| 0.28.0 | **yes** | buggy | applies, applies | installed "
-        "| bug reproduced (53 ran, 3 could not run: 32 failed) |"
+        "| 0.28.0 | **yes** | **yes** | buggy | applies, applies, applies | installed "
+        "| bug reproduced (59 ran, 3 could not run: 38 failed) |"
     )
     assert row in table
     assert "- 0.28.0: could not run: rocm_then_triton_mla[q=3]: " in table

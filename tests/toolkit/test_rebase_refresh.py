@@ -1,7 +1,9 @@
 """Rebase across real upstream drift and refresh, on a release upstream.
 
 The upstream is built from released sources: v0.20.0 -> v0.28.0 -> v0.29.0,
-one commit each. A fork carries the series on v0.20.0 and is rebased.
+one commit each. A fork carries the series on v0.20.0 and is rebased. The
+series does not carry 0003 (#53821's backport) for 0.20.0, so the fork
+starts with 0001 and 0002; a rebase onto 0.28.0 puts 0003 in from its file.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ pytestmark = pytest.mark.release_trees
 VERSIONS = ["0.20.0", "0.28.0", "0.29.0"]
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 TEST_FILE = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+FIX, TEST, AITER = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +56,8 @@ def fork(tmp_path: Path, upstream: Path) -> Path:
     git.run("switch", "--quiet", "-c", "rocm-fixes")
     code, result = patchkit_json("apply", str(tree))
     assert (code, result["status"]) == (0, "applied")
+    states = [p["status"] for p in result["patches"]]
+    assert states == ["applied", "applied", "not-carried"]
     return tree
 
 
@@ -69,13 +74,16 @@ def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
     )
     assert code == 0, result
     assert result["status"] == "rebased"
-    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    # 0003 comes from its file, at its place in the series.
+    assert [p["name"] for p in result["patches"]] == [FIX, TEST, AITER]
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
     git = Git(fork)
     assert git.branch() == "rocm-fixes"
-    assert git.out("rev-parse", "HEAD~2") == result["onto"]
-    subjects = git.out("log", "-2", "--format=%s").splitlines()
-    assert len(subjects) == 2
+    assert git.out("rev-parse", "HEAD~3") == result["onto"]
+    subjects = git.out("log", "-3", "--format=%s").splitlines()
+    assert len(subjects) == 3
     assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects)
+    assert "AITER" in subjects[0]
     assert inspect_capture_tree(fork).shape is Shape.FIXED
     assert git.is_clean()
 
@@ -87,9 +95,12 @@ def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
         "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
     )
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["upstreamed", "applied"]
-    fix = result["patches"][0]["name"]
-    assert f"dropped as upstreamed: {fix}" in result["message"]
+    assert [p["status"] for p in result["patches"]] == [
+        "upstreamed",
+        "applied",
+        "upstreamed",
+    ]
+    assert f"dropped as upstreamed: {FIX}, {AITER}" in result["message"]
     git = Git(fork)
     assert git.out("rev-parse", "HEAD^") == result["onto"]
     assert git.out("diff", "--name-only", "HEAD^", "HEAD") == TEST_FILE
@@ -157,19 +168,69 @@ def test_refresh_after_drop_removes_the_patch(
     assert code == 0
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
-    fix, test = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
     code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
     assert code == 0
-    assert [Path(p).name for p in result["removed"]] == [fix]
-    assert sorted(p.name for p in patches.glob("*.patch")) == [test]
+    # 0003 is outside its Affects range on 0.29.0, but upstream carries it:
+    # upstreamed comes first, so it leaves the series like 0001.
+    assert [Path(p).name for p in result["removed"]] == [FIX, AITER]
+    assert result["kept"] == []
+    assert sorted(p.name for p in patches.glob("*.patch")) == [TEST]
     # The test patch is exported unchanged from its new base.
-    assert (patches / test).read_bytes() == (PATCHES_DIR / test).read_bytes()
+    assert (patches / TEST).read_bytes() == (PATCHES_DIR / TEST).read_bytes()
     listed = [
         line
         for line in (patches / "series").read_text().splitlines()
         if not line.startswith("#")
     ]
-    assert listed == [test]
+    assert listed == [TEST]
+
+
+def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
+    fork: Path, tmp_path: Path
+) -> None:
+    """A 0.20.0 fork has no 0003 commit by design: its file and line stay."""
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    before = {p.name: p.read_bytes() for p in patches.iterdir()}
+
+    code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
+
+    assert code == 0, result
+    assert [Path(p).name for p in result["written"]] == [FIX, TEST]
+    assert result["kept"] == [AITER] and result["removed"] == []
+    assert (patches / AITER).read_bytes() == before[AITER]
+    assert (patches / "series").read_bytes() == before["series"]
+
+
+def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
+    upstream: Path, tmp_path: Path
+) -> None:
+    """A 0.28.0 fork without 0003's commit, rebased onto 0.20.0: 0003 is not
+    put in from its file there, and the rebase goes through."""
+    tree = tmp_path / "fork28"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
+    )
+    git = as_user(tree)
+    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    code, applied = patchkit_json("apply", str(tree))
+    assert (code, applied["status"]) == (0, "applied")
+    # Drop 0003's commit: the branch now carries what the series carries
+    # for 0.20.0.
+    git.run("reset", "--hard", "--quiet", "HEAD~")
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.20.0", "--upstream", str(upstream), str(tree)
+    )
+
+    assert code == 0, result
+    assert [p["status"] for p in result["patches"]] == [
+        "applied",
+        "applied",
+        "not-carried",
+    ]
+    assert "not carried for v0.20.0's release" in result["message"]
+    assert git.out("rev-parse", "HEAD~2") == result["onto"]
 
 
 def test_refresh_refuses_to_write_an_empty_series(
@@ -230,13 +291,14 @@ def test_rebase_replays_your_own_commits_in_order(fork: Path, upstream: Path) ->
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    # 0003, not carried for 0.20.0, goes in from its file after 0002.
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
     assert [c["status"] for c in result["commits"]] == ["applied"] * 3
     assert "and 3 of your commit(s)" in result["message"]
     subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
     assert subjects[:3] == ["Mark the fork", "Say it is my fork", "Add my tool"]
     assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects[3:])
-    assert len(subjects) == 5
+    assert len(subjects) == 6
     replayed = git.out("rev-list", "--reverse", "HEAD~3..HEAD").splitlines()
     for old, new in zip(mine, replayed, strict=True):
         # Same author, date and message; the same change.
@@ -262,10 +324,10 @@ def test_rebase_keeps_an_edited_series_commit_as_you_edited_it(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
     assert result["commits"] == []
     assert test.read_text().endswith("# Checked on our MI300X boxes too.\n")
-    assert Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD") == "2"
+    assert Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD") == "3"
 
 
 def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
@@ -282,7 +344,7 @@ def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
 
     assert code == 4, result
     assert result["status"] == "conflict"
-    assert [p["status"] for p in result["patches"]] == ["applied", "applied"]
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
     [commit] = result["commits"]
     assert commit["name"] == f"{mine[:12]} Use my build"
     assert (commit["status"], commit["files"]) == ("conflict", ["setup.py"])
@@ -518,7 +580,7 @@ def test_sigkill_mid_replay_is_cleaned_up_by_the_next_rebase(
     # with a reason that names it.
     assert scratch.parent == fork / ".git" / "vllm-patchkit" / "rebase"
     assert "vllm-patchkit rebase" in left.get("locked", "")
-    assert git.out("rev-list", "--count", f"{result['onto']}..HEAD") == "3"
+    assert git.out("rev-list", "--count", f"{result['onto']}..HEAD") == "4"
     assert git.head() != head and git.is_clean()
 
 
@@ -586,7 +648,7 @@ def test_refresh_keeps_every_comment_where_it_was(
 ) -> None:
     """Ordinary, indented and trailing comments and blank lines survive; the
     line of a dropped patch (0001 on 0.29.0) goes with its comment."""
-    fix, test = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
+    fix, test = FIX, TEST
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
     (patches / "series").write_text(COMMENTED_SERIES.format(fix=fix, test=test))
@@ -645,7 +707,11 @@ def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["upstreamed", "applied"]
+    assert [p["status"] for p in result["patches"]] == [
+        "upstreamed",
+        "applied",
+        "upstreamed",
+    ]
     assert (fork / TEST_FILE).is_file()
 
 
@@ -665,6 +731,6 @@ def test_an_edited_upstream_copy_of_0002s_test_drops_it(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["upstreamed", "upstreamed"]
+    assert [p["status"] for p in result["patches"]] == ["upstreamed"] * 3
     assert not (fork / TEST_FILE).exists()
     assert Git(fork).head() == result["onto"]

@@ -56,7 +56,7 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     after, before = result.after, result.before
     assert before is not None
     assert after.fixed and after.counts["failed"] == 0
-    assert after.counts["passed"] == after.counts["ran"] == 53
+    assert after.counts["passed"] == after.counts["ran"] == 59
     assert after.upstream_test is not None
     assert after.upstream_test.files == [UPSTREAM_TEST]
     assert (after.upstream_test.passed, after.upstream_test.failed) == (4, 0)
@@ -77,8 +77,8 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     )
     assert lines[-1] == "verdict: FIXED: the fix is present and behaves correctly"
     # Every check is counted; those that could not run are named, with why.
-    assert "after: 56 checks: 53 ran (53 passed, 0 failed), 3 could not run" in lines
-    assert "before: 56 checks: 53 ran (21 passed, 32 failed), 3 could not run" in lines
+    assert "after: 62 checks: 59 ran (59 passed, 0 failed), 3 could not run" in lines
+    assert "before: 62 checks: 59 ran (21 passed, 38 failed), 3 could not run" in lines
     assert any(
         line.startswith("after:   could not run: rocm_then_triton_mla[q=3]: cannot ")
         for line in lines
@@ -200,7 +200,7 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
         + reason
     )
     # The suite itself passed: only the test's not running stops the verdict.
-    assert "after: 56 checks: 53 ran (53 passed, 0 failed), 3 could not run" in lines
+    assert "after: 62 checks: 59 ran (59 passed, 0 failed), 3 could not run" in lines
     assert any(
         line.startswith("upstream test") and "DID NOT RUN (0 passed, 0 failed" in line
         for line in lines

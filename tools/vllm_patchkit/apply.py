@@ -34,6 +34,7 @@ from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.guard import CheckoutGuard, JournalAction
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Patch, Series
+from vllm_patchkit.versions import tree_version
 
 __all__ = ["BASE_REF", "ApplyResult", "Status", "am_one", "apply_series"]
 
@@ -42,6 +43,8 @@ class Status(enum.StrEnum):
     APPLIED = "applied"
     ALREADY_APPLIED = "already-applied"
     UPSTREAMED = "upstreamed"
+    NOT_CARRIED = "not-carried"
+    """The series carries none of its patches for this tree's release."""
     CONFLICT = "conflict"
     REFUSED = "refused"
     ERROR = "error"
@@ -122,20 +125,10 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
     pending = [
         p for p, r in zip(series.patches, reports, strict=True) if r.status in _TO_APPLY
     ]
+    upstreamed = [r.name for r in reports if r.status == PatchState.UPSTREAMED]
+    skipped = _not_carried_note(reports, tree_version(git.root))
     if not pending:
-        upstreamed = [r.name for r in reports if r.status == PatchState.UPSTREAMED]
-        if len(upstreamed) == len(reports):
-            return ApplyResult(
-                Status.UPSTREAMED,
-                "upstream already carries the whole series; nothing to apply",
-                head,
-                head,
-                reports,
-            )
-        message = "the series is already applied" + (
-            f" (upstream carries {', '.join(upstreamed)})" if upstreamed else ""
-        )
-        return ApplyResult(Status.ALREADY_APPLIED, message, head, head, reports)
+        return _nothing_to_apply(reports, upstreamed, skipped, head)
     in_the_way = paths_in_the_way(git, pending)
     if in_the_way:
         return ApplyResult(
@@ -178,15 +171,59 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
             reports,
         )
     git.run("update-ref", BASE_REF, head)
-    upstreamed = [r.name for r in reports if r.status == PatchState.UPSTREAMED]
     return ApplyResult(
         Status.APPLIED,
         f"applied {len(pending)} patch(es)"
-        + (f"; upstream already carries {', '.join(upstreamed)}" if upstreamed else ""),
+        + (f"; upstream already carries {', '.join(upstreamed)}" if upstreamed else "")
+        + skipped,
         head,
         git.head(),
         reports,
     )
+
+
+def _not_carried_note(reports: list[PatchReport], version: str) -> str:
+    names = [r.name for r in reports if r.status == PatchState.NOT_CARRIED]
+    if not names:
+        return ""
+    return f"; not carried for vLLM {version} (skipped): {', '.join(names)}"
+
+
+def _nothing_to_apply(
+    reports: list[PatchReport], upstreamed: list[str], skipped: str, head: str
+) -> ApplyResult:
+    """Every patch is applied, upstreamed or not carried: nothing changes.
+
+    Upstreamed (exit 5) needs upstream to carry every patch the series
+    carries for this release, and at least one; a release the series carries
+    nothing for is not-carried (exit 0), whatever upstream did.
+    """
+    carried = [r for r in reports if r.status != PatchState.NOT_CARRIED]
+    if not carried:
+        return ApplyResult(
+            Status.NOT_CARRIED,
+            "the series carries none of its patches for this release; nothing to apply",
+            head,
+            head,
+            reports,
+        )
+    if len(upstreamed) == len(carried):
+        whole = (
+            "the whole series"
+            if len(carried) == len(reports)
+            else ("every patch the series carries for this release")
+        )
+        return ApplyResult(
+            Status.UPSTREAMED,
+            f"upstream already carries {whole}; nothing to apply" + skipped,
+            head,
+            head,
+            reports,
+        )
+    message = "the series is already applied" + (
+        f" (upstream carries {', '.join(upstreamed)})" if upstreamed else ""
+    )
+    return ApplyResult(Status.ALREADY_APPLIED, message + skipped, head, head, reports)
 
 
 def _environment_failure(report: PatchReport, expected: str) -> bool:

@@ -16,5 +16,5 @@ from vllm_patchkit.series import Series
 
 
 def check_series(path: Path, series: Series) -> list[PatchReport]:
-    """Each patch's PatchState: applied, upstreamed, applies or conflict."""
+    """Each patch's PatchState: applied, upstreamed, not-carried, applies, conflict."""
     return classify(open_checkout(path), series)

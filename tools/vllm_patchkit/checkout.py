@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import enum
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.errors import RefusedError
-from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
+from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Patch, Series
+from vllm_patchkit.versions import Release, tree_release
 
 BASE_REF = "refs/vllm-patchkit/base"
 """The upstream commit the series sits on: written by apply and rebase, read
@@ -34,6 +36,11 @@ class PatchState(enum.StrEnum):
     outside git, the patch reverses cleanly)."""
     UPSTREAMED = "upstreamed"
     """Not applied, but its invariant holds without it: upstream carries it."""
+    NOT_CARRIED = "not-carried"
+    """Neither, and the tree is a release outside the patch's ``Affects:``
+    range: the series does not carry the patch for it (skipped, not a
+    failure). Never said of a tree whose release is unknown (a development
+    version, upstream main): there the patch is tried."""
     APPLIES = "applies"
     """Neither; it applies on top of the patches before it (cleanly or with a
     3-way merge)."""
@@ -167,14 +174,35 @@ def invariant_holds(git: Git, patch: Patch) -> bool | None:
     return check_invariant(patch.invariant, git.root).holds
 
 
+def not_carried_detail(patch: Patch, version: str) -> str:
+    return (
+        f"the series does not carry this patch for vLLM {version} "
+        f"(Affects: {patch.affects})"
+    )
+
+
+def not_carried(
+    patch: Patch, release: Release | None, version: str
+) -> PatchReport | None:
+    """The NOT_CARRIED report when the series does not carry ``patch`` for
+    this release; None when it does (or the release is unknown)."""
+    if patch.carried_for(release):
+        return None
+    return PatchReport(
+        patch.name, PatchState.NOT_CARRIED, not_carried_detail(patch, version)
+    )
+
+
 def classify(git: Git, series: Series) -> list[PatchReport]:
     """Every patch's :class:`PatchState` in the checkout, reading only.
 
-    A patch neither applied nor upstreamed is tried with ``git apply
-    --cached`` (then ``--3way``) against a scratch index holding HEAD and
-    the patches before it; its objects go to a temporary directory.
+    In order: applied, upstreamed, not carried for the tree's release; a
+    patch that is none of these is tried with ``git apply --cached`` (then
+    ``--3way``) against a scratch index holding HEAD and the patches before
+    it; its objects go to a temporary directory.
     """
     reports = []
+    version, release = tree_release(git.root)
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
         env = scratch_env(git, Path(scratch))
         index_ready = False
@@ -187,6 +215,10 @@ def classify(git: Git, series: Series) -> list[PatchReport]:
             if invariant_holds(git, patch):
                 detail = f"invariant {patch.invariant} holds without the patch"
                 reports.append(PatchReport(patch.name, PatchState.UPSTREAMED, detail))
+                continue
+            skipped = not_carried(patch, release, version)
+            if skipped is not None:
+                reports.append(skipped)
                 continue
             if not index_ready:
                 git.run("read-tree", "HEAD", env=env)
@@ -224,3 +256,56 @@ def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, 
         line for line in (merged.stderr or clean.stderr).splitlines() if line.strip()
     ]
     return PatchState.CONFLICT, "; ".join(errors[:3]) or "does not apply"
+
+
+def classify_tree(root: Path, series: Series) -> list[PatchReport]:
+    """Every patch's :class:`PatchState` in a tree that may not be a git
+    checkout (a release's files, an installed vLLM), reading only.
+
+    The same order as :func:`classify`: upstreamed (invariant), applied (the
+    patch reverses cleanly), not carried, then ``git apply --check`` against
+    the files as they are (each patch alone; ``--check`` never writes).
+    """
+    git = Git(root)
+    version, release = tree_release(root)
+    reports = []
+    for patch in series.patches:
+        if invariant_holds(git, patch):
+            reports.append(
+                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
+            )
+            continue
+        forward = _check_apply(root, patch.path)
+        if forward.returncode == 0:
+            skipped = not_carried(patch, release, version)
+            reports.append(
+                skipped
+                or PatchReport(patch.name, PatchState.APPLIES, "git apply --check")
+            )
+            continue
+        if _check_apply(root, patch.path, "--reverse").returncode == 0:
+            reports.append(
+                PatchReport(patch.name, PatchState.APPLIED, "reverses cleanly")
+            )
+            continue
+        skipped = not_carried(patch, release, version)
+        reports.append(
+            skipped
+            or PatchReport(
+                patch.name, PatchState.CONFLICT, forward.stderr.strip()[:200]
+            )
+        )
+    return reports
+
+
+def _check_apply(
+    root: Path, patch: Path, *options: str
+) -> subprocess.CompletedProcess[str]:
+    # Outside a repository git apply acts like patch(1); inside one it
+    # checks against the work tree.
+    return subprocess.run(
+        [git_executable(), "apply", "--check", *options, str(patch)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )

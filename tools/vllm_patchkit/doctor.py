@@ -7,8 +7,6 @@ in it changes: patch applicability is checked with ``git apply --check``.
 
 from __future__ import annotations
 
-import ast
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,10 +14,26 @@ from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.doctor import entry_point_registered
 from vllm_overlay.install import Action, assess_file
 from vllm_overlay.record import RECORD
-from vllm_patchkit.checkout import PatchReport, PatchState, invariant_holds
-from vllm_patchkit.gitcmd import Git, git_executable
+from vllm_patchkit.checkout import PatchReport, classify_tree
 from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Series
+from vllm_patchkit.versions import tree_version
+
+__all__ = ["Diagnosis", "FixStatus", "diagnose", "fix_statuses", "tree_version"]
+
+
+@dataclass
+class FixStatus:
+    """One fix on one tree: does the tree need it, and what the series does."""
+
+    fix: str
+    affected: bool | None
+    """None: cannot judge (the file does not parse)."""
+    detail: str
+    patch: str
+    patch_state: str
+    """The series patch's :class:`PatchState` here (not-carried included)."""
 
 
 @dataclass
@@ -41,6 +55,9 @@ class Diagnosis:
     """What the overlay would do with this code, and why (file and line)."""
     overlay_record: list[dict[str, object]] = field(default_factory=list)
     """What the overlay patches: target, why, how, related PRs, removal."""
+    fixes: list[FixStatus] = field(default_factory=list)
+    """Each fix separately (#51585, #53821): a release can need one, both or
+    none. ``affected`` above is #51585's, which decides the exit code."""
 
     @property
     def judged(self) -> bool:
@@ -57,55 +74,35 @@ class Diagnosis:
         )
 
 
-def tree_version(root: Path) -> str:
-    """The release a tree claims: vllm/_version.py, else git describe."""
-    version_file = root / "vllm" / "_version.py"
-    if version_file.is_file():
-        for node in ast.walk(ast.parse(version_file.read_text())):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
-                if names & {"__version__", "version"}:
-                    return str(node.value.value)
-    dist_info = sorted(root.glob("vllm-*.dist-info"))
-    if dist_info:
-        return dist_info[-1].name.removeprefix("vllm-").removesuffix(".dist-info")
-    proc = Git(root).run("describe", "--tags", "--always", check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+FIX_INVARIANTS = {
+    "#51585": "rocm-capture-zeroes-device-offsets-only",
+    "#53821": "rocm-aiter-unified-capture-keeps-offsets",
+}
+AITER_FILE = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
 
 
-def _patch_status(root: Path, series: Series) -> list[PatchReport]:
-    reports = []
-    git = Git(root)
-    for patch in series.patches:
-        if invariant_holds(git, patch):
-            reports.append(
-                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
-            )
-            continue
-        # Outside a repository git apply acts like patch(1); inside one it
-        # checks against the work tree. --check never writes.
-        proc = subprocess.run(
-            [git_executable(), "apply", "--check", str(patch.path)],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode == 0:
-            reports.append(
-                PatchReport(patch.name, PatchState.APPLIES, "git apply --check")
-            )
+def fix_statuses(
+    root: Path, series: Series, patches: list[PatchReport]
+) -> list[FixStatus]:
+    """#51585 and #53821 on ``root``: affected, and the state of each one's
+    patch (the patch whose invariant is the fix's)."""
+    code = inspect_capture_tree(root)
+    states = {r.name: r.status for r in patches}
+    statuses = []
+    for fix, invariant in FIX_INVARIANTS.items():
+        patch = next((p for p in series.patches if p.invariant == invariant), None)
+        name = patch.name if patch else "(none in the series)"
+        state = str(states.get(name, "-"))
+        if fix == "#51585":
+            affected = code.shape is Shape.BUGGY if code.judged else None
+            detail = code.detail
+        elif not (root / AITER_FILE).is_file():
+            affected, detail = False, f"no {AITER_FILE}: no AITER unified backend"
         else:
-            reverse = subprocess.run(
-                [git_executable(), "apply", "--check", "--reverse", str(patch.path)],
-                cwd=root,
-                capture_output=True,
-                text=True,
-            )
-            status = (
-                PatchState.APPLIED if reverse.returncode == 0 else PatchState.CONFLICT
-            )
-            reports.append(PatchReport(patch.name, status, proc.stderr.strip()[:200]))
-    return reports
+            result = check_invariant(invariant, root)
+            affected, detail = not result.holds, result.detail
+        statuses.append(FixStatus(fix, affected, detail, name, state))
+    return statuses
 
 
 def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
@@ -114,6 +111,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         raise ValueError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
     code = inspect_capture_tree(root)
     version = tree_version(root)
+    patches = classify_tree(root, series)
     overlay = assess_file(code.file, version) if code.file.is_file() else None
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",
@@ -123,7 +121,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         reason=code.detail,
         file=str(code.file),
         line=code.line,
-        patches=_patch_status(root, series),
+        patches=patches,
         installed=path is None,
         overlay_entry_point=entry_point_registered(),
         overlay_would_activate=bool(overlay and overlay.action is Action.INSTALLED),
@@ -133,4 +131,5 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
             else f"absent: {code.detail}"
         ),
         overlay_record=[target.as_dict() for target in RECORD],
+        fixes=fix_statuses(root, series, patches),
     )

@@ -1,7 +1,8 @@
 """The compatibility matrix: every vLLM release against the bug and the fix.
 
 For each release on the package index in a range: is it affected (the AST
-verdict), does the series apply or is it upstreamed, what would the overlay
+verdict), by #51585 and, separately, by #53821 (a release can need one,
+both or none), does the series apply or is it upstreamed, what would the overlay
 do; and, for releases that install beside this venv's CPU torch (they pin
 the same torch), the regression suite against a real install. Only the few
 files the checks need are read out of each source distribution. Results are
@@ -38,15 +39,17 @@ import vllm_patchkit.regression
 import vllm_patchkit.series
 from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
 from vllm_overlay.install import action_for
-from vllm_patchkit.checkout import PatchState, invariant_holds
-from vllm_patchkit.gitcmd import Git, git_executable
+from vllm_patchkit.checkout import classify_tree, invariant_holds
+from vllm_patchkit.doctor import fix_statuses
+from vllm_patchkit.gitcmd import git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.regression.verdict import CANNOT_JUDGE, FIXED, tally
+from vllm_patchkit.regression.verdict import AITER_FIX, CANNOT_JUDGE, FIXED, tally
 from vllm_patchkit.release_installs import installed_release
 from vllm_patchkit.releases import sdist_path
 from vllm_patchkit.series import Series
+from vllm_patchkit.versions import tree_release
 
 
 @dataclass
@@ -64,6 +67,8 @@ class Row:
     checks: dict[str, Any] | None = None
     """The suite's counts (ran, passed, failed, not_run with the reasons)."""
     cached: bool = False
+    fixes: dict[str, bool | None] | None = None
+    """Per fix (#51585, #53821): does the release need it (None: cannot judge)."""
 
 
 def select_versions(first: str, last: str) -> list[str]:
@@ -92,7 +97,14 @@ def decider_files() -> list[Path]:
         vllm_patchkit.series,
     ]
     files = [Path(inspect.getsourcefile(m) or "") for m in modules]
-    for obj in (invariant_holds, inspect_capture_tree, action_for, installed_release):
+    for obj in (
+        invariant_holds,
+        fix_statuses,
+        tree_release,
+        inspect_capture_tree,
+        action_for,
+        installed_release,
+    ):
         files.append(Path(inspect.getsourcefile(obj) or ""))
     files += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
     return sorted({f.resolve() for f in files})
@@ -167,24 +179,6 @@ def _extract(version: str, dest: Path, wanted: set[str]) -> str | None:
     return torch_pin
 
 
-def _series_state(root: Path, series: Series) -> str:
-    states = []
-    for patch in series.patches:
-        if invariant_holds(Git(root), patch):
-            states.append(PatchState.UPSTREAMED)
-            continue
-        proc = subprocess.run(
-            [git_executable(), "apply", "--check", str(patch.path)],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-        states.append(
-            PatchState.APPLIES if proc.returncode == 0 else PatchState.CONFLICT
-        )
-    return ", ".join(states)
-
-
 def _suite(
     version: str, torch_pin: str | None, with_suite: bool
 ) -> tuple[str, dict[str, Any] | None]:
@@ -218,13 +212,20 @@ def suite_cell(run: TreeReport) -> tuple[str, dict[str, Any] | None]:
 
 
 def analyse(version: str, series: Series, with_suite: bool) -> Row:
-    wanted = {str(ROCM_ATTN), *(f for p in series.patches for f in p.files)}
+    # vllm/_version.py: the release, which decides what the series carries.
+    wanted = {
+        str(ROCM_ATTN),
+        "vllm/_version.py",
+        *(f for p in series.patches for f in p.files),
+    }
     with tempfile.TemporaryDirectory(prefix=f"matrix-{version}-") as scratch:
         root = Path(scratch)
         torch_pin = _extract(version, root, wanted)
         (root / "vllm").mkdir(exist_ok=True)
         code = inspect_capture_tree(root)
-        series_state = _series_state(root, series)
+        reports = classify_tree(root, series)
+        series_state = ", ".join(r.status for r in reports)
+        fixes = {f.fix: f.affected for f in fix_statuses(root, series, reports)}
     suite, checks = _suite(version, torch_pin, with_suite)
     return Row(
         version=version,
@@ -235,6 +236,7 @@ def analyse(version: str, series: Series, with_suite: bool) -> Row:
         torch_pin=torch_pin,
         suite=suite,
         checks=checks,
+        fixes=fixes,
     )
 
 
@@ -264,13 +266,18 @@ def build_matrix(
 
 def markdown(rows: list[Row]) -> str:
     lines = [
-        "| vLLM | affected | capture code | series | overlay | suite (real install) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        (
+            "| vLLM | affected (#51585) | #53821 | capture code | series | overlay "
+            "| suite (real install) |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    words = {True: "**yes**", False: "no", None: "cannot judge"}
     for row in rows:
+        aiter = words[(row.fixes or {}).get(AITER_FIX)] if row.fixes else "?"
         lines.append(
-            f"| {row.version} | {'**yes**' if row.affected else 'no'} | {row.shape} "
-            f"| {row.series} | {row.overlay} | {row.suite} |"
+            f"| {row.version} | {'**yes**' if row.affected else 'no'} | {aiter} "
+            f"| {row.shape} | {row.series} | {row.overlay} | {row.suite} |"
         )
     notes = [
         f"- {row.version}: could not run: {item['name']}: {item['why']}"

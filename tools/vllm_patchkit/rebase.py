@@ -5,14 +5,16 @@ by apply and rebase, or ``--base``) and HEAD is replayed, in order, in a
 temporary ``git worktree`` detached at the target: the series' own commits
 and the user's commits on top alike. A series patch is dropped when
 upstream carries it (its commit in upstream's history, or its invariant
-holding there); a series patch that upstream carried at the old base (so it
-has no commit on the branch) is applied from its file, before the branch's
-commits, when the target no longer carries it. Any conflict stops the run
-with a report naming the patch or commit, the files and the conflicting
-hunks, and the branch is left exactly as it was; it moves to the new
-commits only when every commit went through. A history that cannot be
-replayed commit by commit (a merge after the base, no base below HEAD) is
-refused before anything is touched.
+holding there). A series patch with no commit on the branch (upstream
+carried it at the old base, or the series does not carry it for the old
+base's release) is applied from its file, at its place in the series, and
+skipped (reported as not-carried, kept in the series) when the target is a
+release outside its ``Affects:`` range. Any conflict stops the run with a
+report naming the patch or commit, the files and the conflicting hunks,
+and the branch is left exactly as it was; it moves to the new commits only
+when every commit went through. A history that cannot be replayed commit
+by commit (a merge after the base, no base below HEAD) is refused before
+anything is touched.
 
 The temporary worktree lives under the git directory's ``vllm-patchkit/``
 folder, locked with a reason naming this tool, and is removed at the end;
@@ -35,6 +37,7 @@ from vllm_patchkit.checkout import (
     committer_env,
     in_history,
     invariant_holds,
+    not_carried,
     open_checkout,
     refusal,
 )
@@ -47,6 +50,7 @@ from vllm_patchkit.revs import (
     check_revision,
 )
 from vllm_patchkit.series import Patch, Series
+from vllm_patchkit.versions import tree_release
 
 FETCHED_REF = "refs/vllm-patchkit/fetched"
 """Where ``--upstream``'s ref lands for the run (FETCH_HEAD is the user's)."""
@@ -171,8 +175,9 @@ def rebase_series(
 def plan(git: Git, series: Series, base: str | None) -> list[Step]:
     """What to replay, in order; ValueError when the branch cannot be replayed.
 
-    The series patches upstream carried at the base come first (from their
-    files), then every commit after the base, the series' and the user's.
+    Every commit after the base, the series' and the user's, with each
+    series patch that has no commit here put in from its file at its place
+    in the series.
     """
     base_rev = base if base is not None else BASE_REF
     base_commit = git.commit_of(base_rev)
@@ -200,12 +205,24 @@ def plan(git: Git, series: Series, base: str | None) -> list[Step]:
     owner = _series_commits(git, series, base_commit, commits)
     by_commit = {sha: (name, edited) for name, (sha, edited) in owner.items()}
     patches = {patch.name: patch for patch in series.patches}
-    carried = [Step(p, None) for p in series.patches if p.name not in owner]
     steps = []
     for sha, subject in commits:
         name, edited = by_commit.get(sha, ("", False))
         steps.append(Step(patches.get(name), sha, subject, edited))
-    return carried + steps
+    # A series patch with no commit here (upstream carried it at the base,
+    # or the series did not carry it for the base's release) is applied from
+    # its file at its place in the series: right after the step of the
+    # nearest series patch before it, or first.
+    for index, patch in enumerate(series.patches):
+        if patch.name in owner:
+            continue
+        earlier = {p.name for p in series.patches[:index]}
+        at = 0
+        for position, step in enumerate(steps):
+            if step.patch is not None and step.patch.name in earlier:
+                at = position + 1
+        steps.insert(at, Step(patch, None))
+    return steps
 
 
 def _series_commits(
@@ -374,6 +391,14 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         report.detail = "dropped: upstream carries it"
         return None
     if step.commit is None:
+        # A patch with no commit on the branch comes from its file; on a
+        # target release the series does not carry it for, it stays out of
+        # the branch (and in the series: this is no drop).
+        version, release = tree_release(work.root)
+        skipped = not_carried(patch, release, version)
+        if skipped is not None:
+            report.status, report.detail = skipped.status, skipped.detail
+            return None
         failure = am_one(work, patch, report)
     else:
         failure = _pick(work, step.commit, report)
@@ -442,6 +467,12 @@ def _success_message(result: RebaseResult, onto: str) -> str:
     text += f" on {onto}"
     if result.dropped:
         text += f"; dropped as upstreamed: {', '.join(result.dropped)}"
+    skipped = [p.name for p in result.patches if p.status == "not-carried"]
+    if skipped:
+        text += (
+            f"; not carried for {onto}'s release (left out of the branch, kept in "
+            f"the series): {', '.join(skipped)}"
+        )
     gone = [c.name for c in result.commits if c.status == "upstreamed"]
     if gone:
         text += f"; your commit(s) already in {onto}, dropped: {', '.join(gone)}"

@@ -5,10 +5,14 @@ The commits between the recorded base (``refs/vllm-patchkit/base``, or
 that make the output a function of the commits alone (zero commit hash in
 the From line, no signature, no numbering, fixed blob abbreviation), so
 running it twice gives byte-identical files. Patches whose commits are gone
-(dropped as upstreamed) leave the series; comment and blank lines of the
+(dropped as upstreamed) leave the series, except a patch the series does
+not carry for the checkout's release (its ``Affects:`` range) and whose
+invariant does not hold there: it has no commit there by design, so its
+file and line are kept byte for byte. Comment and blank lines of the
 series file stay where they were. The series is read with the same
-validated loader as every other command, and every file written or removed
-is checked to resolve to a file directly inside the patches directory.
+validated loader as every other command, and every file written or
+removed is checked to resolve to a file directly inside the patches
+directory.
 
 A patch keeps its file name while its subject does: format-patch numbers
 from 1, and renaming 0002 to 0001 after a drop would make a review of the
@@ -21,9 +25,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.checkout import BASE_REF, open_checkout
+from vllm_patchkit.checkout import BASE_REF, invariant_holds, open_checkout
 from vllm_patchkit.revs import check_revision
 from vllm_patchkit.series import inside, load_series, series_entries
+from vllm_patchkit.versions import tree_release
 
 FORMAT_PATCH_OPTIONS = (
     "--zero-commit",
@@ -41,6 +46,9 @@ class RefreshResult:
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    """Patches with no commit here that the series does not carry for this
+    checkout's release: their files and series lines are left as they are."""
     base: str = ""
 
 
@@ -60,11 +68,19 @@ def refresh_series(
     # The same validated reader as every other command: a name that leaves
     # the directory, or a malformed patch, stops the run before any write.
     if series_file.exists() or series_file.is_symlink():
-        load_series(patches_dir)
+        old_series = load_series(patches_dir)
         entries = series_entries(series_file)
     else:
-        entries = []
+        old_series, entries = None, []
     old_names = [name for _, name in entries if name is not None]
+    _, release = tree_release(git.root)
+    # Upstreamed comes before not-carried, as in classify: a patch upstream
+    # carries here leaves the series even outside its Affects range.
+    not_carried_here = {
+        p.name
+        for p in (old_series.patches if old_series else ())
+        if not p.carried_for(release) and not invariant_holds(git, p)
+    }
     series_target = inside(patches_dir, "series")
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-refresh-") as scratch:
         git.run(
@@ -85,7 +101,15 @@ def refresh_series(
             )
         names = stable_names([p.name for p in fresh], old_names)
         targets = [inside(patches_dir, name) for name in names]
-        stale = [inside(patches_dir, n) for n in old_names if n not in names]
+        # A patch the series does not carry for this checkout's release has
+        # no commit here; that says nothing about whether it is still needed
+        # where it is carried, so its file and series line stay as they are.
+        result.kept = [n for n in old_names if n not in names and n in not_carried_here]
+        stale = [
+            inside(patches_dir, n)
+            for n in old_names
+            if n not in names and n not in result.kept
+        ]
         for patch, name, target in zip(fresh, names, targets, strict=True):
             content = patch.read_bytes()
             if not target.is_file() or target.read_bytes() != content:
@@ -95,8 +119,20 @@ def refresh_series(
     for target in stale:
         target.unlink(missing_ok=True)
         result.removed.append(target.name)
-    series_target.write_text(rewrite_series(entries, result.written))
+    listed = with_kept(result.written, result.kept, old_names)
+    series_target.write_text(rewrite_series(entries, listed))
     return result
+
+
+def with_kept(names: list[str], kept: list[str], old: list[str]) -> list[str]:
+    """``names`` with each kept name put back after the name that came
+    before it in the old series (or first)."""
+    listed = list(names)
+    for name in kept:
+        before = old[: old.index(name)]
+        anchors = [listed.index(n) for n in before if n in listed]
+        listed.insert(anchors[-1] + 1 if anchors else 0, name)
+    return listed
 
 
 def rewrite_series(entries: list[tuple[str, str | None]], names: list[str]) -> str:

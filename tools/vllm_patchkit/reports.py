@@ -29,6 +29,7 @@ def format_verify(result: VerifyResult) -> str:
     lines += _table(["check", *header], rows)
     for run in runs:
         lines += run_summary(run)
+    lines += [f"fix {line}" for line in result.after.fix_lines()]
     lines.append(f"verdict: {verdict_word(result.verdict)}: {result.message}")
     return "\n".join(lines)
 

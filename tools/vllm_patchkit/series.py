@@ -6,7 +6,10 @@ carries its metadata as trailers in its commit message, so a rebase or
 refresh keeps it with the change:
 
 * DEP-3 provenance: ``Origin``, ``Bug``, ``Forwarded``, ``Applied-Upstream``;
-* ``Affects``: the vLLM releases that need the patch (``0.11.1..0.28.0``);
+* ``Affects``: the vLLM releases the series carries the patch for
+  (``0.11.1..0.28.0``, or ``0.11.1..`` for every release from 0.11.1); on a
+  tree of a release outside it the patch is *not carried* (skipped, never
+  dropped from the series); a patch without it is carried everywhere;
 * ``Invariant``: the name of the check that says what the patched code must
   look like (see :mod:`vllm_patchkit.invariants`);
 * ``Signed-off-by``: the DCO sign-off vLLM requires.
@@ -25,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from vllm_patchkit.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.versions import Release, ReleaseRange, parse_range
 
 REQUIRED_TRAILERS = ("Origin", "Forwarded", "Signed-off-by")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.+)$")
@@ -48,10 +52,20 @@ class Patch:
     body: str
     trailers: tuple[tuple[str, str], ...]
     files: tuple[str, ...]
+    affects: ReleaseRange | None = None
+    """The ``Affects:`` trailer, validated; None: carried for every release."""
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    def carried_for(self, release: Release | None) -> bool:
+        """Whether the series carries this patch for ``release``.
+
+        An unknown release (None: a development tree, upstream main) is
+        always carried: the patch is tried there, never skipped.
+        """
+        return release is None or self.affects is None or release in self.affects
 
     def trailer(self, key: str) -> str | None:
         """The first value of a trailer, matched case-insensitively."""
@@ -171,15 +185,30 @@ def parse_patch(path: Path) -> Patch:
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers.get("subject", ""))
     if not subject:
         raise SeriesError(f"{path}: no Subject")
+    trailers = _trailers(body)
     return Patch(
         path=path,
         author=headers.get("from", ""),
         date=headers.get("date", ""),
         subject=subject,
         body=body,
-        trailers=_trailers(body),
+        trailers=trailers,
         files=files,
+        affects=_affects(path, trailers),
     )
+
+
+def _affects(path: Path, trailers: tuple[tuple[str, str], ...]) -> ReleaseRange | None:
+    """The one ``Affects:`` range of a patch; SeriesError when malformed."""
+    values = [v for k, v in trailers if k.lower() == "affects"]
+    if not values:
+        return None
+    if len(values) > 1:
+        raise SeriesError(f"{path}: {len(values)} Affects trailers; a patch has one")
+    try:
+        return parse_range(values[0])
+    except ValueError as exc:
+        raise SeriesError(f"{path}: malformed 'Affects: {values[0]}': {exc}") from exc
 
 
 def _read_headers(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:

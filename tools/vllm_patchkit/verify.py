@@ -11,10 +11,19 @@ is a checkout with a known base (``refs/vllm-patchkit/base``, written by
 apply and rebase, or ``--baseline``), the same runs on the base give the
 "before" column, with the upstream test copied in from the tree, so a
 contributor sees it fail there and pass here.
+
+Each fix (#51585, #53821) is judged on its own and reported separately. The
+tree's verdict, and so the exit code, is over the fixes the series expects
+there: a fix whose patch the series carries for the tree's release (its
+``Affects:`` range; every fix on an unknown or development version), or
+that upstream has carried since its ``Applied-Upstream:`` release. A fix the
+series does not carry for the release (#53821 on 0.25.0) is still run and
+reported ("not fixed (not carried for 0.25.0)") but decides nothing.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -26,15 +35,22 @@ from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.regression.runner import run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
+    CORE_BY_FIX,
     CORE_CHECKS,
     FIXED,
+    FIXES,
     HARNESS_ERROR,
+    HOST_FIX,
     NOT_FIXED,
     Tally,
+    check_fix,
+    judge,
+    judge_fixes,
     tally,
 )
-from vllm_patchkit.series import Series
+from vllm_patchkit.series import Patch, Series
 from vllm_patchkit.tree_pytest import PytestRun, run_tree_tests, series_test_files
+from vllm_patchkit.versions import parse_release, tree_release
 
 
 @dataclass
@@ -57,10 +73,47 @@ class TreeRun:
     upstream_test: PytestRun | None = None
     problem: str | None = None
     """Why the run could not judge the tree (harness failure, wrong import)."""
+    not_counted: dict[str, str] = field(default_factory=dict)
+    """Fixes that do not decide the verdict here, and why (not carried)."""
 
     @property
     def tally(self) -> Tally:
         return tally(self.checks)
+
+    def fix_verdicts(self) -> dict[str, tuple[str, str]]:
+        """Each fix's own ``(verdict, why)`` from this run's checks."""
+        if not self.checks:
+            return {
+                fix: (CANNOT_JUDGE, self.problem or "no check ran") for fix in FIXES
+            }
+        return judge_fixes(self.checks)
+
+    def fix_lines(self) -> list[str]:
+        """One line per fix: ``#53821: NOT FIXED (not carried for 0.25.0)``."""
+        lines = []
+        for fix, (verdict, why) in self.fix_verdicts().items():
+            word = verdict.replace("-", " ")
+            if fix in self.not_counted:
+                lines.append(
+                    f"{fix}: {word} ({self.not_counted[fix]}; does not decide "
+                    "the verdict)"
+                )
+            else:
+                lines.append(f"{fix}: {word.upper()}: {why}")
+        return lines
+
+    def _counted_suite(self) -> tuple[str, str]:
+        """The suite's verdict over the checks of the fixes that count."""
+        if not self.not_counted:
+            return self.suite_verdict, self.suite_why
+        counted = [c for c in self.checks if check_fix(c) not in self.not_counted]
+        core = tuple(
+            name
+            for fix in FIXES
+            if fix not in self.not_counted
+            for name in CORE_BY_FIX[fix]
+        )
+        return judge(counted, core)
 
     def judgement(self) -> tuple[str, str]:
         """``(verdict, why)`` for this tree: suite and upstream test together.
@@ -73,19 +126,24 @@ class TreeRun:
             return CANNOT_JUDGE, self.problem
         test = self.upstream_test
         reasons = []
-        if self.bug_reproduced:
+        suite_verdict, suite_why = self._counted_suite()
+        if self.bug_reproduced and HOST_FIX not in self.not_counted:
             reasons.append(
                 "the bug reproduces (host query offsets zeroed during capture)"
             )
-        if self.suite_verdict == NOT_FIXED:
-            failed = [c["name"] for c in self.checks if c.get("status") == "failed"]
+        if suite_verdict == NOT_FIXED:
+            failed = [
+                c["name"]
+                for c in self.checks
+                if c.get("status") == "failed" and check_fix(c) not in self.not_counted
+            ]
             reasons.append(f"failing checks: {', '.join(failed)}")
         if test is not None and test.failed:
             reasons.append(f"upstream test: {test.summary}")
         if reasons:
             return NOT_FIXED, "; ".join(reasons)
-        if self.suite_verdict != FIXED:
-            return CANNOT_JUDGE, _suite_cannot_judge(self)
+        if suite_verdict != FIXED:
+            return CANNOT_JUDGE, _suite_cannot_judge(self, suite_why)
         if test is not None and test.not_run_reason is not None:
             return CANNOT_JUDGE, (
                 f"the upstream test {' '.join(test.files)} did not run: "
@@ -125,11 +183,41 @@ def verify_tree(
     test_files = series_test_files(series)
     after = run_tree(tree, "after", test_files)
     after.revision = _describe(tree, "HEAD")
+    after.not_counted = fixes_not_counted(series, tree)
     before = None
     if base is not None and base_commit is not None:
         before = _run_base(tree, base, base_commit, test_files)
+        before.not_counted = after.not_counted
     verdict, message = after.judgement()
     return VerifyResult(verdict, message, after, before, test_files)
+
+
+def fix_of_patch(patch: Patch) -> str | None:
+    """``#53821`` for a patch whose ``Origin:`` names vLLM PR 53821."""
+    origin = patch.trailer("Origin") or ""
+    match = re.search(r"#(\d+)", origin)
+    return f"#{match.group(1)}" if match else None
+
+
+def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
+    """The fixes that do not decide ``tree``'s verdict, and why.
+
+    A fix counts when the series carries its patch for the tree's release
+    (always, for an unknown or development version), or when the release is
+    at or after the one its ``Applied-Upstream:`` names.
+    """
+    version, release = tree_release(tree)
+    skipped = {}
+    for fix in FIXES:
+        patch = next((p for p in series.patches if fix_of_patch(p) == fix), None)
+        if patch is None:
+            skipped[fix] = "the series has no patch for it"
+            continue
+        since = parse_release((patch.trailer("Applied-Upstream") or "").split(",")[0])
+        upstream = release is not None and since is not None and release >= since
+        if not (patch.carried_for(release) or upstream):
+            skipped[fix] = f"not carried for {version}"
+    return skipped
 
 
 def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
@@ -159,7 +247,7 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
     return run
 
 
-def _suite_cannot_judge(run: TreeRun) -> str:
+def _suite_cannot_judge(run: TreeRun, suite_why: str) -> str:
     """Why no failure still is no verdict, in the user's terms."""
     harness = [(n, w) for n, w in run.tally.not_run if w.startswith(HARNESS_ERROR)]
     if any(name in CORE_CHECKS for name, _ in harness):
@@ -167,9 +255,9 @@ def _suite_cannot_judge(run: TreeRun) -> str:
         return (
             f"the suite cannot run on vLLM {run.vllm_version} with this venv: "
             f"{len(harness)} harness errors, first {name}: {why[:160]}; "
-            f"{run.suite_why}"
+            f"{suite_why}"
         )
-    return run.suite_why or "no check ran"
+    return suite_why or "no check ran"
 
 
 def _recorded_base(tree: Path) -> str | None:

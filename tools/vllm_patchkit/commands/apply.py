@@ -26,6 +26,7 @@ def exit_by_status() -> dict[object, int]:
         Status.APPLIED: EXIT_OK,
         Status.ALREADY_APPLIED: EXIT_OK,
         Status.UPSTREAMED: EXIT_UPSTREAMED,
+        Status.NOT_CARRIED: EXIT_OK,
         Status.CONFLICT: EXIT_CONFLICT,
         Status.REFUSED: EXIT_REFUSED,
         Status.ERROR: EXIT_ERROR,
@@ -42,10 +43,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "that landed in the wrong place). On any failure the checkout is put "
             "back exactly as it was. A dirty checkout, a detached HEAD or a "
             "checkout another run is working on is refused. Patches already in "
-            "the history are skipped; if upstream already has the fix, nothing "
-            "changes and the exit code is 5. A hook, the disk or permissions "
+            "the history are skipped, and so are patches the series does not "
+            "carry for the checkout's release (their Affects: trailer names "
+            "other releases; listed as not-carried). If upstream already "
+            "carries every patch the series carries for this release, nothing "
+            "changes and the exit code is 5; if the series carries no patch "
+            "for this release, nothing changes, status not-carried, exit 0. A "
+            "checkout of an unknown or development version (upstream main) is "
+            "never not-carried: every patch is tried. A hook, the disk or permissions "
             "failing an apply is exit 3, after the rollback. JSON status: "
-            "applied, already-applied, upstreamed, conflict, refused, error, "
+            "applied, already-applied, upstreamed, not-carried, conflict, "
+            "refused, error, "
             "interrupted. A run that was killed leaves a journal in "
             ".git/vllm-patchkit/; the next run acts on it only when the checkout "
             "is as that run could have left it, and refuses otherwise."

@@ -18,13 +18,17 @@ from vllm_patchkit.commands.common import (
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "check",
-        help="read-only: is each patch applied, upstreamed, applicable?",
+        help="read-only: is each patch applied, upstreamed, carried, applicable?",
         description=(
             "Report, without changing anything (nothing under .git either; it "
             "works on a read-only repository), the state of each patch in the "
             "checkout: applied (in the history), upstreamed (its invariant holds "
-            "without it), applies (would apply on top of the patches before it) "
-            "or conflict (would not apply). Exit 1 when a patch would conflict."
+            "without it), not-carried (the checkout is a release outside the "
+            "patch's Affects: range, so the series does not carry it there; "
+            "never said of an unknown or development version), applies (would "
+            "apply on top of the patches before it) or conflict (would not "
+            "apply). Exit 1 when a patch would conflict; not-carried is not a "
+            "failure."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

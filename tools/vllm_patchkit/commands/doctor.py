@@ -26,12 +26,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Read a vLLM checkout, release tree or (with no PATH) the vLLM "
             "installed in this environment, without importing it, and report: "
             "the version, whether it carries the bug and why (file and line), "
-            "the state of each patch, and whether the overlay is installed and "
+            "the state of each patch, each fix separately (#51585 and #53821: "
+            "whether the tree needs it and the state of its patch, not-carried "
+            "included), whether the overlay is installed and "
             "would activate, and the overlay's record of what it patches. Exit 1 "
-            "when the tree is affected and not protected (a tree given by path "
-            "is protected only by patching it; the installed vLLM also by the "
-            "overlay); 3 when it cannot judge (rocm_attn.py does not parse, as "
-            "in a merge with conflict markers); 0 otherwise."
+            "when the tree is affected by #51585 and not protected (a tree "
+            "given by path is protected only by patching it; the installed "
+            "vLLM also by the overlay); 3 when it cannot judge (rocm_attn.py "
+            "does not parse, as in a merge with conflict markers); 0 otherwise."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -70,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {diagnosis.reason}")
         print("patches:")
         print("\n".join(patch_lines(diagnosis.patches)))
+        print("each fix:")
+        for fix in diagnosis.fixes:
+            print(
+                f"  {fix.fix}: affected: {yes_no[fix.affected]}; "
+                f"{fix.patch}: {fix.patch_state}"
+            )
+            print(f"    {fix.detail}")
         print(
             f"overlay: entry point installed: {yes_no[diagnosis.overlay_entry_point]}; "
             f"would activate: {yes_no[diagnosis.overlay_would_activate]}"

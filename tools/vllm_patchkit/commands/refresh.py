@@ -22,7 +22,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Export the commits between the series base (recorded by apply and "
             "rebase, or --base) and HEAD into the patches directory with stable "
             "git format-patch options, and rewrite the series file. Running it "
-            "twice gives byte-identical files."
+            "twice gives byte-identical files. A patch with no commit here that "
+            "the series does not carry for the checkout's release (its Affects: "
+            "range) keeps its file and series line as they are."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -50,4 +52,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  changed {name}")
         for name in result.removed:
             print(f"  removed {name}")
+        for name in result.kept:
+            print(f"  kept {name} (not carried for this checkout's release)")
     return EXIT_OK

@@ -35,10 +35,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "PATH is a checkout with a recorded base (apply, rebase) or "
             "--baseline, the base is run as well for a before/after table. "
             "The report counts the checks that ran, passed and failed, and "
-            "names each one that could not run, with the reason. Exit 0 if "
-            "and only if the fix is present and behaves correctly; 3 (cannot "
-            "judge) when nothing failed but a core check or the upstream test "
-            "could not run."
+            "names each one that could not run, with the reason. Each fix is "
+            "judged and reported separately: #51585 (ROCM_ATTN keeps the host "
+            "offsets) and #53821 (ROCM_AITER_UNIFIED_ATTN keeps both). The "
+            "exit code is over the fixes the series expects on the tree's "
+            "release: those whose patch the series carries for it (Affects:; "
+            "every fix on an unknown or development version) or that upstream "
+            "carries since its Applied-Upstream: release. A fix the series "
+            "does not carry there (#53821 on 0.25.0) is reported as 'not "
+            "fixed (not carried for 0.25.0)' and decides nothing. Exit 0 if "
+            "and only if every expected fix is present and behaves correctly; "
+            "1 if one is not; 3 (cannot judge) when nothing failed but a core "
+            "check of an expected fix or the upstream test could not run."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -30,8 +30,8 @@ def _patched_installed_tree(dest: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vllm_patchkit.mutation.mutants import MUTANTS
     from vllm_patchkit.mutation.runner import (
+        ALL_MUTANTS,
         MAX_JOBS,
         BaselineFailed,
         format_report,
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mutant",
         action="append",
-        choices=[m.name for m in MUTANTS],
+        choices=[m.name for m in ALL_MUTANTS],
         help="run only this mutant (repeatable)",
     )
     parser.add_argument("--jobs", type=int, default=MAX_JOBS, help="at most 2")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    mutants = [m for m in MUTANTS if not args.mutant or m.name in args.mutant]
+    mutants = [m for m in ALL_MUTANTS if not args.mutant or m.name in args.mutant]
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-mutation-") as tmp:
         tree = args.tree or _patched_installed_tree(Path(tmp))
         try:

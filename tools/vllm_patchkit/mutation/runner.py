@@ -1,9 +1,11 @@
 """Run every mutant through the regression suite; count the kills.
 
-One fixed tree serves all mutants: each gets its own copy of ``rocm_attn.py``
-in a scratch directory and its own subprocess (see :mod:`.worker`), at most
-two at a time. The unmutated method runs first through the same path and
-must be judged fixed, or nothing after it means anything.
+One fixed tree serves all mutants: each gets its own copy of the module it
+mutates (``rocm_attn.py``, or ``rocm_aiter_unified_attn.py`` for the #53821
+pair mutants of :mod:`.aiter_unified`) in a scratch directory and its own
+subprocess (see :mod:`.worker`), at most two at a time. The unmutated
+method runs first through the same path and must be judged fixed, or
+nothing after it means anything.
 
 A kill needs a behavioural check to fail: a run that reports no check, or
 whose only non-passing checks could not run (a harness error, a builder
@@ -25,14 +27,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.invariants import inspect_capture_source
+from vllm_patchkit.invariants import check_invariant, inspect_capture_source
+from vllm_patchkit.mutation.aiter_unified import (
+    AITER_MODULE,
+    PAIR_MUTANTS,
+    PairMutant,
+    mutate_pair,
+)
 from vllm_patchkit.mutation.mutants import MUTANTS, Mutant, mutate
 from vllm_patchkit.mutation.worker import MODULE
 from vllm_patchkit.regression.runner import scenario_env
 from vllm_patchkit.regression.verdict import FAILED, FIXED, status_of, tally
 
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
+AITER_ATTN = Path(*AITER_MODULE.split(".")).with_suffix(".py")
+AITER_INVARIANT = "rocm-aiter-unified-capture-keeps-offsets"
 MAX_JOBS = 2
+
+TIER_PAIR_MUTANTS: tuple[PairMutant, ...] = tuple(
+    m for m in PAIR_MUTANTS if m.module == AITER_MODULE
+)
+"""The pair mutants of ROCM_AITER_UNIFIED_ATTN's module. The pair's three
+ROCM_ATTN mutants are left out: they rewrite the method :data:`MUTANTS`
+already covers, into the same source as ``none_zeroed``, ``both_zeroed``
+and ``seq_lens_fill_dropped`` (tests/mutation checks the equality)."""
+ALL_MUTANTS: tuple[Mutant | PairMutant, ...] = (*MUTANTS, *TIER_PAIR_MUTANTS)
 
 
 @dataclass
@@ -88,10 +107,15 @@ class _Job:
     directory: Path
     source: str
     fail_fast: bool
+    relpath: Path = ROCM_ATTN
+    """The module the job mutates, relative to the tree."""
+    partner: str | None = None
+    """For an AITER mutant: the tree's ``rocm_attn.py``, written beside it so
+    the AST invariant of the pair can read both (only the mutant is loaded)."""
 
     @property
     def module_file(self) -> Path:
-        return self.directory / ROCM_ATTN
+        return self.directory / self.relpath
 
     @property
     def output(self) -> Path:
@@ -110,12 +134,44 @@ class _Job:
     def write(self) -> _Job:
         self.module_file.parent.mkdir(parents=True)
         self.module_file.write_text(self.source)
+        if self.partner is not None:
+            (self.directory / ROCM_ATTN).write_text(self.partner)
         return self
+
+    def invariant_shape(self) -> str:
+        """``fixed`` when the AST check is fooled (calls the mutant fixed)."""
+        if self.relpath == AITER_ATTN:
+            holds = check_invariant(AITER_INVARIANT, self.directory).holds
+            return "fixed" if holds else "not-fixed"
+        return inspect_capture_source(self.source, self.module_file).shape.value
+
+
+def _job(
+    tree: Path, mutant: Mutant | PairMutant, scratch: Path, fail_fast: bool
+) -> _Job:
+    """A mutant's job: its module's source, mutated, in its own directory."""
+    if isinstance(mutant, PairMutant):
+        relpath = Path(*mutant.module.split(".")).with_suffix(".py")
+        source = mutate_pair((tree / relpath).read_text(), mutant)
+        partner = (tree / ROCM_ATTN).read_text() if relpath == AITER_ATTN else None
+        return _Job(
+            mutant.name,
+            mutant.mutant.description,
+            scratch / mutant.name,
+            source,
+            fail_fast,
+            relpath,
+            partner,
+        )
+    source = mutate((tree / ROCM_ATTN).read_text(), mutant)
+    return _Job(
+        mutant.name, mutant.description, scratch / mutant.name, source, fail_fast
+    )
 
 
 def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
     """What the job's report says; a run that proves nothing says why."""
-    shape = inspect_capture_source(job.source, job.module_file).shape.value
+    shape = job.invariant_shape()
     run = MutantRun(job.name, job.description, shape, False, seconds=seconds)
     if problem is None and not job.output.is_file():
         log = job.log.read_text() if job.log.is_file() else ""
@@ -204,7 +260,7 @@ def _fork_all(
 
 def run_mutation(
     tree: Path,
-    mutants: Sequence[Mutant] = MUTANTS,
+    mutants: Sequence[Mutant | PairMutant] = ALL_MUTANTS,
     jobs: int = MAX_JOBS,
     fail_fast: bool = False,
     timeout: float = 300,
@@ -225,10 +281,7 @@ def run_mutation(
             "baseline", "the fixed method", scratch / "baseline", source, fail_fast
         )
         work = [baseline.write()] + [
-            _Job(
-                m.name, m.description, scratch / m.name, mutate(source, m), fail_fast
-            ).write()
-            for m in mutants
+            _job(tree, m, scratch, fail_fast).write() for m in mutants
         ]
         runs = _fork_all(tree, work, jobs, timeout) if fork else None
         if runs is None:

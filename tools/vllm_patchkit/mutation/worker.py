@@ -1,8 +1,10 @@
-"""One mutant's run: the regression suite with ``rocm_attn`` from another file.
+"""One mutant's run: the regression suite with one backend module from another file.
 
 The tree on ``PYTHONPATH`` stays as it is (several mutants share it, two at
-a time); only ``vllm.v1.attention.backends.rocm_attn`` is loaded from the
-mutant's file, by a finder placed first on ``sys.meta_path``. The report
+a time); only the mutated module (``rocm_attn``, or ``rocm_aiter_unified_attn``
+for the #53821 pair) is loaded from the mutant's file, by a finder placed
+first on ``sys.meta_path``. Which module is read from the file's path
+(``.../vllm/v1/attention/backends/rocm_attn.py``). The report
 gains the file that was really imported, so a run that silently used the
 unmutated module cannot count as a kill or a survival.
 
@@ -20,6 +22,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 MODULE = "vllm.v1.attention.backends.rocm_attn"
+AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
+MODULES = (MODULE, AITER_MODULE)
+"""The modules a mutant may replace (kept out of the zygote's warm-up)."""
+
+
+def module_of(file: Path) -> str:
+    """``vllm.v1.x`` for ``.../vllm/v1/x.py``: the module a mutant file replaces."""
+    parts = file.with_suffix("").parts
+    start = len(parts) - 1 - parts[::-1].index("vllm")
+    name = ".".join(parts[start:])
+    if name not in MODULES:
+        raise ValueError(f"{file}: not a module under mutation ({', '.join(MODULES)})")
+    return name
 
 
 class ModuleFromFile(importlib.abc.MetaPathFinder):
@@ -41,8 +56,10 @@ class ModuleFromFile(importlib.abc.MetaPathFinder):
 
 
 def run_with_module(file: Path, regression_args: list[str]) -> int:
-    """The regression suite in this process, ``MODULE`` loaded from ``file``."""
-    sys.meta_path.insert(0, ModuleFromFile(MODULE, file.resolve()))
+    """The regression suite in this process, the module ``file`` stands for
+    loaded from it."""
+    module_name = module_of(file)
+    sys.meta_path.insert(0, ModuleFromFile(module_name, file.resolve()))
     from vllm_patchkit.regression.__main__ import main as regression
 
     code = regression(regression_args)
@@ -50,7 +67,7 @@ def run_with_module(file: Path, regression_args: list[str]) -> int:
         output = Path(regression_args[regression_args.index("--output") + 1])
         if output.is_file():
             report = json.loads(output.read_text())
-            module = sys.modules.get(MODULE)
+            module = sys.modules.get(module_name)
             report["module_file"] = getattr(module, "__file__", None)
             output.write_text(json.dumps(report, indent=2))
     return code

@@ -3,16 +3,17 @@
 Importing vLLM and configuring it takes 15-25 s on this project's 2-core
 machines; the scenarios themselves take a few seconds. So the mutation
 runner starts this process once per tree: it imports vLLM and every module
-the scenarios use, except ``rocm_attn`` (blocked while warming up, so a
-module that imports it is left for the children), then forks each mutant's
-run into its own process, at most two at a time. Each child loads the
-mutant ``rocm_attn`` and builds its own configs and process group.
+the scenarios use, except the modules under mutation (``rocm_attn`` and
+``rocm_aiter_unified_attn``, blocked while warming up, so a module that
+imports them is left for the children), then forks each mutant's run into
+its own process, at most two at a time. Each child loads its mutant module
+and builds its own configs and process group.
 
 Input (stdin): a JSON list of jobs ``{"name", "module_file", "args", "log"}``;
 the first job runs alone and, when it fails, nothing else runs (it is the
 unmutated baseline). Output (stdout, last line): a JSON list of
 ``{"name", "returncode", "seconds"}``. Exit status 3: warming up imported
-``rocm_attn`` after all, so forking would test the wrong module.
+a module under mutation after all, so forking would test the wrong module.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.mutation.worker import MODULE, run_with_module
+from vllm_patchkit.mutation.worker import MODULES, run_with_module
 
 WARM_MODULES = (
     "vllm.v1.worker.gpu_model_runner",
@@ -63,8 +64,8 @@ class _Blocked(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: object | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname == MODULE:
-            raise ImportError(f"{MODULE} is left for the mutant processes")
+        if fullname in MODULES:
+            raise ImportError(f"{fullname} is left for the mutant processes")
         return None
 
 
@@ -146,7 +147,7 @@ def run_jobs(
 def main() -> int:
     request = json.loads(sys.stdin.read())
     warm_up()
-    if MODULE in sys.modules:
+    if any(name in sys.modules for name in MODULES):
         return 3
     results = run_jobs(request["jobs"], request["jobs_at_once"], request["timeout"])
     sys.stdout.write(json.dumps(results) + "\n")

@@ -1,9 +1,11 @@
 """``python -m vllm_patchkit.regression``: run the scenarios in this process.
 
 Set ``PYTHONPATH`` to a vLLM source tree to test that tree; the JSON output
-names the ``vllm`` package that was actually imported. Exit status: 0 fixed,
-1 not fixed (a check failed), 3 cannot judge (no check failed, but a core
-check could not run here).
+names the ``vllm`` package that was actually imported. Each fix (#51585,
+#53821) gets its own verdict under ``fixes``; the exit status is the verdict
+over every check: 0 fixed, 1 not fixed (a check failed), 3 cannot judge (no
+check failed, but a core check could not run here). ``vllm-patchkit test``
+decides which fixes count for a tree.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         bug_reproduced,
         fixed_checks,
         judge,
+        judge_fixes,
         tally,
     )
 
@@ -73,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         "fixed": verdict == FIXED,
         "bug_reproduced": bug_reproduced(outcomes),
         "counts": counts.to_json(),
+        "fixes": {
+            fix: {"verdict": v, "why": w} for fix, (v, w) in judge_fixes(checks).items()
+        },
         "checks": [c.to_json() for c in checks],
         "outcomes": [o.to_json() for o in outcomes],
     }
@@ -88,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
             print(f"  {label} {check.name}: {check.detail}")
         print(counts.line())
+        for fix, judged in report["fixes"].items():
+            word = judged["verdict"].replace("-", " ").upper()
+            print(f"{fix}: {word}: {judged['why']}")
         print(f"verdict: {verdict.replace('-', ' ').upper()}: {why}")
     if verdict == FIXED:
         return 0

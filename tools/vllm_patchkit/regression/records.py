@@ -16,6 +16,9 @@ DECODE_QUERY_LENS = (1, 3)
 
 CODE_UNDER_TEST = "vllm/v1/attention/backends/rocm_attn.py"
 """The file whose capture method the suite judges (a mutant's copy included)."""
+AITER_UNDER_TEST = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
+"""ROCM_AITER_UNIFIED_ATTN's backend and builder (#53821), judged too."""
+CODE_UNDER_TEST_FILES = (CODE_UNDER_TEST, AITER_UNDER_TEST)
 
 
 @dataclass
@@ -61,7 +64,8 @@ def error_info(exc: BaseException) -> dict[str, Any]:
 
 
 def involves_code_under_test(exc: BaseException) -> bool:
-    """Did ``exc`` come through a function or method of the ROCm backend?
+    """Did ``exc`` come through a function or method of a ROCm backend
+    under test (ROCM_ATTN's, or ROCM_AITER_UNIFIED_ATTN's)?
 
     Such an exception is the code under test misbehaving: a failure. Any
     other exception in a scenario is the harness or the host failing, and
@@ -74,8 +78,8 @@ def involves_code_under_test(exc: BaseException) -> bool:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         for frame in traceback.extract_tb(current.__traceback__):
-            if frame.name != "<module>" and vllm_relpath(frame.filename) == (
-                CODE_UNDER_TEST
+            if frame.name != "<module>" and vllm_relpath(frame.filename) in (
+                CODE_UNDER_TEST_FILES
             ):
                 return True
         current = current.__cause__ or current.__context__

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from vllm_patchkit.regression import capture_loop, harness, victims
+from vllm_patchkit.regression import aiter_unified, capture_loop, harness, victims
 from vllm_patchkit.regression.records import (
     DECODE_QUERY_LENS,
     Outcome,
@@ -269,6 +269,9 @@ SCENARIOS: dict[str, Scenario] = {
     "capture_loop_v1": _loop_scenario("capture_loop_v1", capture_loop.run_v1_loop),
     "capture_loop_v2": _loop_scenario("capture_loop_v2", capture_loop.run_v2_loop),
     **{v.scenario: functools.partial(victim_after_rocm, v) for v in victims.VICTIMS},
+    # The ROCm builder pair (#53821): AITER unified keeps both offsets,
+    # ROCM_ATTN reached through its backend zeroes the device ones only.
+    **aiter_unified.SCENARIOS,
 }
 VICTIM_SCENARIOS = frozenset(v.scenario for v in victims.VICTIMS)
 

@@ -8,6 +8,13 @@ is judged fixed only when no check failed and the core checks (the ROCm
 capture's effects and the PR's own crash, at every query length) ran and
 passed there; otherwise, with no failure, the answer is "cannot judge".
 
+Each check belongs to one fix, and each fix gets a verdict of its own by the
+same rule over its own checks (:func:`judge_fixes`): #51585 (ROCM_ATTN's
+capture keeps the host offsets) and #53821 (ROCM_AITER_UNIFIED_ATTN's
+capture keeps both offsets, through a builder of its own). A release can
+need one, both or none; which fixes decide a tree's verdict is for the
+caller, who knows the series (see :mod:`vllm_patchkit.verify`).
+
 This module imports neither torch nor vLLM: the commands that only read a
 report load it at start-up.
 """
@@ -36,15 +43,64 @@ VICTIM_PREFIX = "rocm_then_"
 
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
 FIXED, NOT_FIXED, CANNOT_JUDGE = "fixed", "not-fixed", "cannot-judge"
+
+HOST_FIX = "#51585"
+"""ROCM_ATTN's capture zeroes the device offsets only (patch 0001)."""
+AITER_FIX = "#53821"
+"""ROCM_AITER_UNIFIED_ATTN's capture keeps both offsets (patch 0003)."""
+FIXES = (HOST_FIX, AITER_FIX)
+
+AITER_CAPTURE = "aiter_unified_capture"
+ROCM_CAPTURE = "rocm_attn_capture_via_backend"
+AITER_LOOP = "aiter_unified_runner_loop"
+PAIR_FACTS = {
+    AITER_CAPTURE: (
+        "device_same_tensor",
+        "device_unchanged",
+        "host_same_tensor",
+        "host_unchanged",
+        "seq_lens_all_one",
+        "metadata_uses_shared_buffers",
+    ),
+    ROCM_CAPTURE: (
+        "device_same_tensor",
+        "device_zeroed",
+        "host_same_tensor",
+        "host_unchanged",
+        "seq_lens_all_one",
+        "metadata_uses_shared_buffers",
+    ),
+    AITER_LOOP: (
+        "runner_device_kept",
+        "runner_host_kept",
+        "metadata_reads_runner_buffer",
+        "seq_lens_all_one",
+    ),
+}
+"""What each scenario of the ROCm builder pair must show (see .aiter_unified)."""
+AITER_SCENARIOS = (AITER_CAPTURE, AITER_LOOP)
+"""The #53821 scenarios; ROCM_ATTN through its backend is #51585's side."""
+
 CORE_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
-"""Without these, at every query length, no tree is called fixed."""
+"""Without these, at every query length, #51585 is never called fixed."""
 
 
 def check_name(scenario: str, decode_query_len: int) -> str:
     return f"{scenario}[q={decode_query_len}]"
 
 
-CORE_CHECKS = tuple(check_name(s, q) for s in CORE_SCENARIOS for q in DECODE_QUERY_LENS)
+def fix_of(scenario: str) -> str:
+    return AITER_FIX if scenario in AITER_SCENARIOS else HOST_FIX
+
+
+CORE_BY_FIX = {
+    HOST_FIX: tuple(
+        check_name(s, q) for s in CORE_SCENARIOS for q in DECODE_QUERY_LENS
+    ),
+    AITER_FIX: tuple(check_name(AITER_CAPTURE, q) for q in DECODE_QUERY_LENS),
+}
+"""Per fix, the checks without which it is never called fixed."""
+CORE_CHECKS = tuple(name for fix in FIXES for name in CORE_BY_FIX[fix])
 
 
 @dataclass(frozen=True)
@@ -54,6 +110,8 @@ class Check:
     """``passed``, ``failed`` (the behaviour is wrong: a kill, a bad verdict)
     or ``not run`` (the detail says why: absent here, or a harness error)."""
     detail: str
+    fix: str = HOST_FIX
+    """The fix this check judges: #51585 or #53821."""
 
     @property
     def passed(self) -> bool:
@@ -65,6 +123,7 @@ class Check:
             "status": self.status,
             "passed": self.passed,
             "detail": self.detail,
+            "fix": self.fix,
         }
 
 
@@ -127,7 +186,28 @@ def tally(checks: Iterable[Check | Mapping[str, Any]]) -> Tally:
     return Tally(passed, failed, not_run)
 
 
-def judge(checks: Iterable[Check | Mapping[str, Any]]) -> tuple[str, str]:
+def check_fix(check: Check | Mapping[str, Any]) -> str:
+    """The fix a check judges, from a :class:`Check` or its JSON form (a
+    report written before checks named their fix: from the scenario)."""
+    if isinstance(check, Check):
+        return check.fix
+    return str(check.get("fix") or fix_of(str(check["name"]).split("[", 1)[0]))
+
+
+def judge_fixes(
+    checks: Iterable[Check | Mapping[str, Any]],
+) -> dict[str, tuple[str, str]]:
+    """Per fix, ``(verdict, why)`` by :func:`judge`'s rule over its checks."""
+    checks = list(checks)
+    return {
+        fix: judge([c for c in checks if check_fix(c) == fix], CORE_BY_FIX[fix])
+        for fix in FIXES
+    }
+
+
+def judge(
+    checks: Iterable[Check | Mapping[str, Any]], core: tuple[str, ...] = CORE_CHECKS
+) -> tuple[str, str]:
     """``(verdict, why)``: a failure says not fixed; a fix needs the core run."""
     checks = list(checks)
     by_name = {(c.name if isinstance(c, Check) else c["name"]): c for c in checks}
@@ -135,7 +215,7 @@ def judge(checks: Iterable[Check | Mapping[str, Any]]) -> tuple[str, str]:
     if failed:
         return NOT_FIXED, f"failing checks: {', '.join(failed)}"
     missing = []
-    for name in CORE_CHECKS:
+    for name in core:
         check = by_name.get(name)
         if check is None:
             missing.append(f"{name} (not in this run)")
@@ -200,7 +280,30 @@ def _check(outcome: Outcome) -> Check:
     if outcome.scenario.startswith(VICTIM_PREFIX):
         ok, detail = _victim_verdict(outcome)
         return Check(name, _status(ok), detail)
+    if outcome.scenario in PAIR_FACTS:
+        return pair_check(outcome)
     return Check(name, NOT_RUN, f"no verdict for scenario {outcome.scenario!r}")
+
+
+def pair_check(outcome: Outcome) -> Check:
+    """A scenario of the ROCm builder pair: every fact it must show."""
+    name = check_name(outcome.scenario, outcome.decode_query_len)
+    fix = fix_of(outcome.scenario)
+    if outcome.status == "unavailable":
+        why = (outcome.error or {}).get("message") or "unavailable"
+        return Check(name, NOT_RUN, str(why), fix)
+    if outcome.status == "error":
+        detail = f"{HARNESS_ERROR}: {describe_error(outcome.error)}"
+        return Check(name, NOT_RUN, detail, fix)
+    if outcome.status != "ok":
+        return Check(name, FAILED, describe_error(outcome.error), fix)
+    facts = outcome.facts
+    wrong = [k for k in PAIR_FACTS[outcome.scenario] if not facts.get(k)]
+    detail = "ok"
+    if wrong:
+        after = {k: v for k, v in facts.items() if k.endswith("_after")}
+        detail = f"violated: {', '.join(wrong)} ({facts.get('builder')}; {after})"
+    return Check(name, _status(not wrong), detail, fix)
 
 
 def _status(ok: bool) -> str:

@@ -1,0 +1,82 @@
+"""The pair of ROCm capture builders (#53821), on real vLLM code on CPU.
+
+Stock 0.28.0 hands ROCM_AITER_UNIFIED_ATTN the generic ROCm builder: its
+capture zeroes the runner's persistent device offsets, the very buffer the
+AITER metadata (and so a captured graph) reads. With the series, and on
+0.29.0, the AITER capture keeps both offsets while ROCM_ATTN's still zeroes
+the device ones; every wrong combination (the mutants) is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_patchkit.mutation.aiter_unified import PAIR_MUTANTS
+from vllm_patchkit.regression.runner import scenario_env
+from vllm_patchkit.releases import release_tree
+
+SCENARIOS_ONLY = """
+import json
+from vllm_patchkit.regression import aiter_unified as pair
+outcomes = [run(q) for run in pair.SCENARIOS.values() for q in (1, 3)]
+print(json.dumps({
+    "outcomes": [o.to_json() for o in outcomes],
+    "checks": [c.__dict__ for c in pair.pair_checks(outcomes)],
+}))
+"""
+
+
+def _run(tree: Path | None, *command: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, *command],
+        env=scenario_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert lines, proc.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_stock_0_28_zeroes_the_offsets_the_aiter_graph_reads() -> None:
+    report = _run(None, "-c", SCENARIOS_ONLY)
+    by_name = {(o["scenario"], o["decode_query_len"]): o for o in report["outcomes"]}
+    for query_len in (1, 3):
+        aiter = by_name[("aiter_unified_capture", query_len)]["facts"]
+        assert aiter["builder"] == "RocmAttentionMetadataBuilder"
+        assert aiter["device_zeroed"] and not aiter["device_unchanged"]
+        assert aiter["metadata_uses_shared_buffers"]
+        loop = by_name[("aiter_unified_runner_loop", query_len)]["facts"]
+        # vLLM's own runner loop: its persistent device buffer is left all
+        # zero, and the AITER metadata points at that buffer.
+        assert loop["runner_device_after"] == [0] * 5
+        assert loop["metadata_reads_runner_buffer"]
+        rocm = by_name[("rocm_attn_capture_via_backend", query_len)]["facts"]
+        assert rocm["device_zeroed"] and not rocm["host_unchanged"]
+    assert report["checks"] and not any(c["passed"] for c in report["checks"])
+
+
+def _assert_fixed_and_mutants_killed(tree: Path) -> None:
+    report = _run(tree, "-m", "vllm_patchkit.mutation.aiter_unified", "--json")
+    assert report["baseline_failing"] == []
+    assert [m["name"] for m in report["mutants"]] == [m.name for m in PAIR_MUTANTS]
+    survivors = [m["name"] for m in report["mutants"] if not m["killed"]]
+    assert survivors == []
+
+
+def test_patched_0_28_keeps_aiter_offsets_and_kills_every_mutant(
+    patched_installed_tree: Path,
+) -> None:
+    _assert_fixed_and_mutants_killed(patched_installed_tree)
+
+
+@pytest.mark.release_trees
+def test_0_29_keeps_aiter_offsets_and_kills_every_mutant() -> None:
+    _assert_fixed_and_mutants_killed(release_tree("0.29.0"))
