@@ -129,10 +129,13 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     )
     for entry in fixes:
         state = states.get(entry["name"])
+        if state and state.action is Action.INSTALLED:
+            # Import the module as vLLM would: that is what installs the fix.
+            entry["on_vllm"] = on_vllm(entry["name"], load=True)
+    for entry in fixes:
+        state = states.get(entry["name"])
         entry["status"] = state.status if state else "not loaded"
         entry["active"] = entry["status"] == "installed"
-        if state and state.action is Action.INSTALLED:
-            entry["on_vllm"] = on_vllm(entry["name"], load=True)
         if state:
             entry["problems"] += list(state.problems)
     report["status"] = first["status"]
