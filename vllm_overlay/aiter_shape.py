@@ -109,16 +109,23 @@ def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
     if not _plain_staticmethod(method):
         return _unknown(file, method.lineno, f"{where}: not a plain @staticmethod")
     if returned == BUILDER_CLASS:
-        return _shared(module, method, file, where)
+        text = source if isinstance(source, str) else source.decode("utf-8", "replace")
+        return _shared(module, method, file, where, "global" in text)
     return _own_builder(module, returned, method, file, where)
 
 
 def _shared(
-    module: ast.Module, method: ast.FunctionDef, file: Path, where: str
+    module: ast.Module,
+    method: ast.FunctionDef,
+    file: Path,
+    where: str,
+    may_declare_global: bool,
 ) -> AiterCode:
     bindings = _top_level_bindings(module, BUILDER_CLASS)
     imported = [b for b in bindings if _imports_generic_builder(b)]
-    if len(bindings) != 1 or len(imported) != 1 or _declared_global(module):
+    # The walk for `global` costs half a parse: only when the word is there.
+    declared = may_declare_global and _declared_global(module)
+    if len(bindings) != 1 or len(imported) != 1 or declared:
         lines = sorted({b.lineno for b in bindings})
         return _unknown(
             file,
