@@ -274,3 +274,21 @@ def test_install_refuses_a_replaced_method(tmp_path: Path) -> None:
     backend.get_builder_cls = classmethod(lambda cls: None)  # type: ignore[assignment]
     with pytest.raises(FixRefused, match="not the plain static method"):
         install_on(module, plan_for(source, file))
+
+
+def test_each_fix_is_decided_on_its_own_for_a_tree(tmp_path: Path) -> None:
+    """``vllm_overlay.fixes.assess_tree``: the reports' one call per tree."""
+    from vllm_overlay.capture_shape import ROCM_ATTN
+    from vllm_overlay.fixes import assess_tree
+    from vllm_patchkit.installed import installed_vllm_dir
+
+    installed = installed_vllm_dir().parent
+    (tmp_path / ROCM_ATTN).parent.mkdir(parents=True)
+    (tmp_path / ROCM_ATTN).write_bytes((installed / ROCM_ATTN).read_bytes())
+    (tmp_path / AITER_UNIFIED_ATTN).write_text(OWN)
+    capture, aiter = assess_tree(tmp_path, "vendor")
+    assert capture.action is Action.INSTALLED  # 0.28.0's rocm_attn
+    assert aiter.action is Action.NOT_NEEDED  # a builder of its own
+    (tmp_path / AITER_UNIFIED_ATTN).unlink()
+    capture, aiter = assess_tree(tmp_path, "vendor")
+    assert capture.action is Action.INSTALLED and aiter.action is Action.ABSENT
