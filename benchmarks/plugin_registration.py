@@ -7,9 +7,11 @@ Both sides are timed in this process after ``import vllm`` (which every vLLM
 process has done before it loads plugins). The baseline is
 ``load_general_plugins()`` with ``VLLM_PLUGINS`` naming no plugin: entry
 point discovery and vLLM's bookkeeping, the floor any plugin adds to. The
-overlay side is one full registration: reading and parsing the whole
-``rocm_attn.py`` (a file that does not parse is never patched), planning the
-one-statement fix on the method as installed, and arming the import hook.
+overlay side is one full registration of both fixes: reading and parsing
+the whole ``rocm_attn.py`` (a file that does not parse is never patched),
+planning the one-statement #51585 fix on the method as installed, reading
+and parsing ``rocm_aiter_unified_attn.py`` for the #53821 builder, and
+arming one import hook per fix.
 It also lists every module that registration imports, so a heavy import
 (Triton, vLLM's attention code) shows at once.
 """
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             del os.environ["VLLM_PLUGINS"]
 
     def reset_overlay() -> None:
-        plugin._state = None
+        plugin._states.clear()
         sys.meta_path[:] = [
             f for f in sys.meta_path if not isinstance(f, _AfterImportFinder)
         ]
@@ -84,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             "min": min(overlay),
         },
         "ratio_median": statistics.median(overlay) / statistics.median(base),
+        "fixes": {
+            name: str(state.action) for name, state in plugin.current_states().items()
+        },
         "modules_imported_by_register": imported,
         "heavy_imports": [
             m
@@ -108,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['ratio_median']:.2f}x"
         )
         print(f"modules imported by register(): {', '.join(imported) or 'none'}")
+        print(
+            "decisions: " + ", ".join(f"{k}: {v}" for k, v in result["fixes"].items())
+        )
     return 0
 
 

@@ -152,6 +152,19 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
     )
 
 
+def leaves_offsets_alone(method: ast.FunctionDef) -> bool:
+    """Whether ``method`` neither changes nor rebinds either offsets tensor
+    of its metadata argument (the capture of 0.29.0's AITER unified builder)."""
+    params = [a.arg for a in method.args.args]
+    if len(params) < 2:
+        return False
+    visitor = _OffsetUse(params[1])
+    visitor.visit(method)
+    return not (
+        visitor.device_mutated or visitor.device_rebound or visitor.host_mutated
+    )
+
+
 def inspect_capture_tree(tree: Path) -> CaptureCode:
     """Classify the capture method of the vLLM source tree at ``tree``."""
     file = tree / ROCM_ATTN
@@ -166,6 +179,8 @@ class _OffsetUse(ast.NodeVisitor):
     def __init__(self, metadata: str) -> None:
         self.metadata = metadata
         self.device_zeroed: list[int] = []
+        self.device_mutated: list[int] = []
+        """Every in-place call on the device offsets (zeroing included)."""
         self.device_rebound = False
         self.host_zeroed: list[int] = []
         self.host_mutated: list[int] = []
@@ -198,6 +213,7 @@ class _OffsetUse(ast.NodeVisitor):
                 )
             )
             if target == DEVICE_OFFSETS:
+                self.device_mutated.append(node.lineno)
                 if zeroing:
                     self.device_zeroed.append(node.lineno)
             elif target == HOST_OFFSETS:

@@ -1,9 +1,12 @@
 """``python -m vllm_overlay``: is this vLLM affected, and is the overlay on?
 
-By default it loads vLLM's general plugins exactly as vLLM does at start-up
-and then imports vLLM's ``rocm_attn`` to confirm the fix is really on the
-class. ``--quick`` answers from the source alone (no vLLM import). Both end
-with the overlay's record: what it patches, why, how, and when that goes.
+Each fix is reported on its own (a vLLM can need one, both or none). By
+default it loads vLLM's general plugins exactly as vLLM does at start-up and
+then imports each module an armed fix patches, to confirm the fix is really
+on vLLM's loaded code. ``--quick`` answers from the source alone (no vLLM
+import). Both end with the overlay's record: what it patches, why, how, and
+when that goes. The top-level verdict fields of ``--json`` are the #51585
+fix's (as before there was a second fix); ``fixes`` holds every fix's.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from contextlib import nullcontext
 from typing import Any
 
 from vllm_overlay import plugin
-from vllm_overlay.install import UPSTREAM_MODULE, Action, assess
+from vllm_overlay.fix import FixPlan
+from vllm_overlay.fixes import assess_installed, on_vllm
+from vllm_overlay.install import Action, InstallState, vllm_version
 from vllm_overlay.kernel_switch import CALLER_MODULE, KERNEL_ENV
 from vllm_overlay.record import RECORD, render_record
 
@@ -42,39 +47,75 @@ def allowed_by_vllm_plugins() -> bool:
     return ENTRY_POINT_NAME in [name.strip() for name in value.split(",")]
 
 
-def diagnose(load_plugins: bool = True) -> dict[str, Any]:
-    assessment = assess()
-    code = assessment.code
-    report: dict[str, Any] = {
-        "vllm_version": assessment.vllm_version,
+def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
+    """One fix's part of the report (before loading vLLM's plugins)."""
+    target = next(t for t in RECORD if t.name == state.name)
+    code = state.code
+    plan = state.plan
+    return {
+        "name": state.name,
+        "target": target.target,
+        "related": [item.split(":")[0] for item in target.related],
         "affected": (code.affected if code.judged else None) if code else False,
         "shape": str(code.shape) if code else None,
-        "reason": code.detail if code else assessment.reason,
-        "decision": assessment.reason,
+        "reason": code.detail if code else state.reason,
+        "decision": state.reason,
         "file": str(code.file) if code else None,
         "line": code.line if code else None,
         "judged": bool(code and code.judged),
-        "would_do": str(assessment.action),
+        "would_do": str(state.action),
         "removes": (
             {
-                "file": str(assessment.plan.file),
-                "line": assessment.plan.removed_line,
-                "statement": assessment.plan.removed_source,
+                "file": str(plan.file),
+                "line": plan.removed_line,
+                "statement": plan.removed_source,
             }
-            if assessment.plan
+            if isinstance(plan, FixPlan)
             else None
         ),
+        "disabled": disabled,
         "status": None,
-        "covers": list(assessment.covered),
+        "active": None,
+        "on_vllm": None,
+        "covers": list(state.covered),
+        "problems": [] if not code or code.judged else [state.reason],
+    }
+
+
+def diagnose(load_plugins: bool = True) -> dict[str, Any]:
+    disabled = plugin.disabled_fixes()
+    fixes = [fix_report(state, state.name in disabled) for state in assess_installed()]
+    first = fixes[0]
+    report: dict[str, Any] = {
+        "vllm_version": vllm_version(),
+        # The #51585 fix's verdict at the top level, as before #17.
+        **{
+            key: first[key]
+            for key in (
+                "affected",
+                "shape",
+                "reason",
+                "decision",
+                "file",
+                "line",
+                "judged",
+                "would_do",
+                "removes",
+                "status",
+                "covers",
+            )
+        },
         "entry_point_registered": entry_point_registered(),
         "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
         "disabled": plugin.env_flag(plugin.DISABLE_ENV),
+        "disabled_fixes": sorted(disabled),
         "strict": plugin.env_flag(plugin.STRICT_ENV),
         "kernel_opt_in": plugin.env_flag(KERNEL_ENV),
         "kernel": None,
         "active": None,
         "fix_on_vllm_class": None,
-        "problems": [] if not code or code.judged else [assessment.reason],
+        "problems": list(first["problems"]),
+        "fixes": fixes,
         "record": [target.as_dict() for target in RECORD],
     }
     if not load_plugins:
@@ -82,21 +123,62 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     from vllm.plugins import load_general_plugins
 
     load_general_plugins()
-    state = plugin.current_state()
-    report["in_process_action"] = str(state.action) if state else "not loaded"
-    if state and state.action is Action.INSTALLED:
-        module = importlib.import_module(UPSTREAM_MODULE)
-        from vllm_overlay.fix import is_installed_on
-
-        report["fix_on_vllm_class"] = is_installed_on(module)
-    report["status"] = state.status if state else "not loaded"
-    report["active"] = report["status"] == "installed"
+    states = plugin.current_states()
+    report["in_process_action"] = (
+        str(states[first["name"]].action) if states else "not loaded"
+    )
+    for entry in fixes:
+        state = states.get(entry["name"])
+        if state and state.action is Action.INSTALLED:
+            # Import the module as vLLM would: that is what installs the fix.
+            entry["on_vllm"] = on_vllm(entry["name"], load=True)
+    for entry in fixes:
+        state = states.get(entry["name"])
+        entry["status"] = state.status if state else "not loaded"
+        entry["active"] = entry["status"] == "installed"
+        if state:
+            entry["problems"] += list(state.problems)
+    report["status"] = first["status"]
+    report["active"] = first["active"]
+    report["fix_on_vllm_class"] = first["on_vllm"]
+    state = states.get(first["name"])
     if state and report["kernel_opt_in"]:
         importlib.import_module(CALLER_MODULE)
         report["kernel"] = state.kernel
-    if state:
-        report["problems"] += list(state.problems)
+    report["problems"] = list(first["problems"])
     return report
+
+
+def render_fix(entry: dict[str, Any]) -> list[str]:
+    yes_no = {True: "yes", False: "no", None: "not checked"}
+    affected = {**yes_no, None: "cannot judge"}[entry["affected"]]
+    lines = [
+        f"fix {entry['name']} ({', '.join(entry['related'])}):",
+        f"  affected: {affected} ({entry['shape']}): {entry['reason']}",
+        f"  disabled: {yes_no[entry['disabled']]}",
+        f"  would do: {entry['would_do']}"
+        + (
+            f" ({entry['decision']})"
+            if entry["decision"] != entry["reason"] and not entry["removes"]
+            else ""
+        ),
+    ]
+    if entry["removes"]:
+        removes = entry["removes"]
+        lines.append(
+            f"    removes {removes['file']}:{removes['line']}"
+            f" `{removes['statement']}`; keeps every other line"
+        )
+    lines += [
+        f"  state in this process: {entry['status'] or 'not checked'}",
+        f"  active in this process: {yes_no[entry['active']]}",
+        f"  on vLLM's loaded code: {yes_no[entry['on_vllm']]}",
+    ]
+    if entry["covers"]:
+        lines.append("  covers:")
+        lines += [f"    - {path}" for path in entry["covers"]]
+    lines += [f"  problem: {p}" for p in entry["problems"]]
+    return lines
 
 
 def render(report: dict[str, Any]) -> str:
@@ -104,43 +186,29 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         f"vLLM: {report['vllm_version']}",
         (
-            "affected by vLLM #51585: "
-            f"{ {**yes_no, None: 'cannot judge'}[report['affected']] }"
-            f" ({report['shape']}): {report['reason']}"
-        ),
-        (
             f"overlay entry point ({ENTRY_POINT_GROUP}): "
             f"{yes_no[report['entry_point_registered']]}"
         ),
         f"allowed by VLLM_PLUGINS: {yes_no[report['allowed_by_vllm_plugins']]}",
-        f"disabled ({plugin.DISABLE_ENV}): {yes_no[report['disabled']]}",
-        f"would do: {report['would_do']}"
+        f"disabled ({plugin.DISABLE_ENV}): "
         + (
-            f" ({report['decision']})"
-            if report["decision"] != report["reason"] and not report["removes"]
-            else ""
+            "all" if report["disabled"] else ", ".join(report["disabled_fixes"]) or "no"
         ),
-        *(
-            [
-                (
-                    f"  removes {report['removes']['file']}:{report['removes']['line']}"
-                    f" `{report['removes']['statement']}`; keeps every other line"
-                )
-            ]
-            if report["removes"]
-            else []
-        ),
-        f"state in this process: {report['status'] or 'not checked'}",
-        f"active in this process: {yes_no[report['active']]}",
-        f"fix on vLLM's builder class: {yes_no[report['fix_on_vllm_class']]}",
         f"prefix-prefill kernel ({KERNEL_ENV}): {report['kernel'] or 'upstream'}",
     ]
-    if report["covers"]:
-        lines.append("covers:")
-        lines += [f"  - {path}" for path in report["covers"]]
-    lines += [f"problem: {p}" for p in report["problems"]]
+    for entry in report["fixes"]:
+        lines += ["", *render_fix(entry)]
     lines += ["", "what the overlay patches:", *render_record()]
     return "\n".join(lines)
+
+
+def healthy(report: dict[str, Any]) -> bool:
+    """Every fix: not affected, or active; and no problem anywhere."""
+    return all(
+        (not entry["affected"] or entry["active"] is not False)
+        and not entry["problems"]
+        for entry in report["fixes"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,5 +228,4 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("\n")
     else:
         print(render(report))
-    healthy = not report["affected"] or report["active"] is not False
-    return 0 if healthy and not report["problems"] else 1
+    return 0 if healthy(report) else 1

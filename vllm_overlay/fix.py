@@ -211,9 +211,7 @@ def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
         )
     code = live.__code__
     flags = code.co_flags & _FUTURE_FLAGS
-    if Path(code.co_filename).resolve() != plan.file.resolve() or (
-        _compile_method(plan.method, plan.file, flags) != code
-    ):
+    if not compiled_from(live, plan.method, plan.file, BUILDER_CLASS):
         raise FixRefused(
             f"{where}: the loaded method was not compiled from this source "
             f"(it comes from {code.co_filename}:{code.co_firstlineno}; the file "
@@ -236,15 +234,30 @@ def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
     return fixed
 
 
-def _compile_method(method: ast.FunctionDef, file: Path, flags: int) -> types.CodeType:
-    """Compile ``method`` inside a bare class of the builder's name.
+def compiled_from(
+    live: types.FunctionType, method: ast.FunctionDef, file: Path, owner: str
+) -> bool:
+    """Whether the loaded function ``live`` was compiled from ``method`` of
+    class ``owner`` as it stands in ``file`` (equal code objects: same
+    byte code, constants, names and positions)."""
+    code = live.__code__
+    flags = code.co_flags & _FUTURE_FLAGS
+    return Path(code.co_filename).resolve() == file.resolve() and (
+        _compile_method(method, file, flags, owner) == code
+    )
+
+
+def _compile_method(
+    method: ast.FunctionDef, file: Path, flags: int, owner: str = BUILDER_CLASS
+) -> types.CodeType:
+    """Compile ``method`` inside a bare class named ``owner``.
 
     Only compiled, never run: nothing the class body or the decorators would
     evaluate is executed. The method's code object comes out as vLLM's own
     compile of the file made it (same qualname, positions, ``__class__``).
     """
     shell = ast.ClassDef(
-        name=BUILDER_CLASS,
+        name=owner,
         bases=[],
         keywords=[],
         body=[copy.deepcopy(method)],
@@ -256,7 +269,7 @@ def _compile_method(method: ast.FunctionDef, file: Path, flags: int) -> types.Co
     module = ast.fix_missing_locations(ast.Module(body=[shell], type_ignores=[]))
     compiled = compile(module, str(file), "exec", flags=flags, dont_inherit=True)
     for const in compiled.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name == BUILDER_CLASS:
+        if isinstance(const, types.CodeType) and const.co_name == owner:
             for inner in const.co_consts:
                 if isinstance(inner, types.CodeType) and inner.co_name == method.name:
                     return inner

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from vllm_overlay.aiter_fix import AiterPlan
+from vllm_overlay.aiter_shape import AiterCode
 from vllm_overlay.capture_shape import (
     CaptureCode,
     Shape,
@@ -56,18 +58,23 @@ class Action(enum.StrEnum):
 
 @dataclass
 class InstallState:
+    """One fix's decision and what became of it in this process."""
+
     action: Action
     vllm_version: str
     reason: str
-    code: CaptureCode | None = None
+    code: CaptureCode | AiterCode | None = None
     covered: tuple[str, ...] = ()
     applied_to_class: bool = False
     """True once vLLM's builder class really carries the fixed method."""
     problems: list[str] = field(default_factory=list)
     kernel: str = "upstream"
     """Which prefix-prefill kernel vLLM's ROCm path calls: upstream or overlay."""
-    plan: FixPlan | None = None
-    """For INSTALLED: the statement to remove from the method as installed."""
+    plan: FixPlan | AiterPlan | None = None
+    """For INSTALLED: what the install step will do (the statement to remove,
+    or the builder to hand out)."""
+    name: str = CAPTURE_HOST_OFFSETS.name
+    """The record's name for the fix (:mod:`vllm_overlay.record`)."""
 
     @property
     def status(self) -> str:
@@ -172,18 +179,22 @@ def arm(state: InstallState) -> None:
     after_import(UPSTREAM_MODULE, patch)
 
 
-def warn_when_loaded(state: InstallState) -> None:
+def warn_when_loaded(
+    state: InstallState, module_name: str = UPSTREAM_MODULE, what: str = ""
+) -> None:
     """Warn that the code was left alone, once it matters: when vLLM loads
-    ``rocm_attn`` (ROCm). Elsewhere the unpatched code never runs."""
+    ``module_name`` (ROCm). Elsewhere the unpatched code never runs.
+    ``what`` names the fix in the message ("" for the #51585 fix)."""
 
     def warn(module: ModuleType) -> None:
         logger.warning(
-            "vllm-overlay: nothing done on vLLM %s: %s",
+            "vllm-overlay: nothing done%s on vLLM %s: %s",
+            what,
             state.vllm_version,
             state.reason,
         )
 
-    after_import(UPSTREAM_MODULE, warn)
+    after_import(module_name, warn)
 
 
 def _patch_loaded_module(

@@ -26,6 +26,32 @@ def capture_keeps_host_offsets(builder_cls: type) -> bool:
     return capture(builder_cls)[0]
 
 
+def offsets_after_capture(backend: type) -> dict[str, Any]:
+    """One capture build through ``backend.get_builder_cls()``, as the runner
+    makes it: what became of both offsets tensors and ``seq_lens``."""
+    from vllm_patchkit.regression import harness
+
+    builder_cls = backend.get_builder_cls()
+    builder = harness.make_builder(builder_cls, 1, backend.get_name())
+    metadata = harness.uniform_decode_metadata(4, 1)
+    device, host = metadata.query_start_loc, metadata.query_start_loc_cpu
+    device_before, host_before = device.tolist(), host.tolist()
+    attn = builder.build_for_cudagraph_capture(metadata)
+    return {
+        "builder": f"{builder_cls.__module__}.{builder_cls.__qualname__}",
+        "device_same_tensor": metadata.query_start_loc is device,
+        "device_before": device_before,
+        "device_after": device.tolist(),
+        "host_same_tensor": metadata.query_start_loc_cpu is host,
+        "host_before": host_before,
+        "host_after": host.tolist(),
+        "seq_lens_after": attn.seq_lens.tolist(),
+        "metadata_reads_device_offsets": attn.query_start_loc is device,
+        # Set by a vendor line added to the generic method (test_vendor_build).
+        "vendor_marker": builder.__dict__.get("_amd_marker"),
+    }
+
+
 def main(output: str) -> None:
     from vllm.plugins import load_general_plugins
 
@@ -45,14 +71,34 @@ def main(output: str) -> None:
     result: dict[str, Any] = {
         "action": str(state.action) if state else None,
         "reason": state.reason if state else None,
-        "pending_import_hooks": len(finders),
+        "pending_import_hooks": sorted(f.name for f in finders),
     }
-    from vllm.v1.attention.backends import rocm_attn
+    from vllm.v1.attention.backends import rocm_aiter_unified_attn, rocm_attn
     from vllm.v1.attention.backends.rocm_aiter_unified_attn import (
         RocmAiterUnifiedAttentionBackend,
     )
 
+    from vllm_overlay import aiter_fix
     from vllm_overlay.fix import is_installed_on
+
+    states = plugin.current_states()
+    result["fixes"] = {
+        name: {
+            "action": str(s.action),
+            "status": s.status,
+            "reason": s.reason,
+            "problems": list(s.problems),
+        }
+        for name, s in states.items()
+    }
+    result["aiter_fix_installed"] = aiter_fix.is_installed_on(rocm_aiter_unified_attn)
+    result["aiter_file"] = rocm_aiter_unified_attn.__file__
+    aiter_builder = RocmAiterUnifiedAttentionBackend.get_builder_cls()
+    result["aiter_builder_is_generic_subclass"] = issubclass(
+        aiter_builder, rocm_attn.RocmAttentionMetadataBuilder
+    )
+    result["aiter_capture"] = offsets_after_capture(RocmAiterUnifiedAttentionBackend)
+    result["rocm_capture"] = offsets_after_capture(rocm_attn.RocmAttentionBackend)
 
     class SuperCallingBuilder(rocm_attn.RocmAttentionMetadataBuilder):
         def build_for_cudagraph_capture(self, common_attn_metadata: Any) -> Any:

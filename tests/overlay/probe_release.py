@@ -1,17 +1,24 @@
 """Run in a fresh process with a vLLM release first on PYTHONPATH.
 
 Usage: ``python probe_release.py OUTPUT.json``. Loads vLLM's plugins as vLLM
-does and records what the overlay did; on an affected release it also
-checks vLLM's builder class and the capture scenario.
+does and records what the overlay did for each fix; then imports both ROCm
+backends' modules and records whose code they run (vLLM's or the overlay's)
+and what a capture build through each backend's builder leaves.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+# The checkout, after the release and the installed packages: the probe
+# reuses tests.overlay.probe_plugin's capture facts.
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+
 UPSTREAM = "vllm.v1.attention.backends.rocm_attn"
+AITER = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
 
 
 def main(output: str) -> None:
@@ -30,6 +37,11 @@ def main(output: str) -> None:
         "reason": state.reason if state else None,
         "armed_hooks": sum(isinstance(f, _AfterImportFinder) for f in sys.meta_path),
         "rocm_attn_imported_by_plugins": UPSTREAM in sys.modules,
+        "aiter_imported_by_plugins": AITER in sys.modules,
+        "fixes": {
+            name: {"action": str(s.action), "reason": s.reason}
+            for name, s in plugin.current_states().items()
+        },
     }
     if state is not None and state.action == "installed":
         import importlib
@@ -42,6 +54,25 @@ def main(output: str) -> None:
         facts = capture_effects(1).facts
         result["capture_keeps_host"] = facts["host_unchanged"]
         result["capture_zeroes_device"] = facts["device_zeroed"]
+    import importlib
+
+    from tests.overlay.probe_plugin import offsets_after_capture
+    from vllm_overlay import aiter_fix
+
+    rocm_attn = importlib.import_module(UPSTREAM)
+    aiter = importlib.import_module(AITER)
+    method = rocm_attn.RocmAttentionMetadataBuilder.build_for_cudagraph_capture
+    result["rocm_method_is_vllms"] = (
+        method.__code__.co_filename == rocm_attn.__file__
+        and not getattr(method, "__vllm_overlay_fix__", False)
+    )
+    builder = aiter.RocmAiterUnifiedAttentionBackend.get_builder_cls()
+    result["aiter_fix_installed"] = aiter_fix.is_installed_on(aiter)
+    result["aiter_builder_module"] = builder.__module__
+    result["aiter_capture"] = offsets_after_capture(
+        aiter.RocmAiterUnifiedAttentionBackend
+    )
+    result["rocm_capture"] = offsets_after_capture(rocm_attn.RocmAttentionBackend)
     with open(output, "w") as out:
         json.dump(result, out, indent=2)
 

@@ -1,7 +1,8 @@
 """A copy of the installed vLLM whose ``rocm_attn.py`` says something else.
 
-Every file is a symlink to the install except ``rocm_attn.py``, which is a
-real, edited file: put the copy first on ``PYTHONPATH`` and a fresh process
+Every file is a symlink to the install except the edited one (``rocm_attn.py``
+unless told otherwise), which is a real file: put the copy first on
+``PYTHONPATH`` and a fresh process
 imports the edited module through vLLM's real package. Byte-code caches are
 shared by linking the ``__pycache__`` directories (a symlinked source stats
 as its target, so its cache stays valid), except the one beside the edited
@@ -17,12 +18,16 @@ from pathlib import Path
 from vllm_patchkit.installed import installed_vllm_dir
 
 ROCM_ATTN = Path("vllm/v1/attention/backends/rocm_attn.py")
+AITER_UNIFIED_ATTN = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
 
 
-def shadow_installed_vllm(dest: Path, edit: Callable[[str], str]) -> Path:
-    """Build the copy under ``dest`` (the PYTHONPATH entry); return the file."""
+def shadow_installed_vllm(
+    dest: Path, edit: Callable[[str], str], file: Path = ROCM_ATTN
+) -> Path:
+    """Build the copy under ``dest`` (the PYTHONPATH entry) with ``file``
+    (relative to the copy) edited; return the edited file."""
     source = installed_vllm_dir()
-    edited = dest / ROCM_ATTN
+    edited = dest / file
     for root, dirs, files in os.walk(source):
         here = Path(root)
         target = dest / "vllm" / here.relative_to(source)
@@ -34,7 +39,7 @@ def shadow_installed_vllm(dest: Path, edit: Callable[[str], str]) -> Path:
         for name in files:
             if target / name != edited:
                 (target / name).symlink_to(here / name)
-    original = (source / ROCM_ATTN.relative_to("vllm")).read_text()
+    original = (source / file.relative_to("vllm")).read_text()
     text = edit(original)
     assert text != original, "the edit changed nothing"
     edited.write_text(text)

@@ -16,7 +16,9 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.fixes import assess_tree
 from vllm_overlay.install import Action, assess_file
+from vllm_overlay.record import RECORD
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.releases import clone_release
 
@@ -106,9 +108,7 @@ def test_doctor_cannot_judge_and_exits_3(merged) -> None:  # type: ignore[no-unt
     assert report["protected"] is False
     assert report["overlay_would_activate"] is False
     assert "left as it is" in report["overlay_decision"]
-    assert [t["name"] for t in report["overlay_record"]] == [
-        "rocm-capture-keeps-host-offsets"
-    ]
+    assert [t["name"] for t in report["overlay_record"]] == [t.name for t in RECORD]
     text = patchkit("doctor", str(tree))
     assert text.returncode == 3
     assert "affected: cannot judge (unparseable)" in text.stdout
@@ -119,3 +119,11 @@ def test_the_overlay_would_not_patch_it(merged) -> None:  # type: ignore[no-unty
     state = assess_file(tree / ROCM_ATTN, version)
     assert state.action is Action.UNRECOGNISED and state.plan is None
     assert f"{tree / ROCM_ATTN}:{conflict_line(tree)}: unparseable" in state.reason
+    # The AITER fix extends that method: never installed on top of it. 0.29.0
+    # needs none (the backend's own builder does not call the generic one).
+    _, aiter = assess_tree(tree, version)
+    if version == "0.28.0":
+        assert aiter.action is Action.UNRECOGNISED and aiter.plan is None
+        assert "not a known shape (unparseable)" in aiter.reason
+    else:
+        assert aiter.action is Action.NOT_NEEDED

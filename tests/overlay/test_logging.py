@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
-from tests.overlay.shadow_vllm import shadow_installed_vllm
+from tests.overlay.shadow_vllm import AITER_UNIFIED_ATTN, shadow_installed_vllm
+from tests.overlay.test_plugin import VENDOR_RETURN, vendor_get_builder_cls
 
 PROBE = Path(__file__).with_name("probe_logging.py")
+AITER_FIX = "rocm-aiter-unified-capture-keeps-offsets"
 HOST_LINE = "        common_attn_metadata.query_start_loc_cpu.zero_()\n"
 DEVICE_LINE = "        common_attn_metadata.query_start_loc.zero_()\n"
 
@@ -72,6 +74,8 @@ def shadows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, edit in EDITS.items():
         shadow_installed_vllm(root / name, edit)
         trees[name] = root / name
+    shadow_installed_vllm(root / "aiter", vendor_get_builder_cls, AITER_UNIFIED_ATTN)
+    trees["aiter"] = root / "aiter"
     return trees
 
 
@@ -79,6 +83,7 @@ def probe(
     tmp_path: Path,
     *,
     import_rocm_attn: bool,
+    import_aiter: bool = False,
     tree: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -95,8 +100,10 @@ def probe(
         )
     output = tmp_path / "probe.json"
     args = [sys.executable, str(PROBE), str(output)]
+    args += ["--import-rocm-attn"] if import_rocm_attn else []
+    args += ["--import-aiter"] if import_aiter else []
     proc = subprocess.run(
-        args + (["--import-rocm-attn"] if import_rocm_attn else []),
+        args,
         capture_output=True,
         text=True,
         env=full_env,
@@ -116,7 +123,9 @@ def test_affected_vllm_on_cuda_or_cpu_logs_only_debug_armed(tmp_path: Path) -> N
     assert report["action"] == "installed" and report["status"] == "armed"
     assert set(levels(report, "register")) == {"DEBUG"}
     messages = [r["message"] for r in report["records"]]
-    assert any("vllm-overlay: armed on vLLM 0.28.0" in m for m in messages)
+    for fix in ("rocm-capture-keeps-host-offsets", AITER_FIX):
+        assert report["fixes"][fix]["status"] == "armed"
+        assert any(f"vllm-overlay: armed {fix} on vLLM 0.28.0" in m for m in messages)
     assert not any("vllm-overlay: installed" in m for m in messages)
 
 
@@ -189,3 +198,42 @@ def test_vendor_code_it_cannot_fix_is_left_alone_with_a_warning(
         in above_debug[0]["message"]
     )
     assert not above_debug[0]["fix_on_class"]
+
+
+def test_aiter_installed_is_logged_once_the_backend_hands_out_its_builder(
+    tmp_path: Path,
+) -> None:
+    report = probe(tmp_path, import_rocm_attn=False, import_aiter=True)
+    assert report["fixes"][AITER_FIX]["status"] == "installed"
+    above_debug = [r for r in report["records"] if r["level"] != "DEBUG"]
+    # vLLM's AITER module imports rocm_attn first: the #51585 fix, then this.
+    assert [r["level"] for r in above_debug] == ["INFO", "INFO"], report["records"]
+    assert "the #51585 capture fix" in above_debug[0]["message"]
+    aiter = above_debug[1]
+    assert (
+        "vllm-overlay: installed the #53821 AITER unified capture fix"
+        in (aiter["message"])
+    )
+    assert aiter["phase"] == "import-aiter" and aiter["aiter_fix_on_backend"]
+    assert not above_debug[0]["aiter_fix_on_backend"]
+
+
+def test_unrecognised_aiter_code_warns_only_when_its_module_loads(
+    tmp_path: Path, shadows: dict[str, Path]
+) -> None:
+    quiet = probe(tmp_path, import_rocm_attn=True, tree=shadows["aiter"])
+    assert quiet["fixes"][AITER_FIX]["action"] == "unrecognised"
+    above_debug = [r for r in quiet["records"] if r["level"] != "DEBUG"]
+    assert [r["level"] for r in above_debug] == ["INFO"], quiet["records"]
+    loud = probe(
+        tmp_path, import_rocm_attn=True, import_aiter=True, tree=shadows["aiter"]
+    )
+    above_debug = [r for r in loud["records"] if r["level"] != "DEBUG"]
+    assert [r["level"] for r in above_debug] == ["INFO", "WARNING"], loud["records"]
+    warning = above_debug[1]
+    file = shadows["aiter"] / AITER_UNIFIED_ATTN
+    line = line_of(file, VENDOR_RETURN.strip()) - 2
+    assert warning["phase"] == "import-aiter"
+    assert f"{file}:{line}" in warning["message"]
+    assert "left as it is" in warning["message"]
+    assert not warning["aiter_fix_on_backend"]

@@ -2,7 +2,8 @@
 
 Each case is a fresh process that calls ``vllm.plugins.load_general_plugins()``
 (which finds the overlay through its ``vllm.general_plugins`` entry point,
-installed with the project) and then drives vLLM's real builders.
+installed with the project) and then drives vLLM's real builders, each taken
+from its backend's ``get_builder_cls()`` as the model runner takes it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,17 @@ from typing import Any
 
 import pytest
 
-from tests.overlay.shadow_vllm import shadow_installed_vllm
+from tests.overlay.shadow_vllm import (
+    AITER_UNIFIED_ATTN,
+    insert_before,
+    shadow_installed_vllm,
+)
 
 PROBE = Path(__file__).with_name("probe_plugin.py")
+CAPTURE_FIX = "rocm-capture-keeps-host-offsets"
+AITER_FIX = "rocm-aiter-unified-capture-keeps-offsets"
+OFFSETS = [0, 1, 2, 3, 4]
+"""Query offsets of the probe's uniform decode batch (4 requests, 1 token)."""
 
 
 def run_probe(
@@ -72,18 +81,59 @@ def test_every_path_to_the_builder_is_fixed(enabled: dict[str, Any]) -> None:
     assert enabled["problems"] == []
 
 
+def assert_keeps_both_offsets(capture: dict[str, Any]) -> None:
+    """0.29.0's AITER builder: both tensors the same objects, same values."""
+    assert capture["device_same_tensor"] and capture["host_same_tensor"]
+    assert capture["device_before"] == OFFSETS == capture["device_after"]
+    assert capture["host_before"] == OFFSETS == capture["host_after"]
+    assert capture["seq_lens_after"] == [1, 1, 1, 1]
+    assert capture["metadata_reads_device_offsets"]
+
+
+def assert_zeroes_device_keeps_host(capture: dict[str, Any]) -> None:
+    """#51585's ROCM_ATTN: device offsets zeroed in place, host ones kept."""
+    assert capture["device_same_tensor"] and capture["host_same_tensor"]
+    assert capture["device_before"] == OFFSETS
+    assert capture["device_after"] == [0, 0, 0, 0, 0]
+    assert capture["host_after"] == OFFSETS
+    assert capture["seq_lens_after"] == [1, 1, 1, 1]
+
+
+def test_each_backend_gets_its_capture_behaviour(enabled: dict[str, Any]) -> None:
+    aiter = enabled["fixes"][AITER_FIX]
+    assert aiter["action"] == "installed" and aiter["status"] == "installed"
+    assert aiter["problems"] == []
+    assert enabled["aiter_fix_installed"]
+    assert enabled["aiter_capture"]["builder"] == (
+        "vllm_overlay.aiter_fix.RocmAiterUnifiedAttentionMetadataBuilder"
+    )
+    assert enabled["aiter_builder_is_generic_subclass"]
+    assert_keeps_both_offsets(enabled["aiter_capture"])
+    assert enabled["rocm_capture"]["builder"] == (
+        "vllm.v1.attention.backends.rocm_attn.RocmAttentionMetadataBuilder"
+    )
+    assert_zeroes_device_keeps_host(enabled["rocm_capture"])
+
+
 def test_registration_is_idempotent_and_says_what_it_did(
     enabled: dict[str, Any],
 ) -> None:
-    assert enabled["pending_import_hooks"] <= 1
+    # One hook per fix, after two loads of vLLM's plugins and a third
+    # register(); none left once vLLM imported both modules.
+    assert enabled["pending_import_hooks"] == [
+        "vllm.v1.attention.backends.rocm_aiter_unified_attn",
+        "vllm.v1.attention.backends.rocm_attn",
+    ]
     assert enabled["hooks_after_import"] == 0
     info = [
         line
         for line in enabled["log"].splitlines()
         if "vllm-overlay: installed" in line
     ]
-    assert len(info) == 1, enabled["log"]
-    assert "vLLM 0.28.0" in info[0]
+    assert len(info) == 2, enabled["log"]
+    assert "the #51585 capture fix on vLLM 0.28.0" in info[0]
+    assert "the #53821 AITER unified capture fix on vLLM 0.28.0" in info[1]
+    assert f"{enabled['aiter_file']}:98 " in info[1]
 
 
 def test_disable_switch_leaves_the_bug(tmp_path: Path) -> None:
@@ -94,6 +144,25 @@ def test_disable_switch_leaves_the_bug(tmp_path: Path) -> None:
     assert report["method_from_vllm_file"]
     assert report["suite_bug_reproduced"]
     assert not report["aiter_backend_keeps_host"]
+    # The AITER backend's bug too: its capture zeroes the offsets it replays.
+    assert report["fixes"][AITER_FIX]["action"] == "disabled"
+    assert not report["aiter_fix_installed"]
+    aiter = report["aiter_capture"]
+    assert aiter["builder"] == (
+        "vllm.v1.attention.backends.rocm_attn.RocmAttentionMetadataBuilder"
+    )
+    assert aiter["device_same_tensor"] and aiter["device_before"] == OFFSETS
+    assert aiter["device_after"] == [0, 0, 0, 0, 0]
+
+
+def test_disabling_one_fix_by_name_keeps_the_other(tmp_path: Path) -> None:
+    proc, report = run_probe(tmp_path, {"VLLM_OVERLAY_DISABLE": AITER_FIX})
+    assert report is not None, proc.stderr
+    assert report["fixes"][CAPTURE_FIX]["status"] == "installed"
+    assert report["fixes"][AITER_FIX]["action"] == "disabled"
+    assert report["fix_on_vllm_class"] and not report["aiter_fix_installed"]
+    assert_zeroes_device_keeps_host(report["aiter_capture"])
+    assert_zeroes_device_keeps_host(report["rocm_capture"])
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +195,16 @@ def test_unrecognised_code_is_left_alone_with_a_warning(
     ]
     assert warnings, proc.stdout + proc.stderr
     assert "unknown" in warnings[0] and "rocm_attn.py" in warnings[0]
+    # The AITER fix extends that method: it is left alone too, and says why.
+    assert report["fixes"][AITER_FIX]["action"] == "unrecognised"
+    assert not report["aiter_fix_installed"]
+    aiter_warnings = [
+        line
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if "WARNING" in line and "for ROCM_AITER_UNIFIED_ATTN (#53821)" in line
+    ]
+    assert len(aiter_warnings) == 1, proc.stdout + proc.stderr
+    assert "the builder's capture is not a known shape (unknown)" in (aiter_warnings[0])
 
 
 def test_strict_mode_raises_on_unrecognised_code(
@@ -155,3 +234,79 @@ def test_strict_mode_raises_on_unrecognised_code(
     assert proc.returncode != 0
     assert "OverlayStrictError" in proc.stderr
     assert "unknown" in proc.stderr
+
+
+VENDOR_RETURN = "        return RocmAttentionMetadataBuilder\n"
+
+
+def vendor_get_builder_cls(text: str) -> str:
+    """A vendor line before the AITER backend's ``return``: not the known shape."""
+    return insert_before(
+        text,
+        VENDOR_RETURN.strip(),
+        '        logger.debug("vendor: AITER unified builder")\n',
+    )
+
+
+@pytest.fixture(scope="module")
+def unrecognised_aiter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("unrecognised-aiter") / "tree"
+    shadow_installed_vllm(tree, vendor_get_builder_cls, AITER_UNIFIED_ATTN)
+    return tree
+
+
+def test_unrecognised_aiter_code_is_left_alone_while_51585_installs(
+    tmp_path: Path, unrecognised_aiter: Path
+) -> None:
+    proc, report = run_probe(tmp_path, {}, pythonpath=unrecognised_aiter)
+    assert report is not None, proc.stderr
+    file = unrecognised_aiter / AITER_UNIFIED_ATTN
+    assert report["aiter_file"] == str(file)
+    assert report["fixes"][CAPTURE_FIX]["status"] == "installed"
+    assert report["fix_on_vllm_class"]
+    aiter = report["fixes"][AITER_FIX]
+    assert aiter["action"] == "unrecognised"
+    assert not report["aiter_fix_installed"]
+    # Left exactly as it is: the generic builder, which zeroes the device
+    # offsets (now without the host ones: the #51585 fix is on it).
+    assert_zeroes_device_keeps_host(report["aiter_capture"])
+    line = file.read_text().splitlines().index(VENDOR_RETURN.rstrip("\n")) - 1
+    warnings = [
+        entry
+        for entry in (proc.stdout + proc.stderr).splitlines()
+        if "WARNING" in entry and "vllm-overlay: nothing done" in entry
+    ]
+    assert len(warnings) == 1, proc.stdout + proc.stderr
+    assert "for ROCM_AITER_UNIFIED_ATTN (#53821) on vLLM 0.28.0" in warnings[0]
+    # The method's line (the decorator's line is before it) and why.
+    assert f"{file}:{line}" in warnings[0]
+    assert "the body is not one `return <name>`" in warnings[0]
+
+
+def test_strict_mode_raises_on_unrecognised_aiter_code(
+    tmp_path: Path, unrecognised_aiter: Path
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(unrecognised_aiter), os.environ.get("PYTHONPATH")) if p
+        ),
+        "VLLM_OVERLAY_STRICT": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from vllm.plugins import load_general_plugins; load_general_plugins()",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert proc.returncode != 0
+    assert "OverlayStrictError" in proc.stderr
+    assert f"{AITER_FIX}: nothing done on vLLM 0.28.0" in proc.stderr

@@ -1,9 +1,11 @@
 """The overlay on real installs of four vLLM releases (slower tier).
 
-0.27.0 and 0.28.0 are affected: the fix is installed on vLLM's class.
-0.29.0 and 0.32.0 carry the fix: the overlay does nothing, arms nothing and
-imports nothing. All four pin torch 2.13.0, so each release is a
-``pip install --no-deps --target`` directory run with the project venv.
+0.27.0 and 0.28.0 are affected by both bugs: the #51585 fix is installed on
+vLLM's class and the AITER unified backend hands out the overlay's builder.
+0.29.0 and 0.32.0 carry both fixes: the overlay does nothing, arms nothing
+and imports nothing, and both backends run vLLM's own code, with upstream's
+behaviour. All four pin torch 2.13.0, so each release is a ``pip install
+--no-deps --target`` directory run with the project venv.
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ from typing import Any
 
 import pytest
 
+from tests.overlay.test_plugin import (
+    AITER_FIX,
+    CAPTURE_FIX,
+    assert_keeps_both_offsets,
+    assert_zeroes_device_keeps_host,
+)
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.release_installs import installed_release
 
@@ -29,7 +37,12 @@ def probe(version: str, tmp_path: Path) -> dict[str, Any]:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("VLLM_PLUGINS", None)
     if version != "0.28.0":  # the venv's own vLLM
-        env["PYTHONPATH"] = str(installed_release(version))
+        # The release first; the checkout after it (the probe imports tests).
+        env["PYTHONPATH"] = os.pathsep.join(
+            p
+            for p in (str(installed_release(version)), os.environ.get("PYTHONPATH"))
+            if p
+        )
     output = tmp_path / "probe.json"
     proc = subprocess.run(
         [sys.executable, str(PROBE), str(output)],
@@ -52,6 +65,11 @@ def test_affected_release_gets_the_fix(version: str, tmp_path: Path) -> None:
     assert report["action"] == "installed", report["reason"]
     assert report["fix_on_vllm_class"]
     assert report["capture_keeps_host"] and report["capture_zeroes_device"]
+    assert report["fixes"][AITER_FIX]["action"] == "installed"
+    assert report["aiter_fix_installed"]
+    assert report["aiter_builder_module"] == "vllm_overlay.aiter_fix"
+    assert_keeps_both_offsets(report["aiter_capture"])
+    assert_zeroes_device_keeps_host(report["rocm_capture"])
 
 
 @pytest.mark.parametrize("version", ["0.29.0", "0.32.0"])
@@ -60,5 +78,20 @@ def test_fixed_release_is_left_alone(version: str, tmp_path: Path) -> None:
     assert report["vllm_version"] == version
     assert report["action"] == "not-needed"
     assert "leaves query_start_loc_cpu alone" in report["reason"]
+    aiter = report["fixes"][AITER_FIX]
+    assert aiter["action"] == "not-needed"
+    assert (
+        "hands out its own RocmAiterUnifiedAttentionMetadataBuilder"
+        in (aiter["reason"])
+    )
+    assert report["fixes"][CAPTURE_FIX]["action"] == "not-needed"
     assert report["armed_hooks"] == 0
     assert not report["rocm_attn_imported_by_plugins"]
+    assert not report["aiter_imported_by_plugins"]
+    # Nothing of either backend changed: vLLM's own code, upstream's behaviour.
+    assert report["rocm_method_is_vllms"] and not report["aiter_fix_installed"]
+    assert report["aiter_builder_module"] == (
+        "vllm.v1.attention.backends.rocm_aiter_unified_attn"
+    )
+    assert_keeps_both_offsets(report["aiter_capture"])
+    assert_zeroes_device_keeps_host(report["rocm_capture"])

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
+from vllm_overlay.aiter_install import AITER_MODULE
 from vllm_overlay.install import UPSTREAM_MODULE
 from vllm_overlay.record import RECORD
 
@@ -31,7 +32,7 @@ def overlay_doctor(*args: str) -> subprocess.CompletedProcess[str]:
 def test_each_target_says_why_how_related_and_removal() -> None:
     assert RECORD, "the overlay patches something"
     assert len({t.name for t in RECORD}) == len(RECORD)
-    (capture,) = RECORD
+    capture, aiter = RECORD
     assert capture.module == UPSTREAM_MODULE
     assert capture.target == (
         "vllm.v1.attention.backends.rocm_attn:"
@@ -42,6 +43,15 @@ def test_each_target_says_why_how_related_and_removal() -> None:
     assert "#51585" in related and "#25985" in related
     assert "0.29.0" in capture.removal
     assert capture.why and capture.how
+    assert aiter.module == AITER_MODULE
+    assert aiter.target == (
+        "vllm.v1.attention.backends.rocm_aiter_unified_attn:"
+        "RocmAiterUnifiedAttentionBackend.get_builder_cls"
+    )
+    assert aiter.affected == "0.11.1-0.28.0" and aiter.inert_from == "0.29.0"
+    assert aiter.related[0].startswith("vLLM PR #53821")
+    assert "Inert from vLLM 0.29.0" in aiter.removal
+    assert aiter.why and aiter.how
 
 
 def test_python_m_vllm_overlay_shows_the_record() -> None:
@@ -53,10 +63,23 @@ def test_python_m_vllm_overlay_shows_the_record() -> None:
     assert report["removes"]["statement"] == (
         "common_attn_metadata.query_start_loc_cpu.zero_()"
     )
+    # Each fix on its own: installed 0.28.0 needs both.
+    fixes = {entry["name"]: entry for entry in report["fixes"]}
+    assert list(fixes) == [t.name for t in RECORD]
+    capture, aiter = fixes.values()
+    assert capture["shape"] == "buggy" and capture["would_do"] == "installed"
+    assert capture["related"] == ["vLLM PR #51585", "vLLM issue #25985"]
+    assert aiter["shape"] == "shared" and aiter["would_do"] == "installed"
+    assert aiter["affected"] and aiter["removes"] is None
+    assert aiter["related"][0] == "vLLM PR #53821"
+    assert aiter["file"].endswith("rocm_aiter_unified_attn.py") and aiter["line"]
     text = overlay_doctor()
     assert "what the overlay patches:" in text.stdout
-    assert f"target: {RECORD[0].target}" in text.stdout
+    for target in RECORD:
+        assert f"target: {target.target}" in text.stdout
+        assert f"fix {target.name} (" in text.stdout
     assert "removal: Inert from vLLM 0.29.0" in text.stdout
+    assert "affected: yes (shared)" in text.stdout
 
 
 def test_vllm_patchkit_doctor_shows_the_record() -> None:
@@ -83,3 +106,28 @@ def test_json_after_loading_vllm_is_one_object_with_the_state() -> None:
     report = json.loads(proc.stdout)
     assert report["status"] == "installed" and report["fix_on_vllm_class"]
     assert "vllm-overlay: installed" in proc.stderr
+    for entry in report["fixes"]:
+        assert entry["status"] == "installed" and entry["on_vllm"], entry
+    assert "the #53821 AITER unified capture fix" in proc.stderr
+
+
+def test_a_disabled_fix_is_reported_on_its_own() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_overlay", "--json"],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "CUDA_VISIBLE_DEVICES": "",
+            "VLLM_OVERLAY_DISABLE": RECORD[1].name,
+        },
+        timeout=600,
+    )
+    report = json.loads(proc.stdout)
+    capture, aiter = report["fixes"]
+    assert capture["status"] == "installed" and capture["on_vllm"]
+    assert aiter["disabled"] and aiter["status"] == "disabled"
+    assert aiter["affected"] and not aiter["active"]
+    # Affected and not protected: the doctor says so by its exit status.
+    assert proc.returncode == 1
+    assert report["disabled_fixes"] == [RECORD[1].name]

@@ -39,3 +39,8 @@ def test_benchmark_reports_figures_and_imports_only_the_overlay() -> None:
     assert all(
         m.startswith("vllm_overlay") for m in result["modules_imported_by_register"]
     )
+    # Both fixes decided (on the venv's 0.28.0: both armed), nothing imported.
+    assert result["fixes"] == {
+        "rocm-capture-keeps-host-offsets": "installed",
+        "rocm-aiter-unified-capture-keeps-offsets": "installed",
+    }

@@ -5,6 +5,8 @@ a copy of the installed vLLM 0.28.0 gets two vendor lines inside
 ``build_for_cudagraph_capture`` (an attribute set, and a logging call in a
 nested block); vLLM's real ``load_general_plugins()`` in a fresh process
 must leave both running, remove only the host zeroing, and fix MiniMax-M3.
+The AITER unified backend's builder (#53821) inherits that method: the vendor
+lines run there too, and its capture still keeps both offsets.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from typing import Any
 import pytest
 
 from tests.overlay.shadow_vllm import insert_before, shadow_installed_vllm
-from tests.overlay.test_plugin import run_probe
+from tests.overlay.test_plugin import (
+    AITER_FIX,
+    assert_keeps_both_offsets,
+    assert_zeroes_device_keeps_host,
+    run_probe,
+)
 
 HOST_ZEROING = "common_attn_metadata.query_start_loc_cpu.zero_()"
 VENDOR_LINES = (
@@ -77,7 +84,16 @@ def test_the_log_names_the_one_removed_line(vendor: dict[str, Any]) -> None:
     installed = [
         entry
         for entry in vendor["log"].splitlines()
-        if "vllm-overlay: installed" in entry
+        if "vllm-overlay: installed the #51585" in entry
     ]
     assert len(installed) == 1, vendor["log"]
     assert f"{vendor['edited']}:{line} `{HOST_ZEROING}` removed" in installed[0]
+
+
+def test_vendor_lines_run_for_both_backends(vendor: dict[str, Any]) -> None:
+    assert vendor["fixes"][AITER_FIX]["status"] == "installed"
+    assert vendor["aiter_fix_installed"]
+    assert vendor["rocm_capture"]["vendor_marker"] == 1
+    assert vendor["aiter_capture"]["vendor_marker"] == 1
+    assert_keeps_both_offsets(vendor["aiter_capture"])
+    assert_zeroes_device_keeps_host(vendor["rocm_capture"])

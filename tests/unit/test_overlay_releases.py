@@ -1,8 +1,11 @@
-"""The overlay's plan on the real method of every affected vLLM release.
+"""The overlay's plan on the real code of every affected vLLM release.
 
 Read from the released source distributions (cached): from 0.11.1 to 0.28.0
 the method is one body (normalised AST), and removing the host zeroing from
-it gives exactly 0.29.0's fixed method, comments aside.
+it gives exactly 0.29.0's fixed method, comments aside. The AITER unified
+backend (#53821) hands out the generic builder on each of those releases
+(the overlay installs its builder there), its own builder on 0.29.0 and
+later (nothing to do), and does not exist on 0.11.0.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from vllm_overlay.aiter_install import assess_aiter_file
+from vllm_overlay.aiter_shape import AITER_UNIFIED_ATTN
 from vllm_overlay.capture_shape import (
     ROCM_ATTN,
     Shape,
@@ -22,6 +27,7 @@ from vllm_overlay.capture_shape import (
     find_capture_method,
 )
 from vllm_overlay.fix import plan_fix
+from vllm_overlay.install import Action
 from vllm_patchkit.releases import sdist_path
 
 pytestmark = pytest.mark.release_trees
@@ -72,3 +78,39 @@ def test_the_plan_gives_the_upstream_fix(version: str, fixed_upstream: str) -> N
 def test_before_and_after_the_range_nothing_is_planned() -> None:
     assert classify_method(*capture_method("0.11.0")).shape is Shape.NO_ZEROING
     assert classify_method(*capture_method("0.29.0")).shape is Shape.FIXED
+
+
+def release_file(version: str, relative: Path, dest: Path) -> Path | None:
+    """``relative`` from the release's sdist, written under ``dest``."""
+    name = f"vllm-{version}/{relative}"
+    with tarfile.open(sdist_path(version)) as tar:
+        try:
+            handle = tar.extractfile(name)
+        except KeyError:
+            return None
+        assert handle is not None
+        file = dest / version / relative
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(handle.read())
+    return file
+
+
+@pytest.mark.parametrize("version", [*AFFECTED, "0.29.0", "0.32.0", "0.33.0"])
+def test_the_aiter_fix_is_planned_exactly_on_the_affected_releases(
+    version: str, tmp_path: Path
+) -> None:
+    aiter = release_file(version, AITER_UNIFIED_ATTN, tmp_path)
+    rocm = release_file(version, ROCM_ATTN, tmp_path)
+    assert aiter is not None and rocm is not None
+    method, _ = capture_method(version)
+    state = assess_aiter_file(aiter, classify_method(method, rocm), version)
+    if version in AFFECTED:
+        assert state.action is Action.INSTALLED, state.reason
+        assert str(state.code.shape) == "shared"
+    else:
+        assert state.action is Action.NOT_NEEDED, state.reason
+        assert str(state.code.shape) == "own-builder"
+
+
+def test_no_aiter_module_before_the_range(tmp_path: Path) -> None:
+    assert release_file("0.11.0", AITER_UNIFIED_ATTN, tmp_path) is None

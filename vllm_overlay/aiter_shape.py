@@ -1,0 +1,283 @@
+"""Which builder ``ROCM_AITER_UNIFIED_ATTN`` hands out, read from the AST.
+
+vLLM 0.11.1 to 0.28.0 hand the AITER unified backend the generic
+``RocmAttentionMetadataBuilder``, whose capture zeroes the device query
+offsets that AITER unified attention reads on every graph replay; 0.29.0
+(#53821) gives it a builder of its own. Like :mod:`vllm_overlay.capture_shape`
+this reads the source, never imports it: cheap at plugin registration, and
+exact about what it saw. Only one shape is the bug (SHARED): the backend's
+``get_builder_cls`` is a plain static method whose body is exactly
+``return RocmAttentionMetadataBuilder``, that name bound in the module only
+by its unaliased import from ``rocm_attn``.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_overlay.capture_shape import (
+    BUILDER_CLASS,
+    CAPTURE_METHOD,
+    CaptureCode,
+    leaves_offsets_alone,
+    parse_source,
+)
+
+AITER_UNIFIED_ATTN = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
+AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
+GENERIC_MODULE = "vllm.v1.attention.backends.rocm_attn"
+BACKEND_CLASS = "RocmAiterUnifiedAttentionBackend"
+BUILDER_METHOD = "get_builder_cls"
+
+
+class AiterShape(enum.StrEnum):
+    """What ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` hands out."""
+
+    SHARED = "shared"
+    """The generic ROCm builder, imported from rocm_attn: 0.11.1-0.28.0."""
+    OWN_BUILDER = "own-builder"
+    """A builder class of this file whose capture leaves both offsets alone
+    (0.29.0+, #53821)."""
+    UNKNOWN = "unknown"
+    UNPARSEABLE = "unparseable"
+    MISSING = "missing"
+    """No such module (0.11.0) or no such backend class in it."""
+
+
+@dataclass(frozen=True)
+class AiterCode:
+    """The verdict on one ``rocm_aiter_unified_attn.py``, with its location."""
+
+    shape: AiterShape
+    file: Path
+    line: int | None
+    detail: str
+    method: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
+    """For SHARED: the ``get_builder_cls`` definition that was read."""
+
+    @property
+    def affected(self) -> bool:
+        return self.shape is AiterShape.SHARED
+
+    @property
+    def judged(self) -> bool:
+        return self.shape is not AiterShape.UNPARSEABLE
+
+
+def inspect_aiter_tree(tree: Path) -> AiterCode:
+    """The verdict for the vLLM source tree (or install root) at ``tree``."""
+    file = tree / AITER_UNIFIED_ATTN
+    if not file.is_file():
+        return AiterCode(AiterShape.MISSING, file, None, f"no {AITER_UNIFIED_ATTN}")
+    return inspect_aiter_source(file.read_bytes(), file)
+
+
+def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
+    """Classify the backend's ``get_builder_cls`` in ``source``."""
+    module = parse_source(source, file)
+    if isinstance(module, CaptureCode):
+        return AiterCode(AiterShape.UNPARSEABLE, file, module.line, module.detail)
+    backends = _top_level_bindings(module, BACKEND_CLASS)
+    if not backends:
+        return AiterCode(AiterShape.MISSING, file, None, f"no {BACKEND_CLASS}")
+    backend = backends[0]
+    if len(backends) > 1 or not isinstance(backend, ast.ClassDef):
+        return _unknown(
+            file, backend.lineno, f"{BACKEND_CLASS} is not one class definition"
+        )
+    defined = [node for node in backend.body if _binds(node, BUILDER_METHOD)]
+    if not defined:
+        return _unknown(
+            file,
+            backend.lineno,
+            f"{BACKEND_CLASS} defines no {BUILDER_METHOD} of its own",
+        )
+    method = defined[0]
+    where = f"{file}:{method.lineno} {BACKEND_CLASS}.{BUILDER_METHOD}"
+    if len(defined) > 1 or not isinstance(method, ast.FunctionDef):
+        return _unknown(
+            file, method.lineno, f"{where} is not one plain method definition"
+        )
+    returned = _returned_name(method)
+    if returned is None:
+        return _unknown(
+            file, method.lineno, f"{where}: the body is not one `return <name>`"
+        )
+    if not _plain_staticmethod(method):
+        return _unknown(file, method.lineno, f"{where}: not a plain @staticmethod")
+    if returned == BUILDER_CLASS:
+        text = source if isinstance(source, str) else source.decode("utf-8", "replace")
+        return _shared(module, method, file, where, "global" in text)
+    return _own_builder(module, returned, method, file, where)
+
+
+def _shared(
+    module: ast.Module,
+    method: ast.FunctionDef,
+    file: Path,
+    where: str,
+    may_declare_global: bool,
+) -> AiterCode:
+    bindings = _top_level_bindings(module, BUILDER_CLASS)
+    imported = [b for b in bindings if _imports_generic_builder(b)]
+    # The walk for `global` costs half a parse: only when the word is there.
+    declared = may_declare_global and _declared_global(module)
+    if len(bindings) != 1 or len(imported) != 1 or declared:
+        lines = sorted({b.lineno for b in bindings})
+        return _unknown(
+            file,
+            method.lineno,
+            f"{where} returns {BUILDER_CLASS}, but the module binds that name "
+            f"at line(s) {lines}, not only by `from {GENERIC_MODULE} import "
+            f"{BUILDER_CLASS}`",
+        )
+    return AiterCode(
+        AiterShape.SHARED,
+        file,
+        method.lineno,
+        f"{where} hands out the generic {BUILDER_CLASS} (imported from "
+        f"{GENERIC_MODULE} at line {imported[0].lineno}), not a builder of "
+        "its own",
+        method,
+    )
+
+
+def _own_builder(
+    module: ast.Module, name: str, method: ast.FunctionDef, file: Path, where: str
+) -> AiterCode:
+    bindings = _top_level_bindings(module, name)
+    if len(bindings) != 1 or not isinstance(bindings[0], ast.ClassDef):
+        return _unknown(
+            file,
+            method.lineno,
+            f"{where} returns {name}, which is not one builder class defined "
+            "in this file",
+        )
+    builder = bindings[0]
+    captures = [
+        n
+        for n in builder.body
+        if isinstance(n, ast.FunctionDef) and n.name == CAPTURE_METHOD
+    ]
+    if len(captures) != 1 or not leaves_offsets_alone(captures[0]):
+        return _unknown(
+            file,
+            builder.lineno,
+            f"{where} returns {name} (line {builder.lineno}), whose "
+            f"{CAPTURE_METHOD} is not one method that leaves both query "
+            "offsets alone",
+        )
+    return AiterCode(
+        AiterShape.OWN_BUILDER,
+        file,
+        method.lineno,
+        f"{where} hands out its own {name} (line {builder.lineno}), whose "
+        f"{CAPTURE_METHOD} leaves query_start_loc and query_start_loc_cpu alone",
+    )
+
+
+def _unknown(file: Path, line: int, detail: str) -> AiterCode:
+    return AiterCode(AiterShape.UNKNOWN, file, line, detail)
+
+
+def _returned_name(method: ast.FunctionDef) -> str | None:
+    body = method.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]  # the docstring
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        value = body[0].value
+        if isinstance(value, ast.Name):
+            return value.id
+    return None
+
+
+def _plain_staticmethod(method: ast.FunctionDef) -> bool:
+    args = method.args
+    no_params = not (
+        args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg
+    )
+    decorators = method.decorator_list
+    return (
+        no_params
+        and len(decorators) == 1
+        and isinstance(decorators[0], ast.Name)
+        and decorators[0].id == "staticmethod"
+    )
+
+
+def _imports_generic_builder(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.ImportFrom)
+        and node.module == GENERIC_MODULE
+        and node.level == 0
+        and any(a.name == BUILDER_CLASS and a.asname is None for a in node.names)
+    )
+
+
+def _declared_global(module: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Global) and BUILDER_CLASS in node.names
+        for node in ast.walk(module)
+    )
+
+
+def _top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
+    """Module-level statements that bind ``name`` (inside if/try/with too)."""
+    found: list[ast.stmt] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if _binds(statement, name):
+                found.append(statement)
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(statement, ast.ClassDef):
+                continue
+            for attr in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(statement, attr, None)
+                if isinstance(inner, list):
+                    visit([s for s in inner if isinstance(s, ast.stmt)])
+                    for handler in inner:
+                        if isinstance(handler, ast.ExceptHandler):
+                            visit(handler.body)
+
+    visit(module.body)
+    return found
+
+
+def _binds(statement: ast.stmt, name: str) -> bool:
+    """Whether the statement itself (not a nested scope) binds ``name``."""
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return statement.name == name
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return any(
+            (alias.asname or alias.name.split(".")[0]) == name
+            for alias in statement.names
+        )
+    targets: list[ast.AST] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+        targets = [statement.target]
+    elif isinstance(statement, ast.With | ast.AsyncWith):
+        targets = [i.optional_vars for i in statement.items if i.optional_vars]
+    elif isinstance(statement, ast.Delete):
+        targets = list(statement.targets)
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and node.id == name:
+                return True
+    # A walrus binds in the enclosing scope; counting nested ones too only
+    # errs towards "unknown".
+    return any(
+        isinstance(node, ast.NamedExpr) and node.target.id == name
+        for node in ast.walk(statement)
+    )
