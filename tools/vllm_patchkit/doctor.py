@@ -12,8 +12,9 @@ from pathlib import Path
 
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.doctor import entry_point_registered
+from vllm_overlay.fixes import assess_tree
 from vllm_overlay.install import Action, assess_file
-from vllm_overlay.record import RECORD
+from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, RECORD
 from vllm_patchkit.checkout import PatchReport, classify_tree
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.invariants import check_invariant
@@ -34,6 +35,8 @@ class FixStatus:
     patch: str
     patch_state: str
     """The series patch's :class:`PatchState` here (not-carried included)."""
+    overlay: str = ""
+    """What the overlay would do for this fix on this tree (its Action)."""
 
 
 @dataclass
@@ -78,6 +81,11 @@ FIX_INVARIANTS = {
     "#51585": "rocm-capture-zeroes-device-offsets-only",
     "#53821": "rocm-aiter-unified-capture-keeps-offsets",
 }
+FIX_RECORDS = {
+    "#51585": CAPTURE_HOST_OFFSETS.name,
+    "#53821": AITER_UNIFIED_OFFSETS.name,
+}
+"""The overlay's record entry for each fix."""
 AITER_FILE = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
 
 
@@ -88,6 +96,7 @@ def fix_statuses(
     patch (the patch whose invariant is the fix's)."""
     code = inspect_capture_tree(root)
     states = {r.name: r.status for r in patches}
+    overlay = {state.name: str(state.action) for state in assess_tree(root, "")}
     statuses = []
     for fix, invariant in FIX_INVARIANTS.items():
         patch = next((p for p in series.patches if p.invariant == invariant), None)
@@ -101,7 +110,9 @@ def fix_statuses(
         else:
             result = check_invariant(invariant, root)
             affected, detail = not result.holds, result.detail
-        statuses.append(FixStatus(fix, affected, detail, name, state))
+        statuses.append(
+            FixStatus(fix, affected, detail, name, state, overlay[FIX_RECORDS[fix]])
+        )
     return statuses
 
 

@@ -32,15 +32,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import vllm_overlay.capture_shape
-import vllm_overlay.install
+import vllm_overlay
 import vllm_patchkit.invariants
 import vllm_patchkit.regression
 import vllm_patchkit.series
 from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
-from vllm_overlay.install import action_for
 from vllm_patchkit.checkout import classify_tree, invariant_holds
-from vllm_patchkit.doctor import fix_statuses
+from vllm_patchkit.doctor import AITER_FILE, fix_statuses
 from vllm_patchkit.gitcmd import git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
@@ -91,8 +89,6 @@ def decider_files() -> list[Path]:
     """
     modules = [
         sys.modules[__name__],
-        vllm_overlay.capture_shape,
-        vllm_overlay.install,
         vllm_patchkit.invariants,
         vllm_patchkit.series,
     ]
@@ -102,11 +98,12 @@ def decider_files() -> list[Path]:
         fix_statuses,
         tree_release,
         inspect_capture_tree,
-        action_for,
         installed_release,
     ):
         files.append(Path(inspect.getsourcefile(obj) or ""))
     files += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
+    # The overlay's decision for each fix: every classifier and plan it uses.
+    files += sorted(Path(vllm_overlay.__file__ or "").parent.glob("*.py"))
     return sorted({f.resolve() for f in files})
 
 
@@ -215,6 +212,7 @@ def analyse(version: str, series: Series, with_suite: bool) -> Row:
     # vllm/_version.py: the release, which decides what the series carries.
     wanted = {
         str(ROCM_ATTN),
+        AITER_FILE,
         "vllm/_version.py",
         *(f for p in series.patches for f in p.files),
     }
@@ -225,14 +223,16 @@ def analyse(version: str, series: Series, with_suite: bool) -> Row:
         code = inspect_capture_tree(root)
         reports = classify_tree(root, series)
         series_state = ", ".join(r.status for r in reports)
-        fixes = {f.fix: f.affected for f in fix_statuses(root, series, reports)}
+        statuses = fix_statuses(root, series, reports)
+        fixes = {f.fix: f.affected for f in statuses}
+        overlay = ", ".join(f"{f.fix}: {f.overlay}" for f in statuses)
     suite, checks = _suite(version, torch_pin, with_suite)
     return Row(
         version=version,
         affected=code.affected,
         shape=str(code.shape),
         series=series_state,
-        overlay=str(action_for(code.shape)),
+        overlay=overlay,
         torch_pin=torch_pin,
         suite=suite,
         checks=checks,

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         for fix in diagnosis.fixes:
             print(
                 f"  {fix.fix}: affected: {yes_no[fix.affected]}; "
-                f"{fix.patch}: {fix.patch_state}"
+                f"{fix.patch}: {fix.patch_state}; overlay: {fix.overlay}"
             )
             print(f"    {fix.detail}")
         print(
