@@ -26,6 +26,8 @@ pytestmark = pytest.mark.release_trees
 ME = "Fork Maintainer <fork@example.invalid>"
 SERIES_AUTHOR = "vllm-overlay developers <dev@vllm-overlay.invalid>"
 UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
+UPSTREAM_TESTS = f"{UPSTREAM_TEST} {AITER_TEST}"
 
 
 @pytest.fixture
@@ -63,7 +65,7 @@ def test_missing_signoff_is_refused_then_added_only_on_request(
     assert code == 0, pr
     head = pr["gh_command"][pr["gh_command"].index("--head") + 1]
     assert head == f"forker:{pr['branch']}"
-    assert [c["signoff_added"] for c in pr["commits"]] == [ME, ME]
+    assert [c["signoff_added"] for c in pr["commits"]] == [ME] * 3
     for commit in pr["commits"]:
         trailers = commit["message"].rstrip().split("\n\n")[-1].splitlines()
         assert trailers == [
@@ -93,9 +95,10 @@ def test_dry_run_body_comes_from_real_test_and_precommit_runs(
     assert f"vllm-patchkit test {checkout}" in plan
     assert f"vllm-patchkit precommit {checkout}" in plan
     assert f"pytest --noconftest {UPSTREAM_TEST}" in plan
+    assert f"pytest --noconftest {AITER_TEST}" in plan
     result = body.split("## Test Result", 1)[1]
-    assert f"`{UPSTREAM_TEST}` without the fix: 0 passed, 4 failed." in result
-    assert f"`{UPSTREAM_TEST}` with the fix: 4 passed, 0 failed." in result
+    assert f"`{UPSTREAM_TESTS}` without the fix: 0 passed, 9 failed." in result
+    assert f"`{UPSTREAM_TESTS}` with the fix: 9 passed, 0 failed." in result
     assert "Regression suite: FIXED" in result and "bug reproduced" in result
     assert "verdict: FIXED" in result  # the test command's own output
     assert "ruff-check" in result and "pre-commit on 2 file(s)" in result
@@ -142,7 +145,7 @@ def test_submit_pushes_a_branch_and_hands_it_to_gh(
     assert git.out("rev-parse", f"{new_head}^{{tree}}") == git.out(
         "rev-parse", "HEAD^{tree}"
     )
-    assert git.out("rev-parse", f"{new_head}~2") == git.out(
+    assert git.out("rev-parse", f"{new_head}~3") == git.out(
         "rev-parse", "refs/vllm-patchkit/base"
     )
     for rev in (new_head, f"{new_head}^"):

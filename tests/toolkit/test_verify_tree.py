@@ -22,6 +22,9 @@ pytestmark = pytest.mark.release_trees
 
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
+UPSTREAM_TESTS = f"{UPSTREAM_TEST} {AITER_TEST}"
+"""0002's test, then 0003's: run together in one pytest."""
 
 
 def test_stock_affected_release_fails(
@@ -58,14 +61,15 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert after.fixed and after.counts["failed"] == 0
     assert after.counts["passed"] == after.counts["ran"] == 59
     assert after.upstream_test is not None
-    assert after.upstream_test.files == [UPSTREAM_TEST]
-    assert (after.upstream_test.passed, after.upstream_test.failed) == (4, 0)
-    # The base is stock 0.28.0 with the test copied in: the bug and four
+    assert after.upstream_test.files == [UPSTREAM_TEST, AITER_TEST]
+    assert after.upstream_test.cases == {UPSTREAM_TEST: 4, AITER_TEST: 5}
+    assert (after.upstream_test.passed, after.upstream_test.failed) == (9, 0)
+    # The base is stock 0.28.0 with the tests copied in: the bugs and nine
     # assertion failures, no collection or import errors.
     assert before.bug_reproduced and not before.fixed
     stock = before.upstream_test
     assert stock is not None
-    assert (stock.passed, stock.failed, stock.errors) == (0, 4, 0)
+    assert (stock.passed, stock.failed, stock.errors) == (0, 9, 0)
     assert all("Error" in failure or "assert" in failure for failure in stock.failures)
     assert snapshot(tree) == before_run  # judged without a trace
     lines = format_verify(result).splitlines()
@@ -168,7 +172,7 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
         "capture_loop_v1[q=1]",
         "rocm_then_minimax_sparse[q=3]",
     } <= named
-    assert "upstream test" in proc.stdout and "4 passed, 0 failed" in proc.stdout
+    assert "upstream test" in proc.stdout and "9 passed, 0 failed" in proc.stdout
 
 
 @pytest.mark.parametrize("breakage", ["import error", "nothing collected"])
@@ -185,9 +189,12 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
     if breakage == "import error":
         text = text.replace("import pytest\n", "import pytest\nimport no_such_module\n")
         reason = "1 error(s), first: "
+        ran = "0 passed, 0 failed"  # a collection error stops the whole run
     else:
         text = text.replace("def test_", "def check_")
-        reason = "no case was collected (pytest exit 5)"
+        # 0003's test still runs and passes: 0002's file alone collected nothing.
+        reason = f"no case was collected from {UPSTREAM_TEST}"
+        ran = "5 passed, 0 failed"
     test_file.write_text(text)
     as_user(tree).run("commit", "--quiet", "-am", f"[Misc] {breakage}")
 
@@ -196,13 +203,13 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1].startswith(
-        f"verdict: CANNOT JUDGE: the upstream test {UPSTREAM_TEST} did not run: "
+        f"verdict: CANNOT JUDGE: the upstream test {UPSTREAM_TESTS} did not run: "
         + reason
     )
     # The suite itself passed: only the test's not running stops the verdict.
     assert "after: 62 checks: 59 ran (59 passed, 0 failed), 3 could not run" in lines
     assert any(
-        line.startswith("upstream test") and "DID NOT RUN (0 passed, 0 failed" in line
+        line.startswith("upstream test") and f"DID NOT RUN ({ran}" in line
         for line in lines
     )
     assert f"after:   did not run: {reason}" in proc.stdout

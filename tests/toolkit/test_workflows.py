@@ -44,6 +44,7 @@ CI = PROJECT_ROOT / "tools" / "ci"
 BIN = Path(sys.executable).parent
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 FIX = "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch"
+AITER_FIX = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
 
 
 def tool(name: str) -> str:
@@ -459,7 +460,8 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     assert f"| `{FIX}` | upstreamed |" in body  # the rebase's own summary
     assert "`vllm-patchkit test`" in body and "run-42" in body
     # What merging means, in plain words.
-    assert f"This repository stops carrying `{FIX}` in `patches/`" in body
+    assert statuses[AITER_FIX] == "upstreamed"  # #53821 is in 0.29.0 too
+    assert f"This repository stops carrying `{FIX}`, `{AITER_FIX}` in" in body
     assert "the commit before this PR" in body
     assert "`vllm_overlay` package is not changed" in body
     assert "still fixes installed affected releases" in " ".join(message.split())

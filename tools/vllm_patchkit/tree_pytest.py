@@ -34,6 +34,9 @@ class PytestRun:
     failures: list[str] = field(default_factory=list)
     """``test id: first line of the failure message`` for each failure."""
     output: str = ""
+    cases: dict[str, int] = field(default_factory=dict)
+    """How many cases each file reported (any outcome): a file with none did
+    not run, even when the other files passed."""
 
     @property
     def ok(self) -> bool:
@@ -42,7 +45,13 @@ class PytestRun:
             self.returncode == 0
             and self.passed > 0
             and not (self.failed or self.errors or self.skipped)
+            and not self.empty_files
         )
+
+    @property
+    def empty_files(self) -> list[str]:
+        """The files no case was reported from."""
+        return [name for name in self.files if not self.cases.get(name)]
 
     @property
     def ran(self) -> bool:
@@ -68,6 +77,8 @@ class PytestRun:
             return f"{self.skipped} case(s) skipped"
         if self.passed == 0:
             return f"no case was collected (pytest exit {self.returncode})"
+        if self.empty_files:
+            return f"no case was collected from {', '.join(self.empty_files)}"
         return f"pytest exited {self.returncode} with {self.summary}"
 
     @property
@@ -119,8 +130,13 @@ def run_tree_tests(
 
 
 def _read_junit(report: Path, run: PytestRun) -> None:
+    modules = {name.removesuffix(".py").replace("/", "."): name for name in run.files}
     for case in ElementTree.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        classname = case.get("classname", "")
+        name = f"{classname}::{case.get('name', '')}"
+        for module, file in modules.items():
+            if classname == module or classname.startswith(module + "."):
+                run.cases[file] = run.cases.get(file, 0) + 1
         failure = case.find("failure")
         error = case.find("error")
         if failure is not None:
