@@ -101,7 +101,7 @@ def test_dry_run_body_comes_from_real_test_and_precommit_runs(
     assert f"`{UPSTREAM_TESTS}` with the fix: 9 passed, 0 failed." in result
     assert "Regression suite: FIXED" in result and "bug reproduced" in result
     assert "verdict: FIXED" in result  # the test command's own output
-    assert "ruff-check" in result and "pre-commit on 2 file(s)" in result
+    assert "ruff-check" in result and "pre-commit on 4 file(s)" in result
     assert body.count("- [x]") == 3
     assert "PLEASE FILL IN" not in body
     assert [r["returncode"] for r in pr["runs"]] == [0, 0]
