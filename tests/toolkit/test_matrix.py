@@ -40,7 +40,7 @@ def test_matrix_on_0_28_to_0_29(
     assert (old["affected"], old["series"], old["overlay"]) == (
         True,
         "applies, applies, applies",
-        "installed",
+        "#51585: installed, #53821: installed",
     )
     # Each fix separately: 0.28.0 needs both, 0.29.0 neither.
     assert old["fixes"] == {"#51585": True, "#53821": True}
@@ -50,12 +50,13 @@ def test_matrix_on_0_28_to_0_29(
     assert (new["affected"], new["series"], new["overlay"]) == (
         False,
         "upstreamed, applies, upstreamed",
-        "not-needed",
+        "#51585: not-needed, #53821: not-needed",
     )
     assert new["suite"].startswith("passes (")
     table = (tmp_path / "matrix.md").read_text()
     row = (
-        "| 0.28.0 | **yes** | **yes** | buggy | applies, applies, applies | installed "
+        "| 0.28.0 | **yes** | **yes** | buggy | applies, applies, applies "
+        "| #51585: installed, #53821: installed "
         "| bug reproduced (59 ran, 3 could not run: 38 failed) |"
     )
     assert row in table
