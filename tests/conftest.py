@@ -50,6 +50,66 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    directory = terminalreporter.config.stash.get(_REPORTS, None)
+    if directory is None:
+        return
+    ran, reused = report_cache.summary(Path(directory))
+    terminalreporter.write_line(
+        f"suite reports: {ran} run for real, {reused} reused from this run"
+    )
+
+
+LONGEST_FIRST = (
+    "tests/toolkit/test_verify_tree.py",
+    "tests/toolkit/test_rebase_refresh.py",
+    "tests/overlay/test_logging.py",
+    "tests/kernels/test_differential.py",
+    "tests/toolkit/test_matrix.py",
+    "tests/overlay/test_plugin.py",
+    "tests/toolkit/test_precommit.py",
+    "tests/mutation/test_mutation_power.py",
+    "tests/vllm/test_victims_and_capture_loop.py",
+    "tests/unit/test_overlay_releases.py",
+    "tests/toolkit/test_checkout_safety.py",
+    "tests/overlay/test_plugin_releases.py",
+    "tests/kernels/test_compile.py",
+    "tests/toolkit/test_pr.py",
+    "tests/toolkit/test_demo_checkout.py",
+    "tests/toolkit/test_demo.py",
+    "tests/toolkit/test_cli_apply_check.py",
+    "tests/toolkit/test_faults.py",
+)
+"""Scheduling only (what runs is unchanged): the files that took longest in
+a measured run, longest first, so that neither worker is left alone with a
+long file at the end. pr and the demos come after verify: they judge the
+same trees, and by then those runs are in the report cache. Other files
+follow in collection order."""
+
+_WIDE_SCOPES = {"module", "package", "class"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Longest first; under ``--dist loadgroup`` (tools/run-tests), a file's
+    tests stay on one worker only when they share a module-scoped fixture
+    (built once per worker); the rest go to whichever worker is free."""
+    root = config.rootpath
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+
+    def file_of(item: pytest.Item) -> str:
+        return item.path.relative_to(root).as_posix()
+
+    items.sort(key=lambda item: rank.get(file_of(item), len(rank)))
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.values() if info else ()
+        if any(d.scope in _WIDE_SCOPES for defs in definitions for d in defs):
+            item.add_marker(pytest.mark.xdist_group(file_of(item)))
+
+
 @pytest.fixture(scope="session")
 def series() -> Series:
     return load_series()

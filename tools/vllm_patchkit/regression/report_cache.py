@@ -32,6 +32,7 @@ from typing import Any
 
 ENV = "VLLM_PATCHKIT_REPORT_CACHE"
 TREE_PLACEHOLDER = "<tree>"
+LOG = "runs.log"
 MAX_TREE_BYTES = 512 * 1024 * 1024
 """A vLLM source tree is about 120 MB; an installed release with its
 libraries about 750 MB, and is run once per session anyway."""
@@ -61,23 +62,39 @@ def reuse(
     second waits for the first.
     """
     root = cache_root()
-    if root is None or tree is None:
-        return produce()[0]
-    key = entry_key(kind, tree, params, env)
-    if key is None:
+    if root is None:
         return produce()[0]
     root.mkdir(parents=True, exist_ok=True)
+    key = None if tree is None else entry_key(kind, tree, params, env)
+    if tree is None or key is None:
+        _note(root, "ran", kind)
+        return produce()[0]
     entry = root / f"{key}.json"
     with _locked(root / f"{key}.lock"):
         if entry.is_file():
             stored = json.loads(entry.read_text())
+            _note(root, "reused", kind)
             return _moved(stored["record"], stored["tree"], str(tree))
         record, keep = produce()
+        _note(root, "ran", kind)
         if keep:
             scratch = entry.with_suffix(f".{os.getpid()}.tmp")
             scratch.write_text(json.dumps({"tree": str(tree), "record": record}))
             scratch.replace(entry)
         return record
+
+
+def summary(root: Path) -> tuple[int, int]:
+    """``(ran, reused)``: how many runs were real and how many were served."""
+    log = root / LOG
+    lines = log.read_text().splitlines() if log.is_file() else []
+    what = [line.split(" ", 1)[0] for line in lines]
+    return what.count("ran"), what.count("reused")
+
+
+def _note(root: Path, what: str, kind: str) -> None:
+    with (root / LOG).open("a") as log:
+        log.write(f"{what} {kind}\n")
 
 
 def entry_key(
