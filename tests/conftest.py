@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,18 +63,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 LONGEST_FIRST = (
     "tests/toolkit/test_verify_tree.py",
-    "tests/toolkit/test_rebase_refresh.py",
-    "tests/overlay/test_logging.py",
-    "tests/kernels/test_differential.py",
-    "tests/toolkit/test_matrix.py",
-    "tests/overlay/test_plugin.py",
-    "tests/toolkit/test_precommit.py",
     "tests/mutation/test_mutation_power.py",
-    "tests/vllm/test_victims_and_capture_loop.py",
+    "tests/overlay/test_plugin.py",
     "tests/unit/test_overlay_releases.py",
+    "tests/kernels/test_gpu_check.py",
+    "tests/toolkit/test_precommit.py",
+    "tests/toolkit/test_matrix.py",
+    "tests/kernels/test_differential.py",
     "tests/toolkit/test_checkout_safety.py",
+    "tests/toolkit/test_rebase_refresh.py",
     "tests/overlay/test_plugin_releases.py",
     "tests/kernels/test_compile.py",
+    "tests/overlay/test_logging.py",
+    "tests/vllm/test_victims_and_capture_loop.py",
+    "tests/mutation/test_not_judged.py",
     "tests/toolkit/test_pr.py",
     "tests/toolkit/test_demo_checkout.py",
     "tests/toolkit/test_demo.py",
@@ -81,33 +84,71 @@ LONGEST_FIRST = (
     "tests/toolkit/test_faults.py",
 )
 """Scheduling only (what runs is unchanged): the files that took longest in
-a measured run, longest first, so that neither worker is left alone with a
-long file at the end. pr and the demos come after verify: they judge the
-same trees, and by then those runs are in the report cache. Other files
-follow in collection order."""
+a measured run, longest first, so that no worker is left alone with a long
+file at the end. pr and the demos come after verify: they judge the same
+trees, and by then those runs are in the report cache. Other files follow
+in collection order."""
+
+SPLIT_ACROSS_WORKERS = frozenset(
+    {
+        "tests/toolkit/test_verify_tree.py",
+        "tests/toolkit/test_matrix.py",
+        "tests/kernels/test_differential.py",
+        "tests/toolkit/test_checkout_safety.py",
+        "tests/overlay/test_plugin_releases.py",
+        "tests/kernels/test_compile.py",
+        "tests/toolkit/test_pr.py",
+        "tests/toolkit/test_demo_checkout.py",
+        "tests/toolkit/test_demo.py",
+    }
+)
+"""Long files whose tests share no module-scoped fixture: under ``--dist
+loadfile`` their tests go one by one to whichever worker is free, instead
+of all to one (test_verify_tree.py alone was 40% of a worker's time)."""
 
 _WIDE_SCOPES = {"module", "package", "class"}
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Longest first; under ``--dist loadgroup`` (tools/run-tests), a file's
-    tests stay on one worker only when they share a module-scoped fixture
-    (built once per worker); the rest go to whichever worker is free."""
-    root = config.rootpath
+    """Longest first (see ``LONGEST_FIRST``); a stable sort, so each file
+    keeps its own order. A split file must not share a wider fixture: two
+    workers would each build it."""
     rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
-
-    def file_of(item: pytest.Item) -> str:
-        return item.path.relative_to(root).as_posix()
-
-    items.sort(key=lambda item: rank.get(file_of(item), len(rank)))
+    items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))
     for item in items:
+        if _file_of(item) not in SPLIT_ACROSS_WORKERS:
+            continue
         info = getattr(item, "_fixtureinfo", None)
-        definitions = info.name2fixturedefs.values() if info else ()
-        if any(d.scope in _WIDE_SCOPES for defs in definitions for d in defs):
-            item.add_marker(pytest.mark.xdist_group(file_of(item)))
+        for defs in info.name2fixturedefs.values() if info else ():
+            if any(d.scope in _WIDE_SCOPES for d in defs):
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the {defs[-1].scope}-scoped fixture "
+                    f"{defs[-1].argname!r}: take its file out of "
+                    "SPLIT_ACROSS_WORKERS in tests/conftest.py"
+                )
+
+
+def _file_of(item: pytest.Item) -> str:
+    return item.path.relative_to(item.config.rootpath).as_posix()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (tools/run-tests), but the files in
+    ``SPLIT_ACROSS_WORKERS`` go test by test. (xdist's own ``loadgroup``
+    cannot be used: its marks no longer reach the node ids under pytest 9.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SplitLongFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if file in SPLIT_ACROSS_WORKERS else file
+
+    return SplitLongFiles(config, log)
 
 
 @pytest.fixture(scope="session")
