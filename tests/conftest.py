@@ -2,20 +2,153 @@
 
 Expensive things (release trees, scenario subprocesses) are session-scoped
 and cached on disk between runs (see ``vllm_patchkit.paths.cache_dir``).
+Suite reports are shared within one run only: the run points the toolkit's
+report cache at a directory of its own (see ``pytest_configure``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.installed import copy_installed_vllm
+from vllm_patchkit.regression import report_cache
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.series import Series, load_series
+
+_REPORTS = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A fresh report cache for this run, shared by its xdist workers.
+
+    Every tree content the suite judges (regression suite, patch 0002's
+    test) runs for real once per run; the tests that judge the same content
+    again (0.28.0 patched in another clone, the same base) reuse that run,
+    in the test process and in the CLI processes it starts alike. Nothing
+    is kept from an earlier run: the directory is new and removed at the
+    end, and any value set outside the run is replaced.
+    """
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: it inherits the controller's directory
+    directory = tempfile.mkdtemp(prefix="vllm-patchkit-reports-")
+    os.environ[report_cache.ENV] = directory
+    config.stash[_REPORTS] = directory
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    directory = config.stash.get(_REPORTS, None)
+    if directory is not None:
+        os.environ.pop(report_cache.ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    directory = terminalreporter.config.stash.get(_REPORTS, None)
+    if directory is None:
+        return
+    ran, reused = report_cache.summary(Path(directory))
+    terminalreporter.write_line(
+        f"suite reports: {ran} run for real, {reused} reused from this run"
+    )
+
+
+LONGEST_FIRST = (
+    "tests/toolkit/test_verify_tree.py",
+    "tests/mutation/test_mutation_power.py",
+    "tests/overlay/test_plugin.py",
+    "tests/unit/test_overlay_releases.py",
+    "tests/kernels/test_gpu_check.py",
+    "tests/toolkit/test_precommit.py",
+    "tests/toolkit/test_matrix.py",
+    "tests/kernels/test_differential.py",
+    "tests/toolkit/test_checkout_safety.py",
+    "tests/toolkit/test_rebase_refresh.py",
+    "tests/overlay/test_plugin_releases.py",
+    "tests/kernels/test_compile.py",
+    "tests/overlay/test_logging.py",
+    "tests/vllm/test_victims_and_capture_loop.py",
+    "tests/mutation/test_not_judged.py",
+    "tests/toolkit/test_pr.py",
+    "tests/toolkit/test_demo_checkout.py",
+    "tests/toolkit/test_demo.py",
+    "tests/toolkit/test_cli_apply_check.py",
+    "tests/toolkit/test_faults.py",
+)
+"""Scheduling only (what runs is unchanged): the files that took longest in
+a measured run, longest first, so that no worker is left alone with a long
+file at the end. pr and the demos come after verify: they judge the same
+trees, and by then those runs are in the report cache. Other files follow
+in collection order."""
+
+SPLIT_ACROSS_WORKERS = frozenset(
+    {
+        "tests/toolkit/test_verify_tree.py",
+        "tests/toolkit/test_matrix.py",
+        "tests/kernels/test_differential.py",
+        "tests/toolkit/test_checkout_safety.py",
+        "tests/overlay/test_plugin_releases.py",
+        "tests/kernels/test_compile.py",
+        "tests/toolkit/test_pr.py",
+        "tests/toolkit/test_demo_checkout.py",
+        "tests/toolkit/test_demo.py",
+    }
+)
+"""Long files whose tests share no module-scoped fixture: under ``--dist
+loadfile`` their tests go one by one to whichever worker is free, instead
+of all to one (test_verify_tree.py alone was 40% of a worker's time)."""
+
+_WIDE_SCOPES = {"module", "package", "class"}
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Longest first (see ``LONGEST_FIRST``); a stable sort, so each file
+    keeps its own order. A split file must not share a wider fixture: two
+    workers would each build it."""
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))
+    for item in items:
+        if _file_of(item) not in SPLIT_ACROSS_WORKERS:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        for defs in info.name2fixturedefs.values() if info else ():
+            if any(d.scope in _WIDE_SCOPES for d in defs):
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the {defs[-1].scope}-scoped fixture "
+                    f"{defs[-1].argname!r}: take its file out of "
+                    "SPLIT_ACROSS_WORKERS in tests/conftest.py"
+                )
+
+
+def _file_of(item: pytest.Item) -> str:
+    return item.path.relative_to(item.config.rootpath).as_posix()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (tools/run-tests), but the files in
+    ``SPLIT_ACROSS_WORKERS`` go test by test. (xdist's own ``loadgroup``
+    cannot be used: its marks no longer reach the node ids under pytest 9.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SplitLongFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if file in SPLIT_ACROSS_WORKERS else file
+
+    return SplitLongFiles(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -175,9 +176,12 @@ def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
     again = _row(project, "0.29.0")
     assert again == {"key": first["key"], "cached": True}
     keys = {first["key"]}
+    # A change no earlier run made: rows are cached across runs (the user's
+    # cache), and a run of the same code made the same fixed change before.
+    change = f"\n# changed by run {uuid.uuid4().hex}\n"
     for name in CHECKERS:
         path = project / name
-        path.write_text(path.read_text() + "\n# changed\n")
+        path.write_text(path.read_text() + change)
         row = _row(project, "0.29.0")
         assert row["cached"] is False, f"{name} changed, the row came from the cache"
         assert row["key"] not in keys, name

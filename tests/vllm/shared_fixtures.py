@@ -1,6 +1,6 @@
 """Run-wide versions of the root conftest's expensive fixtures, for xdist.
 
-Under ``-n 2 --dist loadfile`` each worker builds its own session fixtures:
+Under ``-n 2`` (xdist) each worker builds its own session fixtures:
 two test files that use ``scenario_reports`` cost two patched trees and four
 scenario subprocesses, about 90 s of the two cores. These overrides make the
 first worker that needs one build it in the run's shared temporary directory

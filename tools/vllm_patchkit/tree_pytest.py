@@ -13,9 +13,11 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from vllm_patchkit.regression import report_cache
 from vllm_patchkit.regression.runner import scenario_env
 from vllm_patchkit.series import Series
 
@@ -106,17 +108,39 @@ def series_test_files(series: Series) -> list[str]:
 def run_tree_tests(
     tree: Path, files: list[str], timeout: float = 900
 ) -> PytestRun | None:
-    """Run ``files`` (relative to ``tree``) with ``tree``'s vLLM; None if absent."""
+    """Run ``files`` (relative to ``tree``) with ``tree``'s vLLM; None if absent.
+
+    With ``VLLM_PATCHKIT_REPORT_CACHE`` set (the test session does), a tree
+    whose content was already run this session gets that run's result.
+    """
     present = [f for f in files if (tree / f).is_file()]
     if not present:
         return None
+    command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *present]
+    env = scenario_env(tree)
+
+    def produce() -> tuple[dict[str, Any], bool]:
+        run, complete = _run(tree, present, command, env, timeout)
+        return asdict(run), complete
+
+    record = report_cache.reuse("tree-pytest", tree, command, env, produce)
+    return PytestRun(**record)
+
+
+def _run(
+    tree: Path,
+    present: list[str],
+    command: list[str],
+    env: dict[str, str],
+    timeout: float,
+) -> tuple[PytestRun, bool]:
+    """The run, and whether pytest got to write its report (it completed)."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pytest-") as scratch:
         report = Path(scratch) / "junit.xml"
-        command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *present]
         proc = subprocess.run(
             [*command, f"--junitxml={report}"],
             cwd=tree,
-            env=scenario_env(tree),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -124,9 +148,10 @@ def run_tree_tests(
         run = PytestRun(
             present, command, proc.returncode, output=proc.stdout + proc.stderr
         )
-        if report.is_file():
+        complete = report.is_file()
+        if complete:
             _read_junit(report, run)
-    return run
+    return run, complete
 
 
 def _read_junit(report: Path, run: PytestRun) -> None:

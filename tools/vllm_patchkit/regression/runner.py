@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.regression import report_cache
+
 
 @dataclass(frozen=True)
 class TreeReport:
@@ -48,6 +50,26 @@ def scenario_env(tree: Path | None) -> dict[str, str]:
 def run_scenarios(
     tree: Path | None, scenarios: list[str] | None = None, timeout: float = 600
 ) -> TreeReport:
+    """The suite's report on ``tree``, from a fresh process.
+
+    With ``VLLM_PATCHKIT_REPORT_CACHE`` set (the test session does), a tree
+    whose content was already run this session gets that run's report.
+    """
+    env = scenario_env(tree)
+    params = list(scenarios or [])
+
+    def produce() -> tuple[dict[str, Any], bool]:
+        returncode, report, log = _run(env, params, timeout)
+        record = {"returncode": returncode, "report": report, "log": log}
+        return record, report is not None
+
+    record = report_cache.reuse("scenarios", tree, params, env, produce)
+    return TreeReport(tree, record["returncode"], record["report"], record["log"])
+
+
+def _run(
+    env: dict[str, str], scenarios: list[str], timeout: float
+) -> tuple[int, dict[str, Any] | None, str]:
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-run-") as scratch:
         output = Path(scratch) / "report.json"
         command = [
@@ -57,15 +79,15 @@ def run_scenarios(
             "--output",
             str(output),
         ]
-        for name in scenarios or []:
+        for name in scenarios:
             command += ["--scenario", name]
         proc = subprocess.run(
             command,
             cwd=scratch,
-            env=scenario_env(tree),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
         )
         report = json.loads(output.read_text()) if output.is_file() else None
-    return TreeReport(tree, proc.returncode, report, proc.stdout + proc.stderr)
+    return proc.returncode, report, proc.stdout + proc.stderr

@@ -1,0 +1,151 @@
+"""The per-run report cache: a hit only for the same content, run for real once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vllm_patchkit.regression import report_cache
+from vllm_patchkit.regression.runner import scenario_env
+from vllm_patchkit.tree_pytest import run_tree_tests
+
+TEST_FILE = "tests/test_counted.py"
+
+
+def make_tree(root: Path, counter: Path, answer: int = 2) -> Path:
+    """A tiny importable ``vllm`` and a test that records each time it runs."""
+    (root / "vllm").mkdir(parents=True)
+    (root / "vllm" / "__init__.py").write_text(f"ANSWER = {answer}\n")
+    (root / "tests").mkdir()
+    (root / TEST_FILE).write_text(
+        "import vllm\n\n\n"
+        "def test_answer():\n"
+        f"    with open({str(counter)!r}, 'a') as out:\n"
+        "        out.write(vllm.__file__ + '\\n')\n"
+        "    assert vllm.ANSWER == 2, vllm.__file__\n"
+    )
+    return root
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "reports"
+    monkeypatch.setenv(report_cache.ENV, str(directory))
+    return directory
+
+
+def key(tree: Path, params: tuple[str, ...] = ()) -> str | None:
+    return report_cache.entry_key("k", tree, list(params), scenario_env(tree))
+
+
+def test_same_content_shares_a_key_any_change_does_not(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    one = make_tree(tmp_path / "one", counter)
+    two = make_tree(tmp_path / "two", counter)
+    assert key(one) == key(two) is not None
+    assert key(one, ("--scenario", "a")) != key(one)
+
+    changes = {
+        "edited": lambda t: (t / "vllm" / "__init__.py").write_text("ANSWER = 3\n"),
+        "untracked file": lambda t: (t / "vllm" / "extra.py").write_text(""),
+        "empty directory": lambda t: (t / "vllm" / "namespace").mkdir(),
+        "file outside vllm/": lambda t: (t / "setup.cfg").write_text("[x]\n"),
+        "executable bit": lambda t: (t / TEST_FILE).chmod(0o755),
+        "symlink": lambda t: (t / "link").symlink_to("vllm"),
+    }
+    seen = {key(one)}
+    for name, change in changes.items():
+        tree = make_tree(tmp_path / name.replace(" ", "-"), counter)
+        change(tree)
+        assert key(tree) not in seen, name
+        seen.add(key(tree))
+    # .git, a directory or a worktree's file, is not content a run imports.
+    (two / ".git").mkdir()
+    (two / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (one / ".git").write_text(f"gitdir: {tmp_path}/main/.git/worktrees/one\n")
+    assert key(two) == key(one)
+    (one / "vllm" / ".git").write_text("below the top it is content\n")
+    assert key(one) != key(two)
+
+
+def test_the_environment_and_the_toolkit_are_part_of_the_key(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "tree", tmp_path / "runs")
+    env = scenario_env(tree)
+    base = report_cache.entry_key("k", tree, [], env)
+    assert report_cache.entry_key("k", tree, [], {**env, "TRITON_X": "1"}) != base
+    other_path = {**env, "PYTHONPATH": os.pathsep.join([str(tree), "/elsewhere"])}
+    assert report_cache.entry_key("k", tree, [], other_path) != base
+    # What only names the test or the xdist worker is no part of it.
+    named = {**env, "PYTEST_CURRENT_TEST": "x", "PYTEST_XDIST_WORKER": "gw1"}
+    assert report_cache.entry_key("k", tree, [], named) == base
+    assert report_cache.entry_key("other kind", tree, [], env) != base
+    assert len(report_cache.toolkit_fingerprint()) == 64
+    assert any(d.startswith("pytest==") for d in report_cache.installed_distributions())
+
+
+def test_a_tree_runs_once_per_content_and_reads_as_its_own(
+    tmp_path: Path, cache: Path
+) -> None:
+    counter = tmp_path / "runs"
+    first = make_tree(tmp_path / "first", counter)
+    second = make_tree(tmp_path / "second", counter)
+
+    ran = run_tree_tests(first, [TEST_FILE])
+    served = run_tree_tests(second, [TEST_FILE])
+
+    assert ran is not None and served is not None
+    assert ran.ok and (ran.passed, ran.failed) == (1, 0)
+    assert counter.read_text().splitlines() == [str(first / "vllm" / "__init__.py")]
+    assert (served.passed, served.failed, served.returncode) == (1, 0, 0)
+    assert str(first) not in served.output
+    assert served.output == ran.output.replace(str(first), str(second))
+
+    # Another content runs for real, and fails for real.
+    (second / "vllm" / "__init__.py").write_text("ANSWER = 3\n")
+    failed = run_tree_tests(second, [TEST_FILE])
+    assert failed is not None and failed.failed == 1
+    assert counter.read_text().splitlines()[1:] == [
+        str(second / "vllm" / "__init__.py")
+    ]
+    assert str(second) in failed.failures[0] or str(second) in failed.output
+
+
+def test_off_without_the_variable_and_never_for_the_installed_vllm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(report_cache.ENV, raising=False)
+    counter = tmp_path / "runs"
+    tree = make_tree(tmp_path / "tree", counter)
+    for _ in range(2):
+        assert run_tree_tests(tree, [TEST_FILE]) is not None
+    assert len(counter.read_text().splitlines()) == 2
+
+    monkeypatch.setenv(report_cache.ENV, str(tmp_path / "reports"))
+    calls = []
+
+    def produce() -> tuple[dict[str, int], bool]:
+        calls.append(1)
+        return {"n": len(calls)}, True
+
+    for _ in range(2):
+        report_cache.reuse("k", None, [], dict(os.environ), produce)
+    assert len(calls) == 2
+
+
+def test_an_incomplete_run_is_not_kept(tmp_path: Path, cache: Path) -> None:
+    tree = make_tree(tmp_path / "tree", tmp_path / "runs")
+    env = scenario_env(tree)
+    calls = []
+
+    def produce() -> tuple[dict[str, str], bool]:
+        calls.append(1)
+        return {"log": f"{tree}/x killed"}, len(calls) > 1
+
+    results = [report_cache.reuse("k", tree, [], env, produce) for _ in range(3)]
+    assert len(calls) == 2 and results[1] == results[2]
+    moved = shutil.copytree(tree, tmp_path / "moved")
+    served = report_cache.reuse("k", moved, [], scenario_env(moved), produce)
+    assert served == {"log": f"{moved}/x killed"} and len(calls) == 2

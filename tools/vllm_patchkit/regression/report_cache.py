@@ -1,0 +1,208 @@
+"""Reuse a run's result for a tree whose whole content was already run.
+
+Off unless ``VLLM_PATCHKIT_REPORT_CACHE`` names a directory. The test
+session sets it to a fresh directory of its own, so each distinct tree still
+runs for real once per session and nothing is carried over from an earlier
+session or an earlier version of the code. Many tests judge trees with the
+same content (0.28.0 patched by the series, in a differently named clone):
+those share one run.
+
+An entry's key covers everything that decides the result: the kind of run
+and its arguments, the tree's content (every file and directory but
+``.git``), this package's source, the interpreter and every installed
+distribution with its version, and the environment the run gets (the
+tree's own path written as a placeholder). A hit is returned with the
+stored tree's path replaced by the new one, as a run there would print it.
+Only runs that completed are stored; a tree is never cached as ``None``
+(the installed vLLM), whose content the key could not cover cheaply.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ENV = "VLLM_PATCHKIT_REPORT_CACHE"
+TREE_PLACEHOLDER = "<tree>"
+LOG = "runs.log"
+MAX_TREE_BYTES = 512 * 1024 * 1024
+"""A vLLM source tree is about 120 MB; an installed release with its
+libraries about 750 MB, and is run once per session anyway."""
+# Set per test or per xdist worker; they say nothing about the run.
+_IGNORED_ENV = ("PWD", "OLDPWD", "_", "SHLVL", ENV)
+_IGNORED_ENV_PREFIXES = ("PYTEST_",)
+
+Record = dict[str, Any]
+
+
+def cache_root() -> Path | None:
+    value = os.environ.get(ENV)
+    return Path(value) if value else None
+
+
+def reuse(
+    kind: str,
+    tree: Path | None,
+    params: list[str],
+    env: dict[str, str],
+    produce: Callable[[], tuple[Record, bool]],
+) -> Record:
+    """``produce()``'s record, or the stored one of a run on the same content.
+
+    ``produce`` returns the record and whether it may be stored (a run that
+    completed). Two processes asking for one key at once run it once: the
+    second waits for the first.
+    """
+    root = cache_root()
+    if root is None:
+        return produce()[0]
+    root.mkdir(parents=True, exist_ok=True)
+    key = None if tree is None else entry_key(kind, tree, params, env)
+    if tree is None or key is None:
+        _note(root, "ran", kind)
+        return produce()[0]
+    entry = root / f"{key}.json"
+    with _locked(root / f"{key}.lock"):
+        if entry.is_file():
+            stored = json.loads(entry.read_text())
+            _note(root, "reused", kind)
+            return _moved(stored["record"], stored["tree"], str(tree))
+        record, keep = produce()
+        _note(root, "ran", kind)
+        if keep:
+            scratch = entry.with_suffix(f".{os.getpid()}.tmp")
+            scratch.write_text(json.dumps({"tree": str(tree), "record": record}))
+            scratch.replace(entry)
+        return record
+
+
+def summary(root: Path) -> tuple[int, int]:
+    """``(ran, reused)``: how many runs were real and how many were served."""
+    log = root / LOG
+    lines = log.read_text().splitlines() if log.is_file() else []
+    what = [line.split(" ", 1)[0] for line in lines]
+    return what.count("ran"), what.count("reused")
+
+
+def _note(root: Path, what: str, kind: str) -> None:
+    with (root / LOG).open("a") as log:
+        log.write(f"{what} {kind}\n")
+
+
+def entry_key(
+    kind: str, tree: Path, params: list[str], env: dict[str, str]
+) -> str | None:
+    """The content key of a run, or None when the tree cannot be read."""
+    content = tree_fingerprint(tree)
+    if content is None:
+        return None
+    here = str(tree)
+    run_env = {
+        name: value.replace(here, TREE_PLACEHOLDER)
+        for name, value in env.items()
+        if name not in _IGNORED_ENV and not name.startswith(_IGNORED_ENV_PREFIXES)
+    }
+    parts = {
+        "kind": kind,
+        "params": params,
+        "tree": content,
+        "toolkit": toolkit_fingerprint(),
+        "python": [sys.executable, sys.version, *installed_distributions()],
+        "env": sorted(run_env.items()),
+    }
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def tree_fingerprint(tree: Path) -> str | None:
+    """A digest of every file, link and directory under ``tree`` but ``.git``.
+
+    Read from the files themselves, not from git: a checkout's index or
+    commit can differ from what the run would import (edits, untracked or
+    ignored files, skip-worktree entries, checkout filters). None for a
+    tree over ``MAX_TREE_BYTES`` (an installed release with its compiled
+    libraries): hashing it would cost more than it could save.
+    """
+    if not tree.is_dir():
+        return None
+    entries = list(_walk(tree))
+    files = [path for path, kind in entries if kind == "file"]
+    if sum(path.stat().st_size for path in files) > MAX_TREE_BYTES:
+        return None
+    digest = hashlib.sha256()
+    for path, kind in entries:
+        digest.update(f"{kind} {path.relative_to(tree)}\0".encode())
+        if kind == "link":
+            digest.update(os.readlink(path).encode())
+        elif kind == "file":
+            digest.update(b"x" if os.access(path, os.X_OK) else b"-")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _walk(tree: Path) -> Iterator[tuple[Path, str]]:
+    """Every entry but the top-level ``.git`` (a directory, or a worktree's
+    file), sorted; links are not followed."""
+    for top, dirs, files in os.walk(tree):
+        base = Path(top)
+        at_top = base == tree
+        dirs[:] = sorted(d for d in dirs if not (at_top and d == ".git"))
+        for name in dirs:
+            yield base / name, "link" if (base / name).is_symlink() else "dir"
+        for name in sorted(files):
+            if at_top and name == ".git":
+                continue
+            path = base / name
+            yield path, "link" if path.is_symlink() else "file"
+
+
+def toolkit_fingerprint() -> str:
+    """A digest of this package's source: the code that runs and reports."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        digest.update(f"{path.relative_to(package)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def installed_distributions() -> tuple[str, ...]:
+    """``name==version`` of every distribution this interpreter can import."""
+    from importlib import metadata  # only when a cache is in use
+
+    return tuple(
+        sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()})
+    )
+
+
+def _moved(value: Any, old: str, new: str) -> Any:
+    """``value`` with the path ``old`` written as ``new`` wherever it occurs."""
+    if isinstance(value, str):
+        if value == old:
+            return new
+        return value.replace(old + os.sep, new + os.sep)
+    if isinstance(value, list):
+        return [_moved(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    return value
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
