@@ -22,7 +22,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_patchkit.mutation.mutants import Mutant, MutationError
+from vllm_patchkit.mutation.mutants import Mutant, MutationError, edit_method
 
 AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
 ROCM_MODULE = "vllm.v1.attention.backends.rocm_attn"
@@ -159,23 +159,11 @@ def method_lines(source: str, cls: str, method: str) -> tuple[int, int]:
 
 def mutate_pair(source: str, target: PairMutant) -> str:
     """``source`` with the mutant's edits made inside its method."""
-    lines = source.splitlines(keepends=True)
-    first, last = method_lines(source, target.cls, target.method)
-    for statement, replacement in target.mutant.edits:
-        hits = [i for i in range(first - 1, last) if lines[i].strip() == statement]
-        if len(hits) != 1:
-            raise MutationError(
-                f"{target.name}: expected one `{statement}` in "
-                f"{target.cls}.{target.method}, found {len(hits)}"
-            )
-        index = hits[0]
-        indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
-        new = [f"{indent}{line}\n" for line in replacement]
-        lines[index : index + 1] = new
-        last += len(new) - 1
-    mutated = "".join(lines)
-    compile(mutated, target.module, "exec")
-    return mutated
+    span = method_lines(source, target.cls, target.method)
+    where = f"{target.cls}.{target.method}"
+    return edit_method(
+        source, target.mutant.edits, span, target.name, where, target.module
+    )
 
 
 def load_mutated(target: PairMutant) -> Any:

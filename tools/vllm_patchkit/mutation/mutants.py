@@ -170,14 +170,27 @@ def capture_method_lines(source: str) -> tuple[int, int]:
 
 def mutate(source: str, mutant: Mutant) -> str:
     """``source`` with ``mutant``'s edits made inside the capture method."""
-    lines = source.splitlines(keepends=True)
     first, last = capture_method_lines(source)
-    for statement, replacement in mutant.edits:
+    return edit_method(source, mutant.edits, (first, last), mutant.name, CAPTURE_METHOD)
+
+
+def edit_method(
+    source: str,
+    edits: tuple[tuple[str, tuple[str, ...]], ...],
+    span: tuple[int, int],
+    name: str,
+    method: str,
+    filename: str = "rocm_attn.py",
+) -> str:
+    """``source`` with each edit's statement (found once in the method's
+    lines ``span``) replaced by its lines, at the statement's indent."""
+    lines = source.splitlines(keepends=True)
+    first, last = span
+    for statement, replacement in edits:
         hits = [i for i in range(first - 1, last) if lines[i].strip() == statement]
         if len(hits) != 1:
             raise MutationError(
-                f"{mutant.name}: expected one `{statement}` in {CAPTURE_METHOD}, "
-                f"found {len(hits)}"
+                f"{name}: expected one `{statement}` in {method}, found {len(hits)}"
             )
         index = hits[0]
         indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
@@ -185,5 +198,5 @@ def mutate(source: str, mutant: Mutant) -> str:
         lines[index : index + 1] = new
         last += len(new) - 1
     mutated = "".join(lines)
-    compile(mutated, "rocm_attn.py", "exec")
+    compile(mutated, filename, "exec")
     return mutated
