@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio, run_process
+from processes import Series, import_profile, paired, ratio, run_process
 
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.releases import clone_release
@@ -52,24 +51,6 @@ def git_processes(argv: list[str], env: dict[str, str], scratch: Path) -> dict:
         "spawned": len(commands),
         "seconds": top_level_s,
     }
-
-
-def import_ms(argv: list[str], env: dict[str, str]) -> float:
-    proc = subprocess.run(
-        [argv[0], "-X", "importtime", *argv[1:]],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    return (
-        sum(
-            int(line.removeprefix("import time:").split("|")[0])
-            for line in proc.stderr.splitlines()
-            if line.startswith("import time:") and "self [us]" not in line
-        )
-        / 1e3
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         reset()
         traced_apply = git_processes(apply.argv, env, Path(scratch))
         reset()
-        imports = import_ms(apply.argv, env)
+        imports = import_profile(apply.argv, env)[0]
         bare = Series("python -c pass", [sys.executable, "-c", "pass"])
         for _ in range(args.repeat):
             bare.samples.append(run_process(bare.argv, env=env))

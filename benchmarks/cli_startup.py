@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio
+from processes import Series, import_profile, paired, ratio
 
 from vllm_patchkit.releases import clone_release
 
@@ -35,25 +34,8 @@ TARGETS = {"--help": 3.0, "check": 5.0, "doctor PATH": 5.0}
 
 def imports(argv: list[str], env: dict[str, str]) -> dict[str, object]:
     """Total import time (ms) of one run, and the heavy packages it imported."""
-    proc = subprocess.run(
-        [argv[0], "-X", "importtime", *argv[1:]],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    total_us = 0
-    packages = set()
-    for line in proc.stderr.splitlines():
-        if not line.startswith("import time:") or "self [us]" in line:
-            continue
-        self_us, _, name = line.removeprefix("import time:").split("|")
-        total_us += int(self_us)
-        packages.add(name.strip().split(".")[0])
-    return {
-        "import_ms": total_us / 1e3,
-        "heavy_imported": sorted(packages & set(HEAVY)),
-    }
+    total_ms, packages = import_profile(argv, env)
+    return {"import_ms": total_ms, "heavy_imported": sorted(packages & set(HEAVY))}
 
 
 def main(argv: list[str] | None = None) -> int:

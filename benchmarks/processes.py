@@ -107,3 +107,26 @@ def paired(
 
 def ratio(command: Series, baseline: Series, what: str = "wall_s") -> float:
     return command.median(what) / baseline.median(what)
+
+
+def import_profile(
+    argv: Sequence[str], env: Mapping[str, str]
+) -> tuple[float, set[str]]:
+    """One run under ``-X importtime``: total import time (ms) and the
+    top-level packages it imported."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        check=False,
+    )
+    total_us = 0
+    packages = set()
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _, name = line.removeprefix("import time:").split("|")
+        total_us += int(self_us)
+        packages.add(name.strip().split(".")[0])
+    return total_us / 1e3, packages
