@@ -210,27 +210,7 @@ def test_unrecognised_code_is_left_alone_with_a_warning(
 def test_strict_mode_raises_on_unrecognised_code(
     tmp_path: Path, unrecognised_vllm: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(unrecognised_vllm), os.environ.get("PYTHONPATH")) if p
-        ),
-        "VLLM_OVERLAY_STRICT": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from vllm.plugins import load_general_plugins; load_general_plugins()",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=600,
-    )
+    proc = _load_plugins_strictly(unrecognised_vllm, tmp_path)
     assert proc.returncode != 0
     assert "OverlayStrictError" in proc.stderr
     assert "unknown" in proc.stderr
@@ -286,16 +266,24 @@ def test_unrecognised_aiter_code_is_left_alone_while_51585_installs(
 def test_strict_mode_raises_on_unrecognised_aiter_code(
     tmp_path: Path, unrecognised_aiter: Path
 ) -> None:
+    proc = _load_plugins_strictly(unrecognised_aiter, tmp_path)
+    assert proc.returncode != 0
+    assert "OverlayStrictError" in proc.stderr
+    assert f"{AITER_FIX}: nothing done on vLLM 0.28.0" in proc.stderr
+
+
+def _load_plugins_strictly(shadow: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """vLLM's own plugin loading in strict mode, with ``shadow`` first on the path."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
-            p for p in (str(unrecognised_aiter), os.environ.get("PYTHONPATH")) if p
+            p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p
         ),
         "VLLM_OVERLAY_STRICT": "1",
         "CUDA_VISIBLE_DEVICES": "",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    proc = subprocess.run(
+    return subprocess.run(
         [
             sys.executable,
             "-c",
@@ -304,9 +292,6 @@ def test_strict_mode_raises_on_unrecognised_aiter_code(
         capture_output=True,
         text=True,
         env=env,
-        cwd=tmp_path,
+        cwd=cwd,
         timeout=600,
     )
-    assert proc.returncode != 0
-    assert "OverlayStrictError" in proc.stderr
-    assert f"{AITER_FIX}: nothing done on vLLM 0.28.0" in proc.stderr
