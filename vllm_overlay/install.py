@@ -13,7 +13,6 @@ the file, the line and why it left the code alone.
 from __future__ import annotations
 
 import enum
-import importlib.metadata
 import importlib.util
 import logging
 import sys
@@ -91,6 +90,8 @@ def vllm_version() -> str:
     loaded = sys.modules.get("vllm")
     if loaded is not None and isinstance(getattr(loaded, "__version__", None), str):
         return loaded.__version__
+    import importlib.metadata  # here: costs the toolkit's doctor a third
+
     try:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:

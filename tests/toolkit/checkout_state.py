@@ -1,41 +1,64 @@
 """The whole state of a checkout, for fault tests that must find it unchanged.
 
-HEAD, branch, index, every file of the work tree (tracked, untracked and
-ignored), the stash, every ref, the worktrees git knows, and the files of
-the git directory that record state (``MERGE_HEAD``, ``rebase-apply/``,
-``FETCH_HEAD``, ``ORIG_HEAD``, ``worktrees/``, reflogs, config, hooks ...).
-Objects are left out (a run may add unreferenced ones, which change
-nothing), and so is the index file's own bytes (``git status`` refreshes
-its stat data; its entries are compared), and the toolkit's empty lock file.
+One helper for every test that compares a checkout before and after a run:
+HEAD, branch, index entries, every ref, the stash, the worktrees git knows,
+``git status`` (untracked and ignored files one by one), every file and
+empty directory of the work tree (tracked, untracked and ignored; symlinks
+by target), and every file of the git directory that records state
+(``MERGE_HEAD``, ``rebase-apply/``, ``FETCH_HEAD``, ``ORIG_HEAD``,
+``worktrees/``, reflogs, config, hooks, the toolkit's journal ...).
+
+Left out: objects (a run may add unreferenced ones, which change nothing),
+the index file's own bytes (``git status`` refreshes its stat data; its
+entries are compared) and the toolkit's empty lock file. After a run that
+may have rolled back, ``rolled_back=True`` also leaves out what every ``git
+reset`` rewrites, its own included: ``ORIG_HEAD`` and the reflogs.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.gitcmd import Git
 
 NOT_STATE = {"objects", "index", "vllm-patchkit/lock"}
+REWRITTEN_BY_RESET = ("ORIG_HEAD", "logs")
+"""What any ``git reset`` (a verified rollback's too) writes: the previous
+HEAD and a reflog entry. HEAD, the branch and the refs are compared."""
 
 
-def checkout_state(root: Path) -> dict[str, Any]:
+def _files(top: Path, skip: Any) -> dict[str, bytes | str]:
+    """Every file under ``top`` by content, symlinks by target, and empty
+    directories, except the relative paths ``skip`` says."""
+    found: dict[str, bytes | str] = {}
+    for path in sorted(top.rglob("*")):
+        relative = path.relative_to(top).as_posix()
+        if skip(relative):
+            continue
+        if path.is_symlink():
+            found[relative] = f"-> {os.readlink(path)}"
+        elif path.is_file():
+            found[relative] = path.read_bytes()
+        elif path.is_dir() and not any(path.iterdir()):
+            found[relative] = "(empty directory)"
+    return found
+
+
+def checkout_state(root: Path, *, rolled_back: bool = False) -> dict[str, Any]:
+    """The checkout's whole state; see the module docstring."""
     git = Git(root)
     git_dir = Path(git.out("rev-parse", "--absolute-git-dir"))
-    work_tree = {}
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root)
-        if relative.parts[0] == ".git" or path.is_dir():
-            continue
-        work_tree[str(relative)] = (
-            path.readlink() if path.is_symlink() else path.read_bytes()
-        )
-    git_files = {}
-    for path in sorted(git_dir.rglob("*")):
-        relative = path.relative_to(git_dir).as_posix()
-        if path.is_dir() or relative in NOT_STATE or relative.startswith("objects/"):
-            continue
-        git_files[relative] = path.read_bytes()
+    left_out = REWRITTEN_BY_RESET if rolled_back else ()
+
+    def not_state(relative: str) -> bool:
+        top = relative.split("/", 1)[0]
+        return relative in NOT_STATE or top == "objects" or top in left_out
+
+    def in_git_dir(relative: str) -> bool:
+        return relative.split("/", 1)[0] == ".git"
+
     return {
         "head": git.head(),
         "branch": git.branch(),
@@ -46,9 +69,20 @@ def checkout_state(root: Path) -> dict[str, Any]:
         "stash": git.run("stash", "list", "--format=%H %gs").stdout,
         "refs": git.run("for-each-ref", "--format=%(refname) %(objectname)").stdout,
         "worktrees": git.run("worktree", "list", "--porcelain").stdout,
-        "work_tree": work_tree,
-        "git_dir": git_files,
+        "work_tree": _files(root, in_git_dir),
+        "git_dir": _files(git_dir, not_state),
     }
+
+
+def snapshot(root: Path) -> dict[str, Any]:
+    """:func:`checkout_state` after a run that may have rolled back."""
+    return checkout_state(root, rolled_back=True)
+
+
+def git_dir_bytes(root: Path) -> dict[str, bytes | str]:
+    """Every file under .git, objects included, byte for byte: for "nothing
+    was written"."""
+    return _files(root / ".git", lambda relative: False)
 
 
 def lived_in(root: Path) -> None:

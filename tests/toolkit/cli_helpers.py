@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The one whole-checkout state helper, re-exported for the tests that take
+# their helpers from here.
+from tests.toolkit.checkout_state import git_dir_bytes, snapshot  # noqa: F401
 from vllm_patchkit.gitcmd import Git
 
 
@@ -32,66 +35,6 @@ def patchkit_json(*args: str, cwd: Path | None = None) -> tuple[int, dict[str, A
     proc = patchkit(*args, "--json", cwd=cwd)
     assert proc.stdout.strip(), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
-
-
-STATE_FILES = (
-    "rebase-apply",
-    "rebase-merge",
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "REVERT_HEAD",
-    "BISECT_LOG",
-    "BISECT_START",
-    "index.lock",
-    "vllm-patchkit/journal.json",
-)
-"""State files under .git an operation leaves; ORIG_HEAD is left out, since
-every `git reset`, a rollback's too, rewrites it."""
-
-
-def _tree_bytes(top: Path, skip_git: bool) -> dict[str, bytes | str]:
-    found: dict[str, bytes | str] = {}
-    for path in sorted(top.rglob("*")):
-        name = str(path.relative_to(top))
-        if skip_git and ".git" in path.relative_to(top).parts:
-            continue
-        if path.is_symlink():
-            found[name] = f"-> {os.readlink(path)}"
-        elif path.is_file():
-            found[name] = path.read_bytes()
-        elif path.is_dir() and not any(path.iterdir()):
-            found[name] = "(empty directory)"
-    return found
-
-
-def snapshot(root: Path) -> dict[str, Any]:
-    """The checkout's whole state: HEAD, branch, index, refs, stash, every
-    file in the work tree (tracked, untracked and ignored) and the git
-    state files of an operation in progress, the journal included."""
-    git = Git(root)
-    git_dir = Path(git.out("rev-parse", "--absolute-git-dir"))
-    state = {}
-    for name in STATE_FILES:
-        path = git_dir / name
-        if path.is_dir():
-            state[name] = _tree_bytes(path, skip_git=False)
-        elif path.exists():
-            state[name] = path.read_bytes()
-    return {
-        "head": git.head(),
-        "branch": git.branch(),
-        "status": git.run("status", "--porcelain=v1", "-z", "--ignored").stdout,
-        "index": git.run("ls-files", "--stage").stdout,
-        "refs": git.run("for-each-ref", "--format=%(refname) %(objectname)").stdout,
-        "stash": git.run("stash", "list", "--format=%H %gs").stdout,
-        "files": _tree_bytes(root, skip_git=True),
-        "git_state": state,
-    }
-
-
-def git_dir_bytes(root: Path) -> dict[str, bytes | str]:
-    """Every file under .git, byte for byte: for 'nothing was written'."""
-    return _tree_bytes(root / ".git", skip_git=False)
 
 
 USER = {

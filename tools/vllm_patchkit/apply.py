@@ -20,13 +20,14 @@ from pathlib import Path
 
 from vllm_patchkit.checkout import (
     BASE_REF,
+    UNTRIED,
     PatchReport,
     PatchState,
     classify,
+    classify_with_history,
     committer_env,
     invariant_holds,
     open_checkout,
-    patch_ids,
     refusal,
 )
 from vllm_patchkit.errors import RefusedError
@@ -85,10 +86,11 @@ def apply_series(
         git = open_checkout(path)
         with CheckoutGuard(git, "apply", journal_action) as guard:
             notes = [guard.recovered] if guard.recovered else []
-            reason = refusal(git)
+            head, branch = git.head_and_branch()
+            reason = refusal(git, branch=branch)
             if reason:
                 return ApplyResult(Status.REFUSED, reason, notes=notes)
-            result = _apply_locked(git, guard, series)
+            result = _apply_locked(git, guard, series, head, branch)
             result.notes[:0] = notes
             return result
     except RefusedError as exc:
@@ -97,31 +99,42 @@ def apply_series(
 
 def paths_in_the_way(git: Git, patches: list[Patch]) -> list[str]:
     """Paths a patch creates that exist already (ignored or not), or whose
-    parent exists as a file: git would overwrite them, a rollback delete them."""
+    parent exists as a file: git would overwrite them, a rollback delete them.
+
+    One ``git apply --summary`` for all patches; a created path is named
+    with the first of them that touches it."""
+    if not patches:
+        return []
     found = []
-    for patch in patches:
-        summary = git.run("apply", "--summary", str(patch.path)).stdout
-        for line in summary.splitlines():
-            words = line.split()
-            if words[:2] != ["create", "mode"] or len(words) < 4:
-                continue
-            name = line.split(None, 3)[3]
-            target = git.root / name
-            blocked = [target, *target.parents]
-            for candidate in blocked:
-                if candidate == git.root:
-                    break
-                exists = candidate.is_symlink() or candidate.exists()
-                if exists and (candidate == target or not candidate.is_dir()):
-                    there = candidate.relative_to(git.root)
-                    found.append(f"{patch.name} creates {name}, but {there} exists")
-                    break
+    summary = git.run("apply", "--summary", *(str(p.path) for p in patches)).stdout
+    for line in summary.splitlines():
+        words = line.split()
+        if words[:2] != ["create", "mode"] or len(words) < 4:
+            continue
+        name = line.split(None, 3)[3]
+        creator = next((p.name for p in patches if name in p.files), patches[0].name)
+        target = git.root / name
+        blocked = [target, *target.parents]
+        for candidate in blocked:
+            if candidate == git.root:
+                break
+            exists = candidate.is_symlink() or candidate.exists()
+            if exists and (candidate == target or not candidate.is_dir()):
+                there = candidate.relative_to(git.root)
+                found.append(f"{creator} creates {name}, but {there} exists")
+                break
     return found
 
 
-def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult:
-    head, branch = git.head(), git.branch()
-    reports = classify(git, series)
+def _apply_locked(
+    git: Git, guard: CheckoutGuard, series: Series, head: str, branch: str | None
+) -> ApplyResult:
+    # A patch that is neither applied, upstreamed nor not-carried is not
+    # tried on a scratch index first: git am tries it. Only a failure (or a
+    # refusal) needs to know whether it applies, to tell a conflict (4) from
+    # a hook, the disk or permissions (3); that is asked once the checkout
+    # is back where it was, of the same state as before the run.
+    reports, found = classify_with_history(git, series, try_apply=False)
     pending = [
         p for p, r in zip(series.patches, reports, strict=True) if r.status in _TO_APPLY
     ]
@@ -137,23 +150,25 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
             "it away first; nothing was changed",
             head,
             head,
-            reports,
+            classify(git, series),
         )
     by_name = {r.name: r for r in reports}
-    expected = {r.name: r.status for r in reports}
-    ids = patch_ids(git, "".join(p.path.read_text() for p in pending))
+    ids = [found.patch_ids[p.name] for p in pending]
     paths = sorted({f for p in pending for f in p.files})
     guard.begin(head, branch, ids, paths)
-    for patch in pending:
+    env = committer_env(git)
+    for number, patch in enumerate(pending, 1):
         report = by_name[patch.name]
-        failure = am_one(git, patch, report)
+        # git am's automatic maintenance once, after the last patch, as
+        # after a `git am` of the whole series.
+        failure = am_one(git, patch, report, env, maintenance=number == len(pending))
         if failure is None:
             continue
+        where = guard.rollback()
+        expected = _tried(git, series, reports)
         environment = _environment_failure(report, expected[patch.name])
         if environment:
             report.status = expected[patch.name]
-        where = guard.rollback()
-        if environment:
             return ApplyResult(
                 Status.ERROR,
                 f"{patch.name}: git am failed although the patch applies here, so a "
@@ -180,6 +195,17 @@ def _apply_locked(git: Git, guard: CheckoutGuard, series: Series) -> ApplyResult
         git.head(),
         reports,
     )
+
+
+def _tried(git: Git, series: Series, reports: list[PatchReport]) -> dict[str, str]:
+    """After a rollback: each patch's state as :func:`classify` says it, on
+    the checkout as it was before the run. The reports of patches git am
+    did not reach take it."""
+    tried = {r.name: r for r in classify(git, series)}
+    for index, report in enumerate(reports):
+        if report.detail == UNTRIED:
+            reports[index] = tried[report.name]
+    return {name: r.status for name, r in tried.items()}
 
 
 def _not_carried_note(reports: list[PatchReport], version: str) -> str:
@@ -237,22 +263,32 @@ def _environment_failure(report: PatchReport, expected: str) -> bool:
     return expected == PatchState.APPLIES and not report.files
 
 
-def am_one(git: Git, patch: Patch, report: PatchReport) -> str | None:
+def am_one(
+    git: Git,
+    patch: Patch,
+    report: PatchReport,
+    env: dict[str, str] | None = None,
+    *,
+    maintenance: bool = True,
+) -> str | None:
     """``git am -3`` one patch and check its invariant; the failure, if any.
 
     On failure the am is left in progress for the caller to roll back, after
-    the conflicting files and hunks are recorded in ``report``.
+    the conflicting files and hunks are recorded in ``report``. ``env``:
+    :func:`committer_env`, when the caller has it already; ``maintenance``:
+    let git am run its automatic maintenance afterwards.
     """
     # --keep-non-patch: plain `git am` strips every [...] group from the
     # subject, which would drop vLLM's [Bugfix][ROCm] prefixes.
     proc = git.run(
+        *(() if maintenance else ("-c", "maintenance.auto=false")),
         "am",
         "-3",
         "--keep-non-patch",
         "--keep-cr",
         str(patch.path),
         check=False,
-        env=committer_env(git),
+        env=committer_env(git) if env is None else env,
     )
     if proc.returncode != 0:
         report.status = PatchState.CONFLICT

@@ -78,14 +78,22 @@ def open_checkout(path: Path) -> Git:
     if not path.is_dir():
         raise NotACheckoutError(f"{path}: no such directory")
     git = Git(path)
-    # One rev-parse for the common case; the separate calls below only run
-    # to explain a failure precisely.
+    # One rev-parse for the common case (the objects directory too, for
+    # classify's scratch index); the separate calls below only run to
+    # explain a failure precisely.
     proc = git.run(
-        "rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD", check=False
+        "rev-parse",
+        "--show-toplevel",
+        "--absolute-git-dir",
+        "--path-format=absolute",
+        "--git-path",
+        "objects",
+        "HEAD",
+        check=False,
     )
     if proc.returncode == 0:
-        top, git_dir, _ = proc.stdout.splitlines()
-        git.set_git_dir(Path(git_dir))
+        top, git_dir, objects, _ = proc.stdout.splitlines()
+        git.set_git_dir(Path(git_dir), Path(objects))
     else:
         top = git.toplevel()
     if top is None:
@@ -94,7 +102,9 @@ def open_checkout(path: Path) -> Git:
         raise NotACheckoutError(f"{path}: not the top of its git checkout ({top})")
     if not (path / "vllm" / "__init__.py").is_file():
         raise NotACheckoutError(f"{path}: a git checkout, but not of vLLM (no vllm/)")
-    if git.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode:
+    # The first rev-parse named HEAD: when it succeeded, there is a commit.
+    verify = ("rev-parse", "--verify", "--quiet", "HEAD")
+    if proc.returncode and git.run(*verify, check=False).returncode:
         raise NotACheckoutError(f"{path}: the checkout has no commits")
     return git
 
@@ -118,12 +128,20 @@ def busy_reason(git: Git) -> str | None:
     return None
 
 
-def refusal(git: Git, *, allow_detached: bool = False) -> str | None:
-    """Why a run that changes this checkout must not start, if it must not."""
+def refusal(
+    git: Git, *, allow_detached: bool = False, branch: str | None | bool = False
+) -> str | None:
+    """Why a run that changes this checkout must not start, if it must not.
+
+    ``branch``: the checked-out branch when the caller has just read it
+    (None: detached), so that it is not asked of git twice.
+    """
     reason = busy_reason(git) or dirty_reason(git)
     if reason:
         return f"{git.root}: refusing: {reason}"
-    if not allow_detached and git.branch() is None:
+    if branch is False:
+        branch = git.branch()
+    if not allow_detached and branch is None:
         return (
             f"{git.root}: refusing a detached HEAD: the commits would belong to no "
             "branch; check out a branch first (git switch -c NAME)"
@@ -147,24 +165,59 @@ def patch_ids(git: Git, text: str) -> list[str]:
 
 def in_history(git: Git, patch: Patch, limit: int = 200) -> bool:
     """True when a recent commit touching the patch's files has its patch-id."""
-    log = git.run(
-        "log",
-        f"--max-count={limit}",
-        "--format=commit %H",
-        "--patch",
-        "--full-index",
-        "--no-color",
-        "HEAD",
-        "--",
-        *patch.files,
-    ).stdout
-    # One `git log -p` and one `git patch-id` for the patch and all candidate
-    # commits: the check stays fast on a real vLLM history. The patch file's
-    # own "From 000..." line gives it the all-zero commit id.
-    ids = git.run("patch-id", "--stable", input_text=patch.path.read_text() + log)
-    pairs = [line.split() for line in ids.stdout.splitlines()]
-    wanted = {pid for pid, commit in pairs if set(commit) == {"0"}}
-    return any(pid in wanted for pid, commit in pairs if set(commit) != {"0"})
+    return patch.name in history(git, [patch], limit).applied
+
+
+@dataclass
+class History:
+    """What :func:`history` found for a list of patches."""
+
+    patch_ids: dict[str, str]
+    """Each patch's stable patch-id, by name (the journal records them)."""
+    applied: set[str]
+    """The patches a recent commit touching their files has the patch-id of."""
+
+
+def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
+    """Each patch's patch-id, and whether a recent commit carries it.
+
+    One ``git log -p`` per patch (its last ``limit`` commits touching the
+    patch's files, each diff limited to those files) and one ``git
+    patch-id`` for all patches and their candidate commits: the check stays
+    fast on a real vLLM history. Each patch's own mail gets a marker commit
+    id, so that the output splits back into patches by position.
+    """
+    chunks, markers = [], {}
+    for number, patch in enumerate(patches):
+        marker = f"{number + 1:040x}"
+        markers[marker] = patch.name
+        _, _, rest = patch.path.read_text().partition("\n")
+        chunks.append(f"From {marker} Mon Sep 17 00:00:00 2001\n{rest}")
+        log = git.run(
+            "log",
+            f"--max-count={limit}",
+            "--format=commit %H",
+            "--patch",
+            "--full-index",
+            "--no-color",
+            "HEAD",
+            "--",
+            *patch.files,
+        ).stdout
+        chunks.append(log)
+    found = History({}, set())
+    if not patches:
+        return found
+    ids = git.run("patch-id", "--stable", input_text="".join(chunks)).stdout
+    current = None
+    for line in ids.splitlines():
+        pid, commit = line.split()
+        if commit in markers:
+            current = markers[commit]
+            found.patch_ids[current] = pid
+        elif current is not None and found.patch_ids[current] == pid:
+            found.applied.add(current)
+    return found
 
 
 def invariant_holds(git: Git, patch: Patch) -> bool | None:
@@ -201,13 +254,26 @@ def classify(git: Git, series: Series) -> list[PatchReport]:
     ``--3way``) against a scratch index holding HEAD and the patches before
     it; its objects go to a temporary directory.
     """
+    return classify_with_history(git, series)[0]
+
+
+def classify_with_history(
+    git: Git, series: Series, *, try_apply: bool = True
+) -> tuple[list[PatchReport], History]:
+    """:func:`classify`, and the :class:`History` it read on the way.
+
+    ``try_apply=False`` leaves a patch that is none of applied, upstreamed
+    or not carried as :attr:`PatchState.APPLIES` with the detail
+    ``UNTRIED``, without trying it: apply tries it with ``git am`` anyway,
+    and asks :func:`classify` only when that fails.
+    """
     reports = []
     version, release = tree_release(git.root)
+    found = history(git, list(series.patches))
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
-        env = scratch_env(git, Path(scratch))
-        index_ready = False
+        env: dict[str, str] | None = None
         for patch in series.patches:
-            if in_history(git, patch):
+            if patch.name in found.applied:
                 reports.append(
                     PatchReport(patch.name, PatchState.APPLIED, "in history")
                 )
@@ -220,12 +286,22 @@ def classify(git: Git, series: Series) -> list[PatchReport]:
             if skipped is not None:
                 reports.append(skipped)
                 continue
-            if not index_ready:
+            if not try_apply:
+                reports.append(
+                    PatchReport(
+                        patch.name, PatchState.APPLIES, UNTRIED, list(patch.files)
+                    )
+                )
+                continue
+            if env is None:
+                env = scratch_env(git, Path(scratch))
                 git.run("read-tree", "HEAD", env=env)
-                index_ready = True
             state, detail = _try_apply(git, patch.path, env)
             reports.append(PatchReport(patch.name, state, detail, list(patch.files)))
-    return reports
+    return reports, found
+
+
+UNTRIED = "not tried before git am"
 
 
 def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
@@ -233,8 +309,7 @@ def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
     objects are read through an alternate, never written."""
     objects = scratch / "objects"
     objects.mkdir()
-    own = git.out("rev-parse", "--path-format=absolute", "--git-path", "objects")
-    alternates = [own]
+    alternates = [str(git.objects_dir())]
     inherited = os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
     if inherited:
         alternates.append(inherited)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from vllm_patchkit.apply import ApplyResult, Status, apply_series
 from vllm_patchkit.checkout import NotACheckoutError, dirty_reason, open_checkout
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
@@ -37,7 +38,7 @@ DEFAULT_VERSION = "0.28.0"
 DEFAULT_BRANCH = "vllm-overlay/fix-51585"
 
 
-class DemoInputError(ValueError):
+class DemoInputError(InputError):
     """The given checkout cannot be used; nothing was changed."""
 
 

@@ -11,17 +11,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
-from vllm_overlay.doctor import entry_point_registered
 from vllm_overlay.fixes import assess_tree
 from vllm_overlay.install import Action, assess_file
 from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, RECORD
 from vllm_patchkit.checkout import PatchReport, classify_tree
-from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.errors import InputError
+from vllm_patchkit.installed import entry_point_registered, installed_vllm_dir
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Series
 from vllm_patchkit.versions import tree_version
 
-__all__ = ["Diagnosis", "FixStatus", "diagnose", "fix_statuses", "tree_version"]
+__all__ = [
+    "Diagnosis",
+    "FixStatus",
+    "NotAVllmTreeError",
+    "diagnose",
+    "fix_statuses",
+    "tree_version",
+]
+
+
+class NotAVllmTreeError(InputError):
+    """doctor PATH names a directory without ``vllm/__init__.py``."""
 
 
 @dataclass
@@ -86,6 +97,8 @@ FIX_RECORDS = {
     "#53821": AITER_UNIFIED_OFFSETS.name,
 }
 """The overlay's record entry for each fix."""
+OVERLAY_ENTRY_POINT = ("vllm.general_plugins", "vllm_overlay")
+"""The overlay's plugin entry point (group, name): vLLM loads what it names."""
 AITER_FILE = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
 
 
@@ -119,7 +132,7 @@ def fix_statuses(
 def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     root = path.resolve() if path is not None else installed_vllm_dir().parent
     if not (root / "vllm" / "__init__.py").is_file():
-        raise ValueError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
+        raise NotAVllmTreeError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
     code = inspect_capture_tree(root)
     version = tree_version(root)
     patches = classify_tree(root, series)
@@ -134,7 +147,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         line=code.line,
         patches=patches,
         installed=path is None,
-        overlay_entry_point=entry_point_registered(),
+        overlay_entry_point=entry_point_registered(*OVERLAY_ENTRY_POINT),
         overlay_would_activate=bool(overlay and overlay.action is Action.INSTALLED),
         overlay_decision=(
             f"{overlay.action}: {overlay.reason}"

@@ -32,6 +32,12 @@ class RefusedError(PatchkitError):
     status = "refused"
 
 
+class InputError(RefusedError, ValueError):
+    """Input a command cannot use (a path, a revision, a version range, a
+    missing base); refused before anything was changed. A ValueError too, so
+    that library callers that catch bad values keep catching it."""
+
+
 class EnvironmentFailure(PatchkitError):
     """The environment failed the run (git, a hook, the disk, permissions)."""
 

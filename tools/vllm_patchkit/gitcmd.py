@@ -206,15 +206,32 @@ class Git:
         """No staged, unstaged or untracked changes (ignored files don't count)."""
         return self.status_porcelain() == ""
 
-    def set_git_dir(self, git_dir: Path) -> None:
-        """Record the git directory when the caller already asked git for it."""
+    def head_and_branch(self) -> tuple[str, str | None]:
+        """HEAD's commit and the checked-out branch (None: detached), in one
+        git process: what :meth:`head` and :meth:`branch` say."""
+        head, name = self.out("rev-parse", "HEAD", "--abbrev-ref", "HEAD").split("\n")
+        return head, (None if name == "HEAD" else name)
+
+    def set_git_dir(self, git_dir: Path, objects: Path | None = None) -> None:
+        """Record the git directory (and the object directory) when the
+        caller already asked git for them."""
         self._facts["git_dir"] = Path(git_dir)
+        if objects is not None:
+            self._facts["objects"] = Path(objects)
 
     def git_dir(self) -> Path:
         """This work tree's git directory (fixed for the object's lifetime)."""
         if "git_dir" not in self._facts:
             self._facts["git_dir"] = Path(self.out("rev-parse", "--absolute-git-dir"))
         return self._facts["git_dir"]
+
+    def objects_dir(self) -> Path:
+        """The object directory git writes to (``--git-path objects``)."""
+        if "objects" not in self._facts:
+            self._facts["objects"] = Path(
+                self.out("rev-parse", "--path-format=absolute", "--git-path", "objects")
+            )
+        return self._facts["objects"]
 
 
 def _run_in_own_group(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.checkout import BASE_REF, invariant_holds, open_checkout
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.revs import check_revision
 from vllm_patchkit.series import inside, load_series, series_entries
 from vllm_patchkit.versions import tree_release
@@ -39,6 +40,10 @@ FORMAT_PATCH_OPTIONS = (
     # the same commit would export differently from a fork and a release.
     "--abbrev=7",
 )
+
+
+class RefreshRefused(InputError):
+    """Nothing to export (no base, or no commit on it); nothing was written."""
 
 
 @dataclass
@@ -59,7 +64,7 @@ def refresh_series(
     base_ref = BASE_REF if base is None else check_revision(base, "--base")
     base_commit = git.commit_of(base_ref)
     if base_commit is None:
-        raise ValueError(
+        raise RefreshRefused(
             f"{path}: no base to export from ({base_ref} is unknown); run apply or "
             "rebase first, or pass --base"
         )
@@ -95,7 +100,7 @@ def refresh_series(
         if not fresh:
             # A series file without patches is refused by every command; the
             # end of the series is a decision for a person, not for refresh.
-            raise ValueError(
+            raise RefreshRefused(
                 f"{path}: no commits between the base and HEAD: upstream carries "
                 f"every patch; {patches_dir} was left as it is"
             )

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import re
 
+from vllm_patchkit.errors import InputError
+
 _HEX = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 # What a branch or tag name needs; a strict subset of git's ref grammar.
 _REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 _HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
 
 
-class ArgumentError(ValueError):
-    """A value that must not reach git as given."""
+class ArgumentError(InputError):
+    """A value that must not reach git as given (refused, exit 2)."""
 
 
 def check_revision(value: str, what: str) -> str:

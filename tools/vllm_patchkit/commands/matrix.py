@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_OK, add_json, emit_json
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
@@ -46,6 +47,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+class MatrixRangeError(InputError):
+    """--from/--to name no release range (refused before the index is asked
+    when the versions themselves are malformed or reversed)."""
+
+
+def _version(text: str, option: str) -> tuple[int, ...]:
+    parts = text.split(".")
+    if not all(part.isascii() and part.isdigit() for part in parts):
+        raise MatrixRangeError(
+            f"{option} {text!r} is not a vLLM release version such as 0.28.0"
+        )
+    return tuple(int(part) for part in parts)
+
+
+def check_range(first: str, last: str) -> None:
+    """Refuse a malformed or reversed --from/--to before anything runs."""
+    low = _version(first, "--from")
+    if last != "latest" and _version(last, "--to") < low:
+        raise MatrixRangeError(f"--to {last} comes before --from {first}")
+
+
 def _progress(index: int, total: int, row: Row) -> None:
     width = len(str(total))
     print(
@@ -58,6 +80,7 @@ def _progress(index: int, total: int, row: Row) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_range(args.first, args.last)
     hint = "--no-suite skips the suite"
     if not args.no_suite and (code := require(args, "matrix", VLLM_RUNTIME, hint)):
         return code
@@ -68,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
     from vllm_patchkit.matrix import build_matrix, markdown, select_versions
     from vllm_patchkit.series import load_series
 
-    versions = select_versions(args.first, args.last)
+    try:
+        versions = select_versions(args.first, args.last)
+    except ValueError as exc:  # the range selects no release on the index
+        raise MatrixRangeError(str(exc)) from None
     start = time.perf_counter()
     rows = build_matrix(
         load_series(args.patches),
