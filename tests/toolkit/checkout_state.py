@@ -74,6 +74,32 @@ def checkout_state(root: Path, *, rolled_back: bool = False) -> dict[str, Any]:
     }
 
 
+OPERATION_STATE = (
+    "rebase-apply",
+    "rebase-merge",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "BISECT_LOG",
+    "BISECT_START",
+    "index.lock",
+    "vllm-patchkit/journal.json",
+)
+"""The git-dir files of an operation in progress (the toolkit's journal too)."""
+
+
+def without_operation_state(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` as if no operation were in progress: for a snapshot taken
+    while a run has its ``git am`` and journal open, which must be gone
+    (and nothing else changed) once the run has rolled back."""
+    git_dir = {
+        name: value
+        for name, value in state["git_dir"].items()
+        if not any(name == x or name.startswith(x + "/") for x in OPERATION_STATE)
+    }
+    return {**state, "git_dir": git_dir}
+
+
 def snapshot(root: Path) -> dict[str, Any]:
     """:func:`checkout_state` after a run that may have rolled back."""
     return checkout_state(root, rolled_back=True)

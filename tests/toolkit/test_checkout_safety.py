@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.toolkit.checkout_state import without_operation_state
 from tests.toolkit.cli_helpers import (
     as_user,
     git_dir_bytes,
@@ -136,7 +137,7 @@ def test_discard_journal_keeps_the_checkout(tree: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2, output(proc)  # the dead run's am is still open
     assert "git am or rebase is in progress" in output(proc)
     after = snapshot(tree)
-    del before["git_state"]["vllm-patchkit/journal.json"]
+    del before["git_dir"]["vllm-patchkit/journal.json"]
     assert after == before
 
 
@@ -222,8 +223,8 @@ def stubborn_run(tree: Path, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
 def test_a_signal_returns_within_seconds_whatever_the_hook_does(
     tree: Path, stubborn_run: subprocess.Popen[str], sig: signal.Signals
 ) -> None:
-    before = snapshot(tree)
-    before["git_state"] = {}  # the run under way has its am and journal open
+    # The run under way has its am and journal open.
+    before = without_operation_state(snapshot(tree))
     sent = time.monotonic()
     os.kill(stubborn_run.pid, sig)
     _, stderr = stubborn_run.communicate(timeout=120)
@@ -238,8 +239,7 @@ def test_a_signal_returns_within_seconds_whatever_the_hook_does(
 def test_a_second_ctrl_c_does_not_cut_the_rollback_short(
     tree: Path, stubborn_run: subprocess.Popen[str]
 ) -> None:
-    before = snapshot(tree)
-    before["git_state"] = {}
+    before = without_operation_state(snapshot(tree))
     os.kill(stubborn_run.pid, signal.SIGINT)
     time.sleep(0.005)
     os.kill(stubborn_run.pid, signal.SIGINT)

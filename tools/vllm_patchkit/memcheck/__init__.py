@@ -12,9 +12,10 @@ for torch and numpy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
+    from typing import Any
+
     from vllm_patchkit.memcheck.checker import MemoryViolation, Stats, memcheck
     from vllm_patchkit.memcheck.regions import Region
 
