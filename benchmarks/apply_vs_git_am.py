@@ -4,7 +4,8 @@
 
 Both run as a user runs them, each a new process, on the same clone of a
 vLLM release tree, alternating, the tree reset before every run; the ratio
-is of medians from this run (target: apply within 2x of git am). apply adds
+is of medians from this run (target: apply within 2x of git am), byte-code
+cached as after an install (see ``processes.with_bytecode``). apply adds
 to git am its safety (a lock, a clean-checkout check, a rollback point), one
 invariant check per patch, and Python's start. Where the time goes comes
 from one traced run of each: ``GIT_TRACE2_EVENT`` gives every git process
@@ -21,7 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, import_profile, paired, ratio, run_process
+from processes import (
+    Series,
+    import_profile,
+    paired,
+    ratio,
+    run_process,
+    with_bytecode,
+)
 
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.releases import clone_release
@@ -60,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     series = load_series()
-    env = {**os.environ, **TOOL_IDENTITY}
     with tempfile.TemporaryDirectory(prefix="bench-apply-") as scratch:
+        env = with_bytecode({**os.environ, **TOOL_IDENTITY}, Path(scratch))
         tree = Path(scratch) / "vllm"
         clone_release(args.version, tree)
         git = Git(tree, tuple(TOOL_IDENTITY.items()))

@@ -5,7 +5,8 @@
 
 Each command runs as the user runs it, ``python -m vllm_patchkit ...`` in a
 new process, alternating with a bare ``python -c pass`` of the same
-interpreter and environment; ratios are of medians from this run. Targets:
+interpreter and environment, byte-code cached as after an install (see
+``processes.with_bytecode``); ratios are of medians from this run. Targets:
 ``--help`` within 3x a bare start, ``check`` and ``doctor PATH`` on a release
 tree within 5x. Where the time goes is shown by ``-X importtime``: the total
 import time of each command, and which heavy runtime packages (torch, vLLM,
@@ -24,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, import_profile, paired, ratio
+from processes import Series, import_profile, paired, ratio, with_bytecode
 
 from vllm_patchkit.releases import clone_release
 
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("PYTHONPATH", None)
     cli = [python, "-m", "vllm_patchkit"]
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as scratch:
+        env = with_bytecode(env, Path(scratch))
         tree = Path(scratch) / "vllm"
         clone_release(args.version, tree)
         commands = {

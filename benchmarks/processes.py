@@ -105,6 +105,22 @@ def paired(
                 series.samples.append(sample)
 
 
+def with_bytecode(env: Mapping[str, str], scratch: Path) -> dict[str, str]:
+    """``env`` as a user's install runs: byte-code cached.
+
+    pip compiles a wheel's modules when it installs them, and Python writes
+    the byte-code of an editable checkout on first use; only a process with
+    ``PYTHONDONTWRITEBYTECODE`` set (as this machine's environment and the
+    test helpers have) compiles every module of the toolkit from source at
+    every start, a cost no user pays. Byte-code goes to a scratch
+    ``PYTHONPYCACHEPREFIX`` (nothing is written beside the sources); the
+    warm-up round of :func:`paired` fills it, for baseline and command alike.
+    """
+    cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cached["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    return cached
+
+
 def ratio(command: Series, baseline: Series, what: str = "wall_s") -> float:
     return command.median(what) / baseline.median(what)
 
