@@ -39,6 +39,10 @@ from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
 
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from typing import Any
+
 COMMANDS = (
     demo,
     apply,
@@ -55,7 +59,9 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The toolkit's parser; given the ``argv`` it will parse, only the
+    named command's arguments are defined up front (see ``_ListedOnly``)."""
     parser = argparse.ArgumentParser(
         prog="vllm-patchkit",
         description="Keep the vllm-overlay patch series (vLLM PR #51585) applied "
@@ -72,9 +78,72 @@ def build_parser() -> argparse.ArgumentParser:
         help="the patch series directory (default: %(default)s)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    wanted = None if argv is None else _command_in(argv)
     for command in COMMANDS:
-        command.add_parser(commands)
+        if wanted is None:
+            command.add_parser(commands)
+        else:
+            command.add_parser(_ListedOnly(commands, command, wanted))
     return parser
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names, as far as the top level's one option
+    (``--patches DIR``, which argparse also takes abbreviated) shows it."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return None
+        if word.startswith("--p") and "--patches".startswith(word):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+class _ListedOnly:
+    """The subparsers action as a command that is not being run sees it.
+
+    Every start built every command's parser, a fifth of a ``check``'s CPU
+    time; the command being run only needs its own. Another command is
+    listed (its name and help, for ``--help`` and "invalid choice"), and its
+    parser is built only if argparse ever asks for it (see ``_Deferred``).
+    """
+
+    def __init__(self, real: Any, module: Any, wanted: str) -> None:
+        self.real, self.module, self.wanted = real, module, wanted
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if name == self.wanted:
+            return self.real.add_parser(name, **kwargs)
+        pseudo = self.real._ChoicesPseudoAction(name, (), kwargs.get("help"))
+        self.real._choices_actions.append(pseudo)
+        self.real._name_parser_map[name] = _Deferred(self.real, self.module, name)
+        return _Ignored()
+
+
+class _Deferred:
+    """A command's parser, built from its module when first used."""
+
+    def __init__(self, real: Any, module: Any, name: str) -> None:
+        self.real, self.module, self.name = real, module, name
+        self.built: argparse.ArgumentParser | None = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if self.built is None:
+            holder = argparse._SubParsersAction(
+                [], prog=self.real._prog_prefix, parser_class=self.real._parser_class
+            )
+            self.module.add_parser(holder)
+            self.built = holder._name_parser_map[self.name]
+        return getattr(self.built, attribute)
+
+
+class _Ignored:
+    """Takes the argument definitions of a command that is not being run."""
+
+    def __getattr__(self, attribute: str) -> Any:
+        return lambda *args, **kwargs: self
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -115,7 +184,8 @@ def _environment_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     try:
