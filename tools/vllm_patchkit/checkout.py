@@ -267,38 +267,45 @@ def classify_with_history(
     ``UNTRIED``, without trying it: apply tries it with ``git am`` anyway,
     and asks :func:`classify` only when that fails.
     """
-    reports = []
+    reports: list[PatchReport] = []
     version, release = tree_release(git.root)
     found = history(git, list(series.patches))
-    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
-        env: dict[str, str] | None = None
-        for patch in series.patches:
-            if patch.name in found.applied:
-                reports.append(
-                    PatchReport(patch.name, PatchState.APPLIED, "in history")
-                )
-                continue
-            if invariant_holds(git, patch):
-                detail = f"invariant {patch.invariant} holds without the patch"
-                reports.append(PatchReport(patch.name, PatchState.UPSTREAMED, detail))
-                continue
-            skipped = not_carried(patch, release, version)
-            if skipped is not None:
-                reports.append(skipped)
-                continue
-            if not try_apply:
-                reports.append(
-                    PatchReport(
-                        patch.name, PatchState.APPLIES, UNTRIED, list(patch.files)
-                    )
-                )
-                continue
-            if env is None:
-                env = scratch_env(git, Path(scratch))
-                git.run("read-tree", "HEAD", env=env)
-            state, detail = _try_apply(git, patch.path, env)
-            reports.append(PatchReport(patch.name, state, detail, list(patch.files)))
+    to_try: dict[int, Patch] = {}
+    for patch in series.patches:
+        if patch.name in found.applied:
+            reports.append(PatchReport(patch.name, PatchState.APPLIED, "in history"))
+        elif invariant_holds(git, patch):
+            detail = f"invariant {patch.invariant} holds without the patch"
+            reports.append(PatchReport(patch.name, PatchState.UPSTREAMED, detail))
+        elif (skipped := not_carried(patch, release, version)) is not None:
+            reports.append(skipped)
+        else:
+            to_try[len(reports)] = patch
+            files = list(patch.files)
+            reports.append(PatchReport(patch.name, PatchState.APPLIES, UNTRIED, files))
+    if try_apply and to_try:
+        tried = _try_in_order(git, list(to_try.values()))
+        for (index, patch), (state, detail) in zip(to_try.items(), tried, strict=True):
+            reports[index] = PatchReport(patch.name, state, detail, list(patch.files))
     return reports, found
+
+
+def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]]:
+    """Each patch tried on a scratch index holding HEAD and the patches
+    before it. One ``git apply --cached`` of all of them first: git applies
+    its patches one after another, each on the result of those before, and
+    writes the index only if all apply, so when it succeeds each of them
+    applies cleanly; otherwise they are tried one by one on the index as it
+    was (``--3way`` for those that need it)."""
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
+        env = scratch_env(git, Path(scratch))
+        git.run("read-tree", "HEAD", env=env)
+        if len(patches) > 1:
+            paths = [str(p.path) for p in patches]
+            together = git.run("apply", "--cached", *paths, check=False, env=env)
+            if together.returncode == 0:
+                return [(PatchState.APPLIES, "applies cleanly")] * len(patches)
+        return [_try_apply(git, patch.path, env) for patch in patches]
 
 
 UNTRIED = "not tried before git am"
