@@ -9,6 +9,20 @@ dynamic pass (:mod:`.dynamic`) runs the builders and records what they write;
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from vllm_patchkit.audit.findings import AuditReport, Check, Finding
 
-__all__ = ["AuditReport", "Check", "Finding"]
+__all__ = ["AuditReport", "Check", "Finding", "audit_tree"]
+
+
+def audit_tree(tree: Path, **options: Any) -> AuditReport:
+    """Static findings merged with dynamic observations, classified by effect.
+
+    Defined in :mod:`.run`, imported when called: :mod:`.effect` imports
+    this package for the model, and the CLI loads nothing until it audits.
+    """
+    from vllm_patchkit.audit.run import audit_tree as run
+
+    return run(tree, **options)
