@@ -317,7 +317,11 @@ class _Walker:
             self.assign(target.value, EMPTY, env, node)
         elif isinstance(target, ast.Attribute):
             owner = self.expr(target.value, env)
-            if META in owner and target.attr in self.p.fields:
+            if (
+                META in owner
+                and target.attr in self.p.fields
+                and not self.own_cache(target)
+            ):
                 self.write(node, target.attr, "reassignment")
             key = self.self_key(target)
             if key is not None:
@@ -346,6 +350,15 @@ class _Walker:
                 self.write(node, target.attr, "reassignment")
         for fld in fields:
             self.write(node, fld, "augmented assignment")
+
+    def own_cache(self, target: ast.Attribute) -> bool:
+        """The metadata class setting a private slot of its own (a memo cache)."""
+        return (
+            self.p.meta_ref is not None
+            and self.owner is not None
+            and self.owner.node is self.p.meta_ref.node
+            and target.attr.startswith("_")
+        )
 
     def write(self, node: ast.AST, fld: str, op: str) -> None:
         self.p.record(self.module, node.lineno, fld, self.method, op, self.via)
