@@ -128,3 +128,17 @@ def test_a_directory_without_vllm_is_refused(tmp_path: Path) -> None:
 
 def _failed(report: dict[str, Any]) -> list[str]:
     return [c["name"] for c in report["checks"]["list"] if c["status"] == "failed"]
+
+
+def test_the_command_itself_imports_no_vllm_runtime(tmp_path: Path) -> None:
+    # The dynamic pass runs in a child process; the CLI process stays light.
+    from tests.packaging.test_startup import RUNTIME, added_by, packages
+
+    source = release_tree("0.28.0") / "vllm/v1/attention/backend.py"
+    (tmp_path / "vllm/v1/attention").mkdir(parents=True)
+    (tmp_path / "vllm/v1/attention/backend.py").write_text(source.read_text())
+
+    added = added_by("audit", str(tmp_path), "--static-only", ok=(3,))
+
+    assert "vllm_patchkit.audit.static" in added
+    assert not packages(added) & RUNTIME, sorted(packages(added) & RUNTIME)
