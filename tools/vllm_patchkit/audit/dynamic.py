@@ -213,6 +213,9 @@ def run_dynamic(
         env, runtime = tree_env(tree)
     except PatchkitError as exc:  # the tree runtime cannot be given
         return DynamicResult(name, -1, error=f"no runtime for the tree: {exc}")
+    # Builders that launch a Triton kernel run it under Triton's interpreter
+    # on CPU (with no device visible), as the project's kernel tests do.
+    env.setdefault("TRITON_INTERPRET", "1")
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join([*extra_path, env.get("PYTHONPATH", "")])
     start = time.monotonic()

@@ -12,6 +12,7 @@ bases. One that cannot be made is kept with the reason, never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from dataclasses import dataclass, field
@@ -119,16 +120,23 @@ def _import(module: str) -> Any:
     return importlib.import_module(module)
 
 
-def _guess(cls: type) -> list[Recipe]:
-    """Recipes to try for a builder the suite has none for, likeliest first."""
+def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
+    """Recipes to try for a builder the suite has none for, likeliest first:
+    the recipe of the nearest base the suite knows, then by the bases' names."""
+    inherited = [
+        suite[f"{c.__module__}.{c.__qualname__}"]
+        for c in cls.__mro__[1:]
+        if f"{c.__module__}.{c.__qualname__}" in suite
+    ]
+    inherited = [dataclasses.replace(r, factory=None) for r in inherited[:1]]
     names = {c.__name__ for c in cls.__mro__}
     mla = Recipe("mla", "deepseek", mla_layer=True)
     mamba = Recipe("mamba")
     if any("MLA" in n for n in names):
-        return [mla, Recipe("full")]
+        return [*inherited, mla, Recipe("full")]
     if any(k in n for n in names for k in ("Mamba", "GDN", "Linear", "Conv", "KDA")):
-        return [mamba, Recipe("full")]
-    return [Recipe("full"), Recipe("sliding_window"), mamba, mla]
+        return [*inherited, mamba, Recipe("full")]
+    return [*inherited, Recipe("full"), Recipe("sliding_window"), mamba, mla]
 
 
 def _make(cls: type, recipe: Recipe, qlen: int, layer: str) -> tuple[Any, Any]:
@@ -198,7 +206,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
                 NotMade(entry, "abstract", "abstract base: runs through its subclasses")
             )
             continue
-        candidates = [recipe] if recipe is not None else _guess(cls)
+        candidates = [recipe] if recipe is not None else _guess(cls, suite)
         if recipe is not None and qlen not in recipe.query_lens:
             not_made.append(
                 NotMade(
@@ -211,7 +219,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
             continue
         first_error = ""
         for n, candidate in enumerate(candidates):
-            layer = f"audit.{entry.name}.{qlen}.{n}"
+            layer = f"audit.{entry.qualname}.{qlen}.{n}"
             try:
                 builder, config = _make(cls, candidate, qlen, layer)
             except Exception as exc:  # another release's constructor, CUDA

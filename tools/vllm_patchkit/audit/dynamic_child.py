@@ -54,6 +54,7 @@ PER_GROUP_FIELDS = frozenset(
     {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
 )
 """Set afresh on each group's copy by ``GPUModelRunner._build_attention_metadata``."""
+_INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
 _SUBSCRIPT_ASSIGN = re.compile(r"\]\s*(\+|-|\*|/|//|%|&|\||\^)?=[^=]")
 
 
@@ -76,6 +77,21 @@ class Tree:
                 os.path.relpath(real, self.root) if inside else None
             )
         return self._inside[filename]
+
+    def interpreted(self, frame: Any) -> bool:
+        """Is this op Triton's interpreter copying a kernel's arguments back?
+
+        On CPU the interpreter copies every tensor argument back after a
+        kernel ran, read-only ones too: not a write the GPU would make. A
+        kernel that really changes a shared tensor still shows, by content.
+        """
+        while frame is not None:
+            if self.relpath(frame.f_code.co_filename) is not None:
+                return False
+            if frame.f_code.co_filename.endswith(_INTERPRETER):
+                return True
+            frame = frame.f_back
+        return False
 
     def innermost(self, frame: Any) -> tuple[str, int, str, str] | None:
         """(file, line, Class.method, source) of the innermost tree frame."""
@@ -141,7 +157,10 @@ class WriteRecorder(TorchDispatchMode):
             for tensor in values:
                 if not isinstance(tensor, torch.Tensor):
                     continue
-                for name in self._fields(tensor):
+                fields = self._fields(tensor)
+                if fields and self.tree.interpreted(sys._getframe(1)):
+                    continue
+                for name in fields:
                     where = self.tree.innermost(sys._getframe(1))
                     op = func._schema.name.split("::")[-1]
                     self.writes.append((name, op, where))

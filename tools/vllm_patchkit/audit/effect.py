@@ -7,9 +7,9 @@ built twice from the same input, once after the writer ran on the shared
 object and once after the writer ran with that field protected (its own
 copy of the tensor, or its own copy of the metadata object for a
 reassignment). A follower whose metadata (scalars and small tensors) or
-whose success differs between the two is a victim. Each follower is built
-a third time, protected again, so a builder that builds differently from
-the same input is reported as not judged instead of as a victim.
+whose success differs between the two is a victim. A follower that differs
+is built a third time, protected again, so a builder that builds
+differently from the same input is reported as not judged, not as a victim.
 
 Then :func:`classify` turns writes and effects into findings: ``harmful``
 (a victim exists), ``intentional`` (a documented band-aid in
@@ -231,12 +231,11 @@ def measure(
         args = (runner, writer, follower, mode, field, kind)
         protected = _pair(*args, protect=True)
         shared = _pair(*args, protect=False)
-        again = _pair(*args, protect=True)
         result.followers += 1
-        if protected != again:
-            result.not_judged[name] = "builds differently from the same input"
-            continue
         if shared == protected:
+            continue
+        if _pair(*args, protect=True) != protected:
+            result.not_judged[name] = "builds differently from the same input"
             continue
         changed = _changed_keys(protected, shared)
         alias_only = bool(changed) and all(k.endswith("@alias") for k in changed)
