@@ -14,7 +14,6 @@ torch nor vLLM, so the CLI stays quick to start.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -198,17 +197,19 @@ def tree_env(tree: Path | None) -> tuple[dict[str, str], dict[str, Any]]:
     return runtime.env(scenario_env(None)), runtime.to_json()
 
 
-def run_dynamic(
-    tree: Path | None, timeout: float = 1200, extra_path: list[str] | None = None
-) -> DynamicResult:
+def run_dynamic(tree: Path | None, timeout: float = 1200) -> DynamicResult:
     """The dynamic pass and its effects on ``tree`` (None: the installed vLLM).
 
-    ``extra_path`` goes first on the child's path (a mutant's edited modules
-    overlaid on an unchanged tree).
+    With the report cache on (a test session), a tree whose content was
+    already audited this session gets that run's result.
     """
     from vllm_patchkit.errors import PatchkitError
+    from vllm_patchkit.regression import report_cache
 
     name = str(tree) if tree is not None else "installed"
+    if tree is not None and not (tree / "vllm" / "__init__.py").is_file():
+        # Else the child would import (and audit) the installed vLLM.
+        return DynamicResult(name, -1, error=f"{tree} holds no vllm/ package")
     try:
         env, runtime = tree_env(tree)
     except PatchkitError as exc:  # the tree runtime cannot be given
@@ -216,8 +217,19 @@ def run_dynamic(
     # Builders that launch a Triton kernel run it under Triton's interpreter
     # on CPU (with no device visible), as the project's kernel tests do.
     env.setdefault("TRITON_INTERPRET", "1")
-    if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join([*extra_path, env.get("PYTHONPATH", "")])
+
+    def produce() -> tuple[dict[str, Any], bool]:
+        result = _run_child(tree, name, env, timeout)
+        return result.to_json(), result.error is None
+
+    result = from_json(report_cache.reuse("audit-dynamic", tree, [], env, produce))
+    result.runtime = runtime
+    return result
+
+
+def _run_child(
+    tree: Path | None, name: str, env: dict[str, str], timeout: float
+) -> DynamicResult:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-audit-") as scratch:
         output = Path(scratch) / "dynamic.json"
@@ -249,11 +261,9 @@ def run_dynamic(
         return DynamicResult(
             name,
             proc.returncode,
-            runtime=runtime,
             error=f"the dynamic pass gave no result (exit {proc.returncode}): {tail}",
         )
     result = from_json(data)
     result.returncode = proc.returncode
-    result.runtime = runtime
     result.seconds["process"] = round(time.monotonic() - start, 2)
     return result

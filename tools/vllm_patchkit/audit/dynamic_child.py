@@ -99,7 +99,10 @@ class Tree:
             rel = self.relpath(frame.f_code.co_filename)
             if rel is not None:
                 source = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-                return rel, frame.f_lineno, frame.f_code.co_qualname, source.strip()
+                # A class made in a factory: "Class.method", not the factory's
+                # "<locals>" path.
+                method = frame.f_code.co_qualname.rpartition(".<locals>.")[2]
+                return rel, frame.f_lineno, method, source.strip()
             frame = frame.f_back
         return None
 

@@ -332,5 +332,10 @@ def classify(result: DynamicResult) -> list[Finding]:
             )
         elif finding.victims:
             finding.kind = "harmful"
+        if finding.operation == "reassignment":
+            finding.reason += (
+                "; a reassignment reaches only builders handed the same object "
+                "(the other attention groups of the writer's KV-cache group)"
+            )
         out.append(finding)
     return out
