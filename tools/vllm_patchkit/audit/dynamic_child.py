@@ -19,8 +19,10 @@ object, so the tensors are the base's. Meanwhile:
   writes them) is found again by rerunning the builder under a line tracer
   that compares the field after each line of the tree.
 
-Fields the runner sets per KV-cache group (block table, slot mapping,
-encoder lengths) are not shared between groups and are not recorded.
+Every field counts: the attention groups of one KV-cache group get the very
+same object, so even the fields the runner sets per KV-cache group (block
+table, slot mapping, encoder lengths) are shared by them; :mod:`.effect`
+says so in such a finding's reason.
 """
 
 from __future__ import annotations
@@ -50,10 +52,6 @@ DECODE_QUERY_LENS = (1, 3)
 """Plain decode, and speculative decoding with two draft tokens (the
 regression suite's two batches: some builders read the host offsets only
 with draft tokens)."""
-PER_GROUP_FIELDS = frozenset(
-    {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
-)
-"""Set afresh on each group's copy by ``GPUModelRunner._build_attention_metadata``."""
 _INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
 _SUBSCRIPT_ASSIGN = re.compile(r"\]\s*(\+|-|\*|/|//|%|&|\||\^)?=[^=]")
 
@@ -112,7 +110,7 @@ def shared_tensors(metadata: Any) -> dict[str, torch.Tensor]:
     out = {}
     for f in dataclasses.fields(metadata):
         value = getattr(metadata, f.name, None)
-        if f.name not in PER_GROUP_FIELDS and isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor):
             out[f.name] = value
     return out
 
@@ -275,7 +273,7 @@ def observe(
     cm = group_copy(base, made)
     shared = shared_tensors(base)
     before = {name: t.clone() for name, t in shared.items()}
-    names = {f.name for f in dataclasses.fields(cm)} - PER_GROUP_FIELDS
+    names = {f.name for f in dataclasses.fields(cm)}
     bound = {name: id(getattr(cm, name, None)) for name in names}
     recorder = WriteRecorder(tree, shared)
     error = None

@@ -91,6 +91,14 @@ def intentional(write: ObservedWrite) -> Band | None:
     return None
 
 
+PER_GROUP_FIELDS = frozenset(
+    {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
+)
+"""Set afresh on each KV-cache group's copy by the runner
+(``GPUModelRunner._build_attention_metadata``): shared only by the attention
+groups of one KV-cache group, not across KV-cache groups."""
+
+
 # --- measured in the child (torch and vLLM importable there) ---------------
 
 
@@ -332,7 +340,12 @@ def classify(result: DynamicResult) -> list[Finding]:
             )
         elif finding.victims:
             finding.kind = "harmful"
-        if finding.operation == "reassignment":
+        if finding.field in PER_GROUP_FIELDS:
+            finding.reason += (
+                "; the runner sets this field per KV-cache group, so the write "
+                "reaches only the other attention groups of the writer's group"
+            )
+        elif finding.operation == "reassignment":
             finding.reason += (
                 "; a reassignment reaches only builders handed the same object "
                 "(the other attention groups of the writer's KV-cache group)"
