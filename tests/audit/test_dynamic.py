@@ -116,6 +116,26 @@ def test_host_zeroing_is_gone_on_0_29(fixed_result: DynamicResult) -> None:
     assert rocm_harmful == []
 
 
+def test_a_factory_made_builders_write_is_found(
+    installed_result: DynamicResult,
+) -> None:
+    """StaticSink's builder exists only once its factory runs (it wraps
+    another backend's builder); its in-place write of the shared seq_lens
+    in normal build is found with its line and changes later builders."""
+    relpath = "vllm/model_executor/layers/attention/static_sink_attention.py"
+    statement = "common_attn_metadata.seq_lens[:] = ("
+    line = line_of(installed_vllm_root(), relpath, statement)
+    (finding,) = findings_at(installed_result, relpath, line)
+    assert (finding.field, finding.operation, finding.method) == (
+        "seq_lens",
+        "slice assignment",
+        "StaticSinkAttentionBuilder.build",
+    )
+    assert finding.kind == "harmful"
+    assert "FlashAttentionMetadataBuilder" in short(finding.victims)
+    assert any("(build, q=" in v for v in finding.victims)
+
+
 def test_every_builder_is_run_or_said_why_not(installed_result: DynamicResult) -> None:
     """No builder of the tree is silently dropped: each one ran in both modes,
     or is listed as could-not-run / raised / abstract with a reason."""
@@ -139,7 +159,6 @@ def test_every_builder_is_run_or_said_why_not(installed_result: DynamicResult) -
 def test_a_tree_without_vllm_is_never_audited_as_the_installed_one(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "requirements").mkdir()
     result = run_dynamic(tmp_path)
     assert result.error is not None
     assert result.writes == [] and result.runs == []

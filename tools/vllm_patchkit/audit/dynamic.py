@@ -14,7 +14,6 @@ torch nor vLLM, so the CLI stays quick to start.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,8 +21,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from vllm_patchkit.audit.findings import Check
 
 MODES = ("build", "capture")
 """``build``: ``build(0, metadata)``; ``capture``: ``build_for_cudagraph_capture``."""
@@ -113,46 +110,6 @@ class DynamicResult:
     def could_not_run(self) -> list[BuilderRun]:
         return [r for r in self.runs if r.status in ("raised", "could not run")]
 
-    def checks(self) -> list[Check]:
-        """The pass as one check: it could not run (why), or it ran and
-        passed unless a write it saw is harmful."""
-        from vllm_patchkit.audit.effect import classify
-
-        if self.error is not None:
-            return [Check("dynamic pass", ran=False, why=self.error)]
-        builders = len({r.builder for r in self.ran})
-        harmful = [f for f in classify(self) if f.kind == "harmful"]
-        return [
-            Check(
-                "dynamic pass",
-                ran=True,
-                passed=not harmful,
-                why=f"{builders} builders ran; {len(self.writes)} shared writes "
-                f"seen; {len(harmful)} harmful",
-            )
-        ]
-
-    def builder_checks(self) -> list[Check]:
-        """One check per builder and mode: ran, or could not run with why.
-
-        A builder that needs CUDA or a ROCm-only package never runs on a CPU
-        host; the static pass still reads it. Whether such a builder makes a
-        whole audit "cannot judge" is the report's call, not this pass's.
-        """
-        by_key: dict[tuple[str, str | None], list[BuilderRun]] = {}
-        for run in self.runs:
-            by_key.setdefault((run.builder, run.mode), []).append(run)
-        out = []
-        for (builder, mode), runs in sorted(by_key.items(), key=str):
-            name = f"dynamic: {builder}" + (f" ({mode})" if mode else "")
-            ran = [r for r in runs if r.status == "ran"]
-            if ran:
-                out.append(Check(name, ran=True, passed=True))
-            else:
-                why = "; ".join(sorted({f"{r.status}: {r.reason}" for r in runs}))
-                out.append(Check(name, ran=False, why=why))
-        return out
-
     def to_json(self) -> dict[str, Any]:
         return {
             "tree": self.tree,
@@ -198,23 +155,39 @@ def tree_env(tree: Path | None) -> tuple[dict[str, str], dict[str, Any]]:
     return runtime.env(scenario_env(None)), runtime.to_json()
 
 
-def run_dynamic(
-    tree: Path | None, timeout: float = 1200, extra_path: list[str] | None = None
-) -> DynamicResult:
+def run_dynamic(tree: Path | None, timeout: float = 1200) -> DynamicResult:
     """The dynamic pass and its effects on ``tree`` (None: the installed vLLM).
 
-    ``extra_path`` goes first on the child's path (a mutant's edited modules
-    overlaid on an unchanged tree).
+    With the report cache on (a test session), a tree whose content was
+    already audited this session gets that run's result.
     """
     from vllm_patchkit.errors import PatchkitError
+    from vllm_patchkit.regression import report_cache
 
     name = str(tree) if tree is not None else "installed"
+    if tree is not None and not (tree / "vllm" / "__init__.py").is_file():
+        # Else the child would import (and audit) the installed vLLM.
+        return DynamicResult(name, -1, error=f"{tree} holds no vllm/ package")
     try:
         env, runtime = tree_env(tree)
     except PatchkitError as exc:  # the tree runtime cannot be given
         return DynamicResult(name, -1, error=f"no runtime for the tree: {exc}")
-    if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join([*extra_path, env.get("PYTHONPATH", "")])
+    # Builders that launch a Triton kernel run it under Triton's interpreter
+    # on CPU (with no device visible), as the project's kernel tests do.
+    env.setdefault("TRITON_INTERPRET", "1")
+
+    def produce() -> tuple[dict[str, Any], bool]:
+        result = _run_child(tree, name, env, timeout)
+        return result.to_json(), result.error is None
+
+    result = from_json(report_cache.reuse("audit-dynamic", tree, [], env, produce))
+    result.runtime = runtime
+    return result
+
+
+def _run_child(
+    tree: Path | None, name: str, env: dict[str, str], timeout: float
+) -> DynamicResult:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-audit-") as scratch:
         output = Path(scratch) / "dynamic.json"
@@ -246,11 +219,9 @@ def run_dynamic(
         return DynamicResult(
             name,
             proc.returncode,
-            runtime=runtime,
             error=f"the dynamic pass gave no result (exit {proc.returncode}): {tail}",
         )
     result = from_json(data)
     result.returncode = proc.returncode
-    result.runtime = runtime
     result.seconds["process"] = round(time.monotonic() - start, 2)
     return result

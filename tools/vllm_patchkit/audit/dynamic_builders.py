@@ -12,6 +12,7 @@ bases. One that cannot be made is kept with the reason, never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from dataclasses import dataclass, field
@@ -72,8 +73,42 @@ class NotMade:
     reason: str
 
 
+_LAYERS = "vllm.model_executor.layers.attention"
+FACTORY_RECIPES: dict[str, Recipe] = {
+    f"{_LAYERS}.static_sink_attention.StaticSinkAttentionBuilder": Recipe(
+        factory="create_static_sink_attention_backend",
+        factory_kwargs={"sink_len": harness.BLOCK_SIZE},
+    ),
+    f"{_LAYERS}.chunked_local_attention.ChunkedLocalAttentionBuilder": Recipe(
+        factory="create_chunked_local_attention_backend",
+        factory_kwargs={"attention_chunk_size": 2 * harness.BLOCK_SIZE},
+    ),
+    f"{_LAYERS}.encoder_only_attention.EncoderOnlyAttentionBuilder": Recipe(
+        factory="create_encoder_only_attention_backend"
+    ),
+    "vllm.v1.attention.backends.utils.FastPrefillAttentionBuilder": Recipe(
+        factory="create_fast_prefill_custom_backend",
+        factory_kwargs={"prefix": "Audit_"},
+    ),
+}
+"""Factory-made builders the regression suite has no victim for: the factory
+and its arguments. Like the suite's, each wraps the ROCm backend (a backend
+every release can make on CPU), so the subclass's own code runs on top of it."""
+
+
+def _from_factory(module: Any, recipe: Recipe) -> type:
+    factory = getattr(module, recipe.factory or "")
+    params = inspect.signature(factory).parameters
+    backend = harness.rocm_backend_cls()
+    if "underlying_attn_backend" in params:
+        made = factory(underlying_attn_backend=backend, **recipe.factory_kwargs)
+    else:
+        made = factory(backend, **recipe.factory_kwargs)
+    return made.get_builder_cls()
+
+
 def _recipes_from_suite() -> dict[str, Recipe]:
-    out = {}
+    out = dict(FACTORY_RECIPES)
     for v in victims.VICTIMS:
         out[v.qualname] = Recipe(
             v.spec,
@@ -119,16 +154,23 @@ def _import(module: str) -> Any:
     return importlib.import_module(module)
 
 
-def _guess(cls: type) -> list[Recipe]:
-    """Recipes to try for a builder the suite has none for, likeliest first."""
+def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
+    """Recipes to try for a builder the suite has none for, likeliest first:
+    the recipe of the nearest base the suite knows, then by the bases' names."""
+    inherited = [
+        suite[f"{c.__module__}.{c.__qualname__}"]
+        for c in cls.__mro__[1:]
+        if f"{c.__module__}.{c.__qualname__}" in suite
+    ]
+    inherited = [dataclasses.replace(r, factory=None) for r in inherited[:1]]
     names = {c.__name__ for c in cls.__mro__}
     mla = Recipe("mla", "deepseek", mla_layer=True)
     mamba = Recipe("mamba")
     if any("MLA" in n for n in names):
-        return [mla, Recipe("full")]
+        return [*inherited, mla, Recipe("full")]
     if any(k in n for n in names for k in ("Mamba", "GDN", "Linear", "Conv", "KDA")):
-        return [mamba, Recipe("full")]
-    return [Recipe("full"), Recipe("sliding_window"), mamba, mla]
+        return [*inherited, mamba, Recipe("full")]
+    return [*inherited, Recipe("full"), Recipe("sliding_window"), mamba, mla]
 
 
 def _make(cls: type, recipe: Recipe, qlen: int, layer: str) -> tuple[Any, Any]:
@@ -170,18 +212,15 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
         try:
             module = _import(entry.module)
             if recipe is not None and recipe.factory:
-                backend = getattr(module, recipe.factory)(
-                    harness.rocm_backend_cls(), **recipe.factory_kwargs
-                )
-                cls = backend.get_builder_cls()
+                cls = _from_factory(module, recipe)
             elif entry.in_factory:
                 not_made.append(
                     NotMade(
                         entry,
                         "could not run",
                         "made inside a factory function the audit has no "
-                        "recipe for (the regression victim table names the "
-                        "factories it can call)",
+                        "recipe for (the regression victim table and "
+                        "FACTORY_RECIPES name the factories it can call)",
                     )
                 )
                 continue
@@ -198,7 +237,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
                 NotMade(entry, "abstract", "abstract base: runs through its subclasses")
             )
             continue
-        candidates = [recipe] if recipe is not None else _guess(cls)
+        candidates = [recipe] if recipe is not None else _guess(cls, suite)
         if recipe is not None and qlen not in recipe.query_lens:
             not_made.append(
                 NotMade(
@@ -211,7 +250,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
             continue
         first_error = ""
         for n, candidate in enumerate(candidates):
-            layer = f"audit.{entry.name}.{qlen}.{n}"
+            layer = f"audit.{entry.qualname}.{qlen}.{n}"
             try:
                 builder, config = _make(cls, candidate, qlen, layer)
             except Exception as exc:  # another release's constructor, CUDA

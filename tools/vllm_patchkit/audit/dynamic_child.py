@@ -19,8 +19,10 @@ object, so the tensors are the base's. Meanwhile:
   writes them) is found again by rerunning the builder under a line tracer
   that compares the field after each line of the tree.
 
-Fields the runner sets per KV-cache group (block table, slot mapping,
-encoder lengths) are not shared between groups and are not recorded.
+Every field counts: the attention groups of one KV-cache group get the very
+same object, so even the fields the runner sets per KV-cache group (block
+table, slot mapping, encoder lengths) are shared by them; :mod:`.effect`
+says so in such a finding's reason.
 """
 
 from __future__ import annotations
@@ -50,10 +52,7 @@ DECODE_QUERY_LENS = (1, 3)
 """Plain decode, and speculative decoding with two draft tokens (the
 regression suite's two batches: some builders read the host offsets only
 with draft tokens)."""
-PER_GROUP_FIELDS = frozenset(
-    {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
-)
-"""Set afresh on each group's copy by ``GPUModelRunner._build_attention_metadata``."""
+_INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
 _SUBSCRIPT_ASSIGN = re.compile(r"\]\s*(\+|-|\*|/|//|%|&|\||\^)?=[^=]")
 
 
@@ -77,13 +76,31 @@ class Tree:
             )
         return self._inside[filename]
 
+    def interpreted(self, frame: Any) -> bool:
+        """Is this op Triton's interpreter copying a kernel's arguments back?
+
+        On CPU the interpreter copies every tensor argument back after a
+        kernel ran, read-only ones too: not a write the GPU would make. A
+        kernel that really changes a shared tensor still shows, by content.
+        """
+        while frame is not None:
+            if self.relpath(frame.f_code.co_filename) is not None:
+                return False
+            if frame.f_code.co_filename.endswith(_INTERPRETER):
+                return True
+            frame = frame.f_back
+        return False
+
     def innermost(self, frame: Any) -> tuple[str, int, str, str] | None:
         """(file, line, Class.method, source) of the innermost tree frame."""
         while frame is not None:
             rel = self.relpath(frame.f_code.co_filename)
             if rel is not None:
                 source = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-                return rel, frame.f_lineno, frame.f_code.co_qualname, source.strip()
+                # A class made in a factory: "Class.method", not the factory's
+                # "<locals>" path.
+                method = frame.f_code.co_qualname.rpartition(".<locals>.")[2]
+                return rel, frame.f_lineno, method, source.strip()
             frame = frame.f_back
         return None
 
@@ -93,7 +110,7 @@ def shared_tensors(metadata: Any) -> dict[str, torch.Tensor]:
     out = {}
     for f in dataclasses.fields(metadata):
         value = getattr(metadata, f.name, None)
-        if f.name not in PER_GROUP_FIELDS and isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor):
             out[f.name] = value
     return out
 
@@ -141,7 +158,10 @@ class WriteRecorder(TorchDispatchMode):
             for tensor in values:
                 if not isinstance(tensor, torch.Tensor):
                     continue
-                for name in self._fields(tensor):
+                fields = self._fields(tensor)
+                if fields and self.tree.interpreted(sys._getframe(1)):
+                    continue
+                for name in fields:
                     where = self.tree.innermost(sys._getframe(1))
                     op = func._schema.name.split("::")[-1]
                     self.writes.append((name, op, where))
@@ -253,7 +273,7 @@ def observe(
     cm = group_copy(base, made)
     shared = shared_tensors(base)
     before = {name: t.clone() for name, t in shared.items()}
-    names = {f.name for f in dataclasses.fields(cm)} - PER_GROUP_FIELDS
+    names = {f.name for f in dataclasses.fields(cm)}
     bound = {name: id(getattr(cm, name, None)) for name in names}
     recorder = WriteRecorder(tree, shared)
     error = None

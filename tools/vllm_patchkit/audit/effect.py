@@ -7,9 +7,9 @@ built twice from the same input, once after the writer ran on the shared
 object and once after the writer ran with that field protected (its own
 copy of the tensor, or its own copy of the metadata object for a
 reassignment). A follower whose metadata (scalars and small tensors) or
-whose success differs between the two is a victim. Each follower is built
-a third time, protected again, so a builder that builds differently from
-the same input is reported as not judged instead of as a victim.
+whose success differs between the two is a victim. A follower that differs
+is built a third time, protected again, so a builder that builds
+differently from the same input is reported as not judged, not as a victim.
 
 Then :func:`classify` turns writes and effects into findings: ``harmful``
 (a victim exists), ``intentional`` (a documented band-aid in
@@ -89,6 +89,14 @@ def intentional(write: ObservedWrite) -> Band | None:
         ):
             return band
     return None
+
+
+PER_GROUP_FIELDS = frozenset(
+    {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
+)
+"""Set afresh on each KV-cache group's copy by the runner
+(``GPUModelRunner._build_attention_metadata``): shared only by the attention
+groups of one KV-cache group, not across KV-cache groups."""
 
 
 # --- measured in the child (torch and vLLM importable there) ---------------
@@ -231,12 +239,11 @@ def measure(
         args = (runner, writer, follower, mode, field, kind)
         protected = _pair(*args, protect=True)
         shared = _pair(*args, protect=False)
-        again = _pair(*args, protect=True)
         result.followers += 1
-        if protected != again:
-            result.not_judged[name] = "builds differently from the same input"
-            continue
         if shared == protected:
+            continue
+        if _pair(*args, protect=True) != protected:
+            result.not_judged[name] = "builds differently from the same input"
             continue
         changed = _changed_keys(protected, shared)
         alias_only = bool(changed) and all(k.endswith("@alias") for k in changed)
@@ -333,5 +340,15 @@ def classify(result: DynamicResult) -> list[Finding]:
             )
         elif finding.victims:
             finding.kind = "harmful"
+        if finding.field in PER_GROUP_FIELDS:
+            finding.reason += (
+                "; the runner sets this field per KV-cache group, so the write "
+                "reaches only the other attention groups of the writer's group"
+            )
+        elif finding.operation == "reassignment":
+            finding.reason += (
+                "; a reassignment reaches only builders handed the same object "
+                "(the other attention groups of the writer's KV-cache group)"
+            )
         out.append(finding)
     return out
