@@ -99,10 +99,17 @@ def test_the_host_zeroing_is_gone_on_0_29_0(
     code, report = fixed
 
     assert not [f for f in report["findings"] if f["field"] == "query_start_loc_cpu"]
-    assert not [f for f in report["findings"] if f["kind"] == "harmful"]
-    # Nothing harmful; whether everything could be judged decides 0 or 3.
-    assert code == (3 if report["checks"]["could_not_run"] else 0)
-    assert report["verdict"] == ("cannot judge" if code == 3 else "no harmful write")
+    rocm = [f for f in report["findings"] if f["file"] == ROCM]
+    assert rocm and all(f["kind"] == "intentional" for f in rocm)
+    # Other harmful writes of the class may live in the release (the
+    # StaticSink builder's, docs/audit.md); the exit code follows them.
+    harmful = [f for f in report["findings"] if f["kind"] == "harmful"]
+    if harmful:
+        assert (code, report["verdict"]) == (1, "harmful")
+    elif report["checks"]["could_not_run"]:
+        assert (code, report["verdict"]) == (3, "cannot judge")
+    else:
+        assert (code, report["verdict"]) == (0, "no harmful write")
 
 
 def test_human_output_ranks_harmful_first(
