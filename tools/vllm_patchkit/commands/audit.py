@@ -11,6 +11,8 @@ from vllm_patchkit.runtime import INSTALLED_VLLM, require
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from vllm_patchkit.audit.findings import AuditReport
 
 _DESCRIPTION = (
@@ -86,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def print_report(report: AuditReport, out=sys.stdout) -> None:
+def print_report(report: AuditReport, out: TextIO | None = None) -> None:
     """Verdict and counts first, then the findings, harmful first."""
+    out = out or sys.stdout
     counts = report.counts()
     print(f"vLLM {report.version} at {report.tree}", file=out)
     print(
