@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vllm_patchkit.commands import (
     apply,
+    audit,
     check,
     demo,
     doctor,
@@ -51,6 +52,7 @@ COMMANDS = (
     refresh,
     upstream,
     doctor,
+    audit,
     matrix,
     test,
     precommit,
