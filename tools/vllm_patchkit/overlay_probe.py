@@ -291,10 +291,11 @@ def child(mode: str, output: Path) -> None:
     except Exception as exc:  # the run failed: reported, never a pass
         import traceback
 
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        report["error"] = (
-            f"{type(exc).__name__}: {exc} (at {frame.filename}:{frame.lineno})"
-        )
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = [f"{f.filename}:{f.lineno}" for f in frames[-1:]]
+        inner = [f for f in frames if "/vllm/" in f.filename][-1:]
+        where += [f"from {f.filename}:{f.lineno}" for f in inner if f != frames[-1]]
+        report["error"] = f"{type(exc).__name__}: {exc} (at {', '.join(where)})"
     report["log"] = records
     output.write_text(json.dumps(report, indent=2))
 
@@ -329,9 +330,13 @@ def capture_scenario() -> dict[str, Any]:
     facts["bug"] = any(n == 0 for n in lens) or bool(
         facts["indexer"] and facts["indexer"].get("raised")
     )
-    aiter = _optional("vllm.v1.attention.backends.rocm_aiter_unified_attn")
-    if aiter is not None:
-        facts["aiter_fix_on_vllm_class"] = aiter_fix.is_installed_on(aiter)
+    try:
+        aiter = _optional("vllm.v1.attention.backends.rocm_aiter_unified_attn")
+    except Exception as exc:  # 0.33.0 asks the GPU for its arch at import
+        facts["aiter_module"] = f"not importable here: {type(exc).__name__}: {exc}"
+    else:
+        if aiter is not None:
+            facts["aiter_fix_on_vllm_class"] = aiter_fix.is_installed_on(aiter)
     return facts
 
 
