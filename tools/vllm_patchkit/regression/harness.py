@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from vllm_patchkit.regression import layout
+
 # A llama-shaped model small enough to configure instantly. Only the config
 # is read; no weights are loaded.
 TINY_MODEL_CONFIG = {
@@ -330,6 +332,13 @@ def add_encoder_lengths(metadata: Any) -> None:
     )
 
 
+def vllm_has(relpath: str) -> bool:
+    """Whether the imported vLLM package has ``relpath`` (a file or package)."""
+    import vllm
+
+    return (Path(vllm.__file__).parent / relpath).exists()
+
+
 def import_without_parent_init(package: str, module: str) -> types.ModuleType:
     """Import ``package.module`` without running ``package/__init__.py``.
 
@@ -365,7 +374,7 @@ def batch_metadata(query_lens: Sequence[int], context_len: int = 10) -> Any:
     ``seq_lens_cpu_upper_bound``), so the constructor arguments come from the
     fields the installed release declares.
     """
-    from vllm.v1.attention.backend import CommonAttentionMetadata
+    CommonAttentionMetadata = layout.common_attention_metadata()  # noqa: N806
 
     lens = torch.tensor(list(query_lens), dtype=torch.int32)
     num_reqs = len(lens)
