@@ -157,6 +157,8 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
             block_table=_construct(
                 MultiGroupBlockTable,
                 max_num_reqs=MAX_NUM_REQS,
+                # Declared before 0.14.0; _construct passes only declared ones.
+                max_model_len=config.model_config.max_model_len,
                 max_num_batched_tokens=MAX_NUM_TOKENS,
                 pin_memory=False,
                 device=harness.CPU,

@@ -120,6 +120,7 @@ def vllm_config(decode_query_len: int = 1, model: str = "llama") -> Any:
     # The engine sets this after profiling memory; FlexAttention's builder
     # sizes its block mask from it.
     config.cache_config.num_gpu_blocks = NUM_GPU_BLOCKS
+    layout.complete_config(config)
     return config
 
 
@@ -210,6 +211,7 @@ def make_builder(
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(config):
+        kwargs = layout.declared_kwargs(builder_cls, kwargs)
         return builder_cls(spec or attention_spec(), [layer], config, CPU, **kwargs)
 
 

@@ -10,6 +10,11 @@ fails as a harness error naming what it looked for.
   ``vllm.v1.attention.backends.utils`` before.
 - ``AttentionGroup.create_metadata_builders``: ``kernel_block_size`` has a
   default from 0.14.0; 0.11.x-0.13.x require it (None: the spec's own size).
+- ``CompilationConfig.max_cudagraph_capture_size``: 0.11.x-0.13.x leave it
+  None on a CPU platform (the GPU platform sets it), and the Mamba-family
+  and GDN builders compare against it.
+- Builder keyword arguments a release does not declare (the DeepSeek-V3.2
+  indexer's ``block_table_width``, later releases) are not passed.
 """
 
 from __future__ import annotations
@@ -57,3 +62,22 @@ def create_metadata_builders(group: Any, config: Any, device: Any) -> None:
         group.create_metadata_builders(config, device, kernel_block_size=None)
     else:
         group.create_metadata_builders(config, device)
+
+
+def complete_config(config: Any) -> None:
+    """Fill what a GPU platform would have set and older releases read."""
+    compilation = config.compilation_config
+    if getattr(compilation, "max_cudagraph_capture_size", 0) is None:
+        # vLLM's own default for it: min(max_num_seqs * 2, 512).
+        max_num_seqs = config.scheduler_config.max_num_seqs
+        compilation.max_cudagraph_capture_size = min(max_num_seqs * 2, 512)
+
+
+def declared_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Those of ``kwargs`` that some ``__init__`` of ``cls`` names."""
+    declared: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            declared.update(inspect.signature(init).parameters)
+    return {k: v for k, v in kwargs.items() if k in declared}
