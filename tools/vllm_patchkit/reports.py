@@ -29,6 +29,7 @@ def format_verify(result: VerifyResult) -> str:
     lines = [f"vLLM {_version(runs)} from {result.after.tree}"]
     lines += [f"  {r.label}: {r.revision}" for r in runs if r.revision]
     lines += [f"  {r.label}: {runtime_line(r.runtime)}" for r in runs if r.runtime]
+    lines += [f"  {r.label}: stand-in: {s}" for r in runs for s in r.stand_ins]
     lines += _table(["check", *header], rows)
     for run in runs:
         lines += run_summary(run)

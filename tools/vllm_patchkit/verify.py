@@ -75,6 +75,8 @@ class TreeRun:
     """Why the run could not judge the tree (harness failure, wrong import)."""
     not_counted: dict[str, str] = field(default_factory=dict)
     """Fixes that do not decide the verdict here, and why (not carried)."""
+    stand_ins: list[str] = field(default_factory=list)
+    """What the harness stood in for on this host (amdsmi's GCN arch)."""
     runtime: dict[str, Any] | None = None
     """What ran the tree: torch, the release's pin, extra packages, what
     could not be provided (:class:`vllm_patchkit.tree_runtime.TreeRuntime`)."""
@@ -236,6 +238,7 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
     report = run_scenarios(tree)
     if report.runtime is not None:
         run.runtime = report.runtime.to_json()
+    run.stand_ins = list((report.report or {}).get("stand_ins") or [])
     if report.report is None:
         tail = "\n".join(report.log.strip().splitlines()[-5:])
         run.problem = f"the regression suite did not report (exit {report.returncode})"

@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     outcomes = run_all(args.scenario, stop=failed)
+    from vllm_patchkit.regression.layout import stand_ins
+
     checks = fixed_checks(outcomes)
     verdict, why = judge(checks)
     counts = tally(checks)
@@ -72,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         "vllm_version": getattr(vllm, "__version__", "unknown"),
         "vllm_file": vllm.__file__,
         "torch": _torch_version(),
+        "stand_ins": stand_ins(),
         "verdict": verdict,
         "why": why,
         "fixed": verdict == FIXED,
@@ -92,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         print(f"vLLM {report['vllm_version']} from {report['vllm_file']}")
         print(f"torch {report['torch']}")
+        for line in report["stand_ins"]:
+            print(f"stand-in: {line}")
         for check in checks:
             label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
             print(f"  {label} {check.name}: {check.detail}")

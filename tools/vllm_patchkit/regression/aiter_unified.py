@@ -52,6 +52,12 @@ def aiter_backend() -> type:
         module = importlib.import_module(AITER_MODULE)
     except ImportError as exc:
         raise BackendUnavailable(f"no {AITER_MODULE}: {exc}") from exc
+    except Exception:
+        # 0.33.0 imports vllm.platforms.rocm at module level, which asks the
+        # GPU for its arch: retry once with the layout's amdsmi stand-in.
+        if not layout.import_rocm_platform():
+            raise
+        module = importlib.import_module(AITER_MODULE)
     return getattr(module, AITER_BACKEND)
 
 

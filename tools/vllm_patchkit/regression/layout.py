@@ -15,12 +15,20 @@ fails as a harness error naming what it looked for.
   and GDN builders compare against it.
 - Builder keyword arguments a release does not declare (the DeepSeek-V3.2
   indexer's ``block_table_width``, later releases) are not passed.
+- ``vllm.platforms.rocm`` resolves the GPU's GCN arch when imported (amdsmi,
+  else ``torch.cuda``), and from 0.33.0 the AITER unified backend imports it
+  at module level: on a host without an AMD GPU it is imported with a
+  stand-in for ``amdsmi`` that answers that one question (see
+  :func:`import_rocm_platform`); the report names the stand-in.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import sys
+import types
 from typing import Any
 
 ATTENTION_METADATA_MODULES = (
@@ -81,3 +89,70 @@ def declared_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
         if init is not None:
             declared.update(inspect.signature(init).parameters)
     return {k: v for k, v in kwargs.items() if k in declared}
+
+
+ROCM_HOST_ARCH = "gfx942"
+"""The arch the stand-in reports: MI300X/MI325X, where #51585 was seen."""
+
+_STAND_INS: list[str] = []
+
+
+def stand_ins() -> list[str]:
+    """What this process stood in for (for the report): empty when nothing."""
+    return list(_STAND_INS)
+
+
+def import_rocm_platform() -> bool:
+    """Import ``vllm.platforms.rocm`` on a host without an AMD GPU.
+
+    Only when ``amdsmi`` cannot be imported here: during the import, a
+    stand-in module answers the GCN-arch query with :data:`ROCM_HOST_ARCH`;
+    every other amdsmi call raises. It is removed from ``sys.modules`` right
+    after, so vLLM's platform detection never sees it. The arch only gates
+    per-GPU features (FP8 query input on gfx11, KV shuffling on gfx1250);
+    the builders' handling of the shared offsets does not depend on it.
+    True when it imported the module with the stand-in.
+    """
+    if "vllm.platforms.rocm" in sys.modules or importlib.util.find_spec("amdsmi"):
+        return False
+    sys.modules["amdsmi"] = _amdsmi_stand_in()
+    try:
+        importlib.import_module("vllm.platforms.rocm")
+    finally:
+        sys.modules.pop("amdsmi", None)
+    _STAND_INS.append(
+        f"amdsmi (absent here) stood in for while importing vllm.platforms.rocm: "
+        f"GCN arch {ROCM_HOST_ARCH}"
+    )
+    return True
+
+
+def _amdsmi_stand_in() -> types.ModuleType:
+    module = types.ModuleType("amdsmi")
+
+    class AmdSmiException(Exception):  # noqa: N818 - amdsmi's own name
+        pass
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise AmdSmiException("no AMD GPU here: the harness's amdsmi stand-in")
+
+    names = {
+        "AmdSmiException": AmdSmiException,
+        "AmdSmiMemoryType": types.SimpleNamespace(VRAM="VRAM"),
+        "amdsmi_init": lambda *a, **k: None,
+        "amdsmi_shut_down": lambda *a, **k: None,
+        "amdsmi_get_processor_handles": lambda: ["stand-in"],
+        "amdsmi_get_gpu_asic_info": lambda handle: {
+            "target_graphics_version": ROCM_HOST_ARCH
+        },
+    }
+    for name in (
+        "amdsmi_get_gpu_device_uuid",
+        "amdsmi_get_gpu_memory_total",
+        "amdsmi_topo_get_link_type",
+        "amdsmi_topo_get_numa_node_number",
+    ):
+        names[name] = unavailable
+    module.__dict__.update(names)
+    module.__getattr__ = lambda name: unavailable  # type: ignore[method-assign]
+    return module
