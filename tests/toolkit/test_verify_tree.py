@@ -121,25 +121,26 @@ def test_a_wrong_fix_fails(release_clone: Callable[[str], Path], mutant: str) ->
     assert result["after"]["upstream_test"]["failed"] > 0
 
 
-def test_a_tree_the_venv_cannot_run_is_not_judged(
+def test_a_tree_whose_runtime_lacks_a_package_is_not_judged(
     release_clone: Callable[[str], Path],
 ) -> None:
-    """0.12.0 needs other dependencies than this venv's: exit 3, not a verdict.
-
-    Its patched tree also cannot import patch 0002's test (vLLM 0.14.0 moved
-    CommonAttentionMetadata); that is reported, not counted as a failure.
-    """
-    tree = release_clone("0.12.0")
-    code, applied = patchkit_json("apply", str(tree))
-    assert code == 0, applied
+    """The ROCm backend needs a package its runtime cannot provide (scipy has
+    no pure-Python wheel): every core check is a harness error, exit 3, and
+    the report says what the runtime could not provide."""
+    tree = _patched_clone(release_clone)
+    backend = tree / "vllm/v1/attention/backends/rocm_attn.py"
+    backend.write_text("import scipy  # noqa: F401\n" + backend.read_text())
+    common = tree / "requirements/common.txt"
+    common.write_text(common.read_text() + "scipy\n")
+    as_user(tree).run("commit", "--quiet", "-am", "[Misc] needs scipy")
 
     code, result = patchkit_json("test", "--no-baseline", str(tree))
 
     assert code == 3, result
     assert result["verdict"] == "cannot-judge"
-    assert "the suite cannot run on vLLM 0.12.0 with this venv" in result["message"]
-    test = result["after"]["upstream_test"]
-    assert (test["passed"], test["failed"], test["errors"]) == (0, 0, 1)
+    assert "the suite cannot run on vLLM 0.28.0 with this venv" in result["message"]
+    missing = result["after"]["runtime"]["missing"]
+    assert "scipy: no pure-Python wheel on the configured index" in missing
 
 
 def _patched_clone(release_clone: Callable[[str], Path]) -> Path:

@@ -156,3 +156,19 @@ def _amdsmi_stand_in() -> types.ModuleType:
     module.__dict__.update(names)
     module.__getattr__ = lambda name: unavailable  # type: ignore[method-assign]
     return module
+
+
+MINIMAX_M3_SINCE = (0, 24, 0)
+"""The first release with ``vllm/models/minimax_m3``: a release before it
+cannot hit the PR's crash; a later or unknown tree without it is a fork
+that removed it, where the crash check could not run."""
+
+
+def predates_minimax_m3() -> bool:
+    """Whether the imported vLLM is a release before MiniMax-M3 existed."""
+    import vllm
+
+    from vllm_patchkit.versions import parse_release
+
+    release = parse_release(str(getattr(vllm, "__version__", "")))
+    return release is not None and release < MINIMAX_M3_SINCE

@@ -82,7 +82,7 @@ AITER_SCENARIOS = (AITER_CAPTURE, AITER_LOOP)
 """The #53821 scenarios; ROCM_ATTN through its backend is #51585's side."""
 
 MINIMAX_ABSENT = (
-    "not applicable: this release has no MiniMax-M3 (vllm/models/minimax_m3, "
+    "not applicable: this release predates MiniMax-M3 (vllm/models/minimax_m3, "
     "0.24.0 on), so the PR's crash cannot happen here; capture_effects judges "
     "the host offsets"
 )
