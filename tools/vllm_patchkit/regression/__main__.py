@@ -65,12 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     outcomes = run_all(args.scenario, stop=failed)
+    from vllm_patchkit.regression.layout import stand_ins
+
     checks = fixed_checks(outcomes)
     verdict, why = judge(checks)
     counts = tally(checks)
     report = {
         "vllm_version": getattr(vllm, "__version__", "unknown"),
         "vllm_file": vllm.__file__,
+        "torch": _torch_version(),
+        "stand_ins": stand_ins(),
         "verdict": verdict,
         "why": why,
         "fixed": verdict == FIXED,
@@ -90,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("\n")
     if not args.json:
         print(f"vLLM {report['vllm_version']} from {report['vllm_file']}")
+        print(f"torch {report['torch']}")
+        for line in report["stand_ins"]:
+            print(f"stand-in: {line}")
         for check in checks:
             label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
             print(f"  {label} {check.name}: {check.detail}")
@@ -101,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     if verdict == FIXED:
         return 0
     return 3 if verdict == CANNOT_JUDGE else 1
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from vllm_patchkit.regression import capture_loop, harness
+from vllm_patchkit.regression import capture_loop, harness, layout
 from vllm_patchkit.regression.capture_loop import NUM_REQS
 from vllm_patchkit.regression.records import Outcome, error_info
 from vllm_patchkit.regression.verdict import (
@@ -52,6 +52,12 @@ def aiter_backend() -> type:
         module = importlib.import_module(AITER_MODULE)
     except ImportError as exc:
         raise BackendUnavailable(f"no {AITER_MODULE}: {exc}") from exc
+    except Exception:
+        # 0.33.0 imports vllm.platforms.rocm at module level, which asks the
+        # GPU for its arch: retry once with the layout's amdsmi stand-in.
+        if not layout.import_rocm_platform():
+            raise
+        module = importlib.import_module(AITER_MODULE)
     return getattr(module, AITER_BACKEND)
 
 
@@ -172,7 +178,7 @@ def _single_group(backend: type, decode_query_len: int) -> capture_loop.Groups:
     layer = "model.layers.0.aiter"
     group = AttentionGroup(backend, [layer], spec, 0)
     with set_current_vllm_config(config):
-        group.create_metadata_builders(config, harness.CPU)
+        layout.create_metadata_builders(group, config, harness.CPU)
     kv_cache_config = KVCacheConfig(
         num_blocks=harness.NUM_GPU_BLOCKS,
         kv_cache_tensors=[],

@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-from vllm_patchkit.regression import aiter_unified, capture_loop, harness, victims
+from vllm_patchkit.regression import (
+    aiter_unified,
+    capture_loop,
+    harness,
+    layout,
+    victims,
+)
 from vllm_patchkit.regression.records import (
     DECODE_QUERY_LENS,
     Outcome,
@@ -71,6 +77,11 @@ def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
             "minimax_indexer_after_rocm",
             decode_query_len,
             "unavailable",
+            # Absent from the release (not a module it fails to import).
+            facts={
+                "absent": layout.predates_minimax_m3()
+                and not harness.vllm_has("models/minimax_m3/common")
+            },
             error={"type": type(exc).__name__, "message": str(exc)},
         )
     rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
