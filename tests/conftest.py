@@ -27,6 +27,25 @@ from vllm_patchkit.series import Series, load_series
 _REPORTS = pytest.StashKey[str]()
 
 
+EXTENDED_TIERS = {
+    "overlay_eras": "the overlay through vLLM's plugin loader on four release trees",
+    "audit_sweep": "the audit's dynamic pass on more trees and seeded copies",
+}
+"""Tiers the default run leaves out to stay within its time budget: each
+one costs minutes of vLLM processes on release trees. They run with
+``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when ``-m``
+names them; otherwise each of their tests is reported skipped, with that
+command, never left out silently."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all-tiers",
+        action="store_true",
+        help="also run the extended tiers: " + ", ".join(sorted(EXTENDED_TIERS)),
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """A fresh report cache for this run, shared by its xdist workers.
 
@@ -115,6 +134,7 @@ def pytest_collection_modifyitems(
     """Longest first (see ``LONGEST_FIRST``); a stable sort, so each file
     keeps its own order. A split file must not share a wider fixture: two
     workers would each build it."""
+    _skip_extended_tiers(config, items)
     rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))
     for item in items:
@@ -128,6 +148,22 @@ def pytest_collection_modifyitems(
                     f"{defs[-1].argname!r}: take its file out of "
                     "SPLIT_ACROSS_WORKERS in tests/conftest.py"
                 )
+
+
+def _skip_extended_tiers(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--all-tiers"):
+        return
+    wanted = config.option.markexpr or ""
+    for tier, what in EXTENDED_TIERS.items():
+        if tier in wanted:
+            continue
+        skip = pytest.mark.skip(
+            reason=f"extended tier {tier} ({what}): run with "
+            f"`tools/run-tests --all-tiers` or `-m {tier}`"
+        )
+        for item in items:
+            if item.get_closest_marker(tier) is not None:
+                item.add_marker(skip)
 
 
 def _file_of(item: pytest.Item) -> str:

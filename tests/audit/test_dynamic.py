@@ -264,6 +264,7 @@ def mutant_result(mutant: tuple[Path, list[int]]) -> DynamicResult:
     return result
 
 
+@pytest.mark.audit_sweep
 @pytest.mark.parametrize("index", range(len(MUTANTS)), ids=[m[1] for m in MUTANTS])
 def test_seeded_write_is_found_with_its_line_and_kind(
     index: int, mutant: tuple[Path, list[int]], mutant_result: DynamicResult
@@ -285,6 +286,7 @@ def test_seeded_write_is_found_with_its_line_and_kind(
         assert finding.victims == []
 
 
+@pytest.mark.audit_sweep
 def test_unseeded_writes_of_the_mutant_are_those_of_0_29(
     mutant: tuple[Path, list[int]],
     mutant_result: DynamicResult,
