@@ -286,8 +286,13 @@ def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> Tree
     """The suite on ``commit``, exported with ``git archive`` (tree untouched)."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-base-") as scratch:
         export = Path(scratch)
+        # The requirement files travel too: the base's runtime reads them.
+        paths = ["vllm"]
+        probe = Git(tree).run("cat-file", "-e", f"{commit}:requirements", check=False)
+        if probe.returncode == 0:
+            paths.append("requirements")
         archive = subprocess.run(
-            [git_executable(), "archive", "--format=tar", commit, "vllm"],
+            [git_executable(), "archive", "--format=tar", commit, *paths],
             cwd=tree,
             capture_output=True,
             check=True,

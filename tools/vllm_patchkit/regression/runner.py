@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.regression import report_cache
+from vllm_patchkit.tree_runtime import TreeRuntime, runtime_for
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class TreeReport:
     returncode: int
     report: dict[str, Any] | None
     log: str
+    runtime: TreeRuntime | None = None
+    """What ran the tree: this venv's torch and the tree's extras (None: the
+    installed vLLM, run as the venv has it)."""
 
     @property
     def fixed(self) -> bool:
@@ -30,13 +34,17 @@ class TreeReport:
         return bool(self.report and self.report["bug_reproduced"])
 
 
-def scenario_env(tree: Path | None) -> dict[str, str]:
-    """Import vLLM from ``tree`` (None: the installed one), CPU only."""
+def scenario_env(
+    tree: Path | None, runtime: TreeRuntime | None = None
+) -> dict[str, str]:
+    """Import vLLM from ``tree`` (None: the installed one), CPU only.
+
+    A tree runs in its runtime (:func:`runtime_for`): the tree, then the
+    pure-Python packages its release needs and this venv lacks.
+    """
     env = dict(os.environ)
     if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(tree), env.get("PYTHONPATH", "")) if p
-        )
+        env = (runtime or runtime_for(tree)).env(env)
     # Keep the user's tree free of __pycache__ directories.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""
@@ -55,16 +63,21 @@ def run_scenarios(
     With ``VLLM_PATCHKIT_REPORT_CACHE`` set (the test session does), a tree
     whose content was already run this session gets that run's report.
     """
-    env = scenario_env(tree)
+    runtime = None if tree is None else runtime_for(tree)
+    env = scenario_env(tree, runtime)
     params = list(scenarios or [])
 
     def produce() -> tuple[dict[str, Any], bool]:
         returncode, report, log = _run(env, params, timeout)
+        if report is not None and runtime is not None:
+            report["runtime"] = runtime.to_json()
         record = {"returncode": returncode, "report": report, "log": log}
         return record, report is not None
 
     record = report_cache.reuse("scenarios", tree, params, env, produce)
-    return TreeReport(tree, record["returncode"], record["report"], record["log"])
+    return TreeReport(
+        tree, record["returncode"], record["report"], record["log"], runtime
+    )
 
 
 def _run(

@@ -1,0 +1,399 @@
+"""A runtime for any vLLM tree: the tree, then its missing pure-Python packages.
+
+A release's torch pin is a packaging constraint, not a runtime one: this
+venv's torch runs releases from 0.11.0 on, once they find the few
+pure-Python packages they need and the venv lacks (``gguf`` for 0.14.0).
+This module reads the tree's own requirement files (``requirements/common.txt``
+and ``cpu.txt``, following ``-r``; for an installed release, its dist-info),
+keeps the requirements whose markers hold here and whose distribution this
+venv does not have, and installs those with pip (its own configuration for
+the index, ``--no-deps``, pure-Python wheels only) into a cache directory
+shared by every tree with the same set. Nothing the venv has is replaced or
+re-versioned; torch and the packages built against one torch are never
+installed. What cannot be provided is listed in ``missing`` with the reason;
+the run goes ahead and a check that needs it reports why it could not run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.errors import PatchkitError
+from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.releases import locked, staged_dir
+from vllm_patchkit.versions import tree_release
+
+try:  # The venv's own packaging, else the copy pip carries.
+    from packaging.markers import InvalidMarker
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+except ImportError:  # pragma: no cover - depends on the venv
+    from pip._vendor.packaging.markers import InvalidMarker  # type: ignore[no-redef]
+    from pip._vendor.packaging.requirements import (  # type: ignore[no-redef]
+        InvalidRequirement,
+        Requirement,
+    )
+    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
+
+REQUIREMENT_FILES = ("requirements/cpu.txt", "requirements/common.txt")
+"""Read in this order; cpu.txt includes common.txt (``-r``) where it exists."""
+
+TORCH_BOUND = frozenset(
+    canonicalize_name(n)
+    for n in (
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchcodec",
+        "triton",
+        "xformers",
+        "flashinfer-python",
+        "intel-openmp",
+        "intel-extension-for-pytorch",
+    )
+)
+"""Built against one torch (or torch itself): this runtime keeps the venv's."""
+
+MANIFEST = "runtime.json"
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_DETERMINISTIC = ("No matching distribution found", "Could not find a version")
+_CLOSURE_ROUNDS = 6
+
+
+class RuntimeUnavailable(PatchkitError):
+    """No runtime can be given to the tree here; the message says why (exit 3)."""
+
+
+@dataclass(frozen=True)
+class TreeRuntime:
+    """How a tree runs beside this venv: which torch, which extras, what lacks."""
+
+    tree: Path
+    version: str | None
+    """The tree's release (``0.12.0``); None for a development tree (main)."""
+    torch: str
+    """The torch that runs it: this venv's."""
+    pinned_torch: str | None
+    """The torch the release's requirement files pin, when they pin one."""
+    extras_dir: Path | None
+    extras: tuple[str, ...]
+    """``name==version`` of each package installed in ``extras_dir``."""
+    missing: tuple[str, ...]
+    """``requirement: why`` for each requirement that could not be provided."""
+
+    def pythonpath(self) -> list[str]:
+        """The tree first, then its extras (none when it needs none)."""
+        paths = [str(self.tree)]
+        if self.extras_dir is not None and self.extras:
+            paths.append(str(self.extras_dir))
+        return paths
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's) with the runtime on PYTHONPATH."""
+        env = dict(os.environ if base is None else base)
+        rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([*self.pythonpath(), *rest])
+        return env
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "torch": self.torch,
+            "pinned_torch": self.pinned_torch,
+            "extras": list(self.extras),
+            "extras_dir": str(self.extras_dir) if self.extras_dir else None,
+            "missing": list(self.missing),
+        }
+
+    def line(self) -> str:
+        """One line for a report: the torch, the pin, the extras, what lacks."""
+        pin = f"pins {self.pinned_torch}" if self.pinned_torch else "pins no torch"
+        extras = ", ".join(self.extras) or "none"
+        text = f"runtime: torch {self.torch} (the release {pin}); extras: {extras}"
+        if self.missing:
+            text += f"; not provided: {'; '.join(self.missing)}"
+        return text
+
+
+def runtime_for(tree: Path) -> TreeRuntime:
+    """The runtime that runs ``tree`` here, its extras installed once and cached."""
+    tree = tree.resolve()
+    if not tree.is_dir():
+        raise RuntimeUnavailable(f"{tree}: no such directory")
+    torch = _venv_version("torch")
+    if torch is None:
+        raise RuntimeUnavailable(
+            f"this Python ({sys.executable}) has no torch to run {tree} with"
+        )
+    version, release = tree_release(tree)
+    requirements, unreadable = tree_requirements(tree)
+    pinned = _pinned("torch", requirements)
+    have = venv_distributions()
+    wanted: dict[str, Requirement] = {}
+    missing = list(unreadable)
+    for req in requirements:
+        name = canonicalize_name(req.name)
+        if name in have or name in wanted or name == "vllm":
+            continue
+        if name in TORCH_BOUND:
+            missing.append(
+                f"{req}: built against a torch of its own; "
+                f"the runtime keeps torch {torch}"
+            )
+        elif req.url:
+            missing.append(f"{req}: a direct URL requirement, not fetched")
+        else:
+            wanted[name] = req
+    extras_dir, extras, failed = _provide(list(wanted.values()))
+    return TreeRuntime(
+        tree=tree,
+        version=version if release is not None else None,
+        torch=torch,
+        pinned_torch=pinned,
+        extras_dir=extras_dir,
+        extras=extras,
+        missing=tuple(missing + failed),
+    )
+
+
+def tree_requirements(tree: Path) -> tuple[list[Requirement], list[str]]:
+    """The requirements of ``tree`` that apply here (markers evaluated), and
+    the lines that could not be read (``line: why``)."""
+    seen: set[Path] = set()
+    requirements: list[Requirement] = []
+    problems: list[str] = []
+    for name in REQUIREMENT_FILES:
+        _read_file(tree / name, seen, requirements, problems)
+    if not seen:
+        for dist_info in sorted(tree.glob("vllm-*.dist-info")):
+            _read_metadata(dist_info / "METADATA", requirements, problems)
+    return requirements, problems
+
+
+def _read_file(
+    path: Path, seen: set[Path], out: list[Requirement], problems: list[str]
+) -> None:
+    path = path.resolve()
+    if path in seen or not path.is_file():
+        return
+    seen.add(path)
+    for line in _logical_lines(path.read_text()):
+        if line.startswith(("-r ", "--requirement ", "-r", "--requirement=")):
+            target = re.sub(r"^(-r|--requirement)[ =]?", "", line).strip()
+            _read_file(path.parent / target, seen, out, problems)
+        elif line.startswith("-"):
+            continue  # pip options (index URLs, constraints): never followed
+        else:
+            _add(line, out, problems)
+
+
+def _read_metadata(path: Path, out: list[Requirement], problems: list[str]) -> None:
+    if not path.is_file():
+        return
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("Requires-Dist:"):
+            _add(line.split(":", 1)[1].strip(), out, problems)
+
+
+def _logical_lines(text: str) -> Iterable[str]:
+    joined = text.replace("\\\n", "")
+    for raw in joined.splitlines():
+        line = _COMMENT.sub("", raw).strip()
+        if line:
+            yield line
+
+
+def _add(text: str, out: list[Requirement], problems: list[str]) -> None:
+    try:
+        req = Requirement(text)
+        applies = req.marker is None or req.marker.evaluate({"extra": ""})
+    except (InvalidRequirement, InvalidMarker) as exc:
+        problems.append(f"{text}: unreadable requirement ({exc})")
+        return
+    if applies:
+        req.marker = None
+        out.append(req)
+
+
+def _pinned(name: str, requirements: list[Requirement]) -> str | None:
+    for req in requirements:
+        if canonicalize_name(req.name) == name:
+            for spec in req.specifier:
+                if spec.operator in ("==", "==="):
+                    return spec.version
+    return None
+
+
+def _venv_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@cache
+def venv_distributions() -> frozenset[str]:
+    """The canonical names of the distributions this Python can import."""
+    return frozenset(
+        canonicalize_name(d.metadata["Name"])
+        for d in metadata.distributions()
+        if d.metadata["Name"]
+    )
+
+
+def _provide(
+    wanted: list[Requirement],
+) -> tuple[Path | None, tuple[str, ...], list[str]]:
+    """Install ``wanted`` (and what they need that the venv lacks) into the
+    cache entry for that set: ``(dir, installed, failures)``."""
+    if not wanted:
+        return None, (), []
+    specs = sorted(str(req) for req in wanted)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = hashlib.sha256(json.dumps([python, specs]).encode()).hexdigest()[:16]
+    dest = cache_dir() / "extras" / key
+    with locked(f"extras-{key}"):
+        manifest = _manifest(dest)
+        if manifest is not None and manifest.get("complete"):
+            return dest, tuple(manifest["extras"]), list(manifest["failed"])
+        with staged_dir(dest, f".extras-{key}-") as staging:
+            failed, complete = _install_closure(wanted, staging)
+            extras = _installed(staging)
+            (staging / MANIFEST).write_text(
+                json.dumps(
+                    {
+                        "requirements": specs,
+                        "extras": extras,
+                        "failed": failed,
+                        "complete": complete,
+                    },
+                    indent=2,
+                )
+            )
+    return dest, tuple(extras), failed
+
+
+def _manifest(dest: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((dest / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _install_closure(wanted: list[Requirement], target: Path) -> tuple[list[str], bool]:
+    """Install ``wanted``, then whatever they require that neither the venv
+    nor ``target`` has; ``(failures, every failure was the index's answer)``."""
+    failed: list[str] = []
+    complete = True
+    tried: set[str] = set()
+    batch = wanted
+    for _ in range(_CLOSURE_ROUNDS):
+        batch = [r for r in batch if canonicalize_name(r.name) not in tried]
+        if not batch:
+            break
+        tried.update(canonicalize_name(r.name) for r in batch)
+        for req, why in _pip_install(batch, target):
+            answered = any(text in why for text in _DETERMINISTIC)
+            complete = complete and answered
+            if answered:
+                why = "no pure-Python wheel on the configured index"
+            failed.append(f"{req}: {why}")
+        batch = _unmet(target)
+    return failed, complete
+
+
+def _unmet(target: Path) -> list[Requirement]:
+    """Requirements of the packages in ``target`` that nothing provides yet."""
+    present = venv_distributions() | {
+        canonicalize_name(name.split("==")[0]) for name in _installed(target)
+    }
+    unmet: dict[str, Requirement] = {}
+    for dist_info in target.glob("*.dist-info"):
+        requirements: list[Requirement] = []
+        _read_metadata(dist_info / "METADATA", requirements, [])
+        for req in requirements:
+            name = canonicalize_name(req.name)
+            if name not in present and name not in TORCH_BOUND and not req.url:
+                unmet.setdefault(name, req)
+    return list(unmet.values())
+
+
+def _pip_install(batch: list[Requirement], target: Path) -> list[tuple[str, str]]:
+    """Install ``batch`` in one pip run; on failure, one by one to say which
+    failed and why. Returns ``(requirement, why)`` for each failure."""
+    error = _pip(batch, target)
+    if error is None:
+        return []
+    if len(batch) == 1:
+        return [(str(batch[0]), error)]
+    failures = []
+    for req in batch:
+        why = _pip([req], target)
+        if why is not None:
+            failures.append((str(req), why))
+    return failures
+
+
+def _pip(batch: list[Requirement], target: Path) -> str | None:
+    """None when pip installed ``batch`` into ``target``; else pip's error."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--no-compile",
+        "--upgrade",
+        # Pure-Python wheels only: the tags of a wheel that runs anywhere.
+        "--only-binary=:all:",
+        "--implementation",
+        "py",
+        "--abi",
+        "none",
+        "--platform",
+        "any",
+        "--python-version",
+        python,
+        "--target",
+        str(target),
+        *(str(req) for req in batch),
+    ]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"pip did not run: {exc}"
+    if proc.returncode == 0:
+        return None
+    errors = [
+        line.removeprefix("ERROR: ").strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("ERROR:")
+    ]
+    return (
+        "; ".join(errors[-2:])
+        or (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        + f" (pip exit {proc.returncode})"
+    )
+
+
+def _installed(target: Path) -> list[str]:
+    """``name==version`` of each distribution pip put in ``target``."""
+    found = []
+    for dist in metadata.distributions(path=[str(target)]):
+        name = dist.metadata["Name"]
+        if name:
+            found.append(f"{name}=={dist.version}")
+    return sorted(set(found))
