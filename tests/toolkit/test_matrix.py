@@ -1,10 +1,16 @@
-"""``vllm-patchkit matrix`` end to end on a small range, and its cache."""
+"""``vllm-patchkit matrix`` end to end on a small range, and its cache.
+
+The suite runs go through the session's report cache
+(``VLLM_PATCHKIT_REPORT_CACHE``): a release tree already run by another
+test this session is not run twice.
+"""
 
 from __future__ import annotations
 
 import inspect
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,63 +21,87 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.matrix import invariant_holds
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
+ROOT = PROJECT_ROOT
 
 
-def test_matrix_on_0_28_to_0_29(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first = patchkit(
-        "matrix",
-        "--from",
-        "0.28.0",
-        "--to",
-        "0.29.0",
-        "--refresh",
-        "--output-dir",
-        str(tmp_path),
+def _tree_state(tree: Path) -> tuple[str, str]:
+    """HEAD and every change, untracked and ignored files included."""
+    git = Git(tree)
+    return (
+        git.run("rev-parse", "HEAD").stdout,
+        git.run("status", "--porcelain", "--ignored", "--untracked-files=all").stdout,
     )
+
+
+def test_matrix_on_0_28_to_0_29(tmp_path: Path) -> None:
+    trees = {v: release_tree(v) for v in ("0.28.0", "0.29.0")}
+    before = {v: _tree_state(t) for v, t in trees.items()}
+    args = ["matrix", "--from", "0.28.0", "--to", "0.29.0", "--jobs", "2"]
+    first = patchkit(*args, "--refresh", "--output-dir", str(tmp_path))
     assert first.returncode == 0, first.stderr
-    rows = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    # The release trees the rows ran on are untouched: the series went
+    # into a clone.
+    assert {v: _tree_state(t) for v, t in trees.items()} == before
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    rows = data["rows"]
     assert [r["version"] for r in rows] == ["0.28.0", "0.29.0"]
     old, new = rows
-    assert (old["affected"], old["series"], old["overlay"]) == (
-        True,
-        "applies, applies, applies",
-        "#51585: installed, #53821: installed",
-    )
-    # Each fix separately: 0.28.0 needs both, 0.29.0 neither.
+    for row in rows:
+        assert row["commit"] == before[row["version"]][0].strip()
+        assert row["torch_pin"] == "2.13.0"
+        assert row["runtime"]["torch"].startswith("2.13.0")
+        assert not row["cached"]
     assert old["fixes"] == {"#51585": True, "#53821": True}
     assert new["fixes"] == {"#51585": False, "#53821": False}
-    assert old["suite"] == "bug reproduced (59 ran, 3 could not run: 38 failed)"
-    assert old["checks"]["ran"] == 59 and len(old["checks"]["not_run"]) == 3
-    assert (new["affected"], new["series"], new["overlay"]) == (
-        False,
-        "upstreamed, applies, upstreamed",
-        "#51585: not-needed, #53821: not-needed",
-    )
-    assert new["suite"].startswith("passes (")
-    table = (tmp_path / "matrix.md").read_text()
-    row = (
-        "| 0.28.0 | **yes** | **yes** | buggy | applies, applies, applies "
-        "| #51585: installed, #53821: installed "
-        "| bug reproduced (59 ran, 3 could not run: 38 failed) |"
-    )
-    assert row in table
-    assert "- 0.28.0: could not run: rocm_then_triton_mla[q=3]: " in table
-    assert "[1/2] vLLM 0.28.0" in first.stderr
-    assert not any(r["cached"] for r in rows)
 
-    second = patchkit(
-        "matrix", "--from", "0.28.0", "--to", "0.29.0", "--output-dir", str(tmp_path)
+    # Stock 0.28.0: the bug reproduces, on counts that say what ran.
+    stock = old["stock"]
+    assert stock["status"] == "bug reproduced", stock["text"]
+    ran, failed = stock["counts"]["ran"], stock["counts"]["failed"]
+    assert ran > 0 and failed > 0 and stock["seconds"] > 0
+    assert stock["text"].startswith(f"bug reproduced ({ran} ran")
+    # With the series: applied to a clone, run for real, and fixed.
+    applied = old["applied"]
+    assert applied["detail"]["apply"]["status"] == "applied"
+    assert "reused" not in applied["detail"]
+    assert applied["status"] == "passes", applied["text"]
+    assert applied["counts"]["failed"] == 0 and applied["counts"]["ran"] > 0
+    # 0.29.0: upstream carries both fixes; the series only adds its test
+    # file, so the suite would import the same code: the stock run is reused.
+    assert new["stock"]["status"] == "passes", new["stock"]["text"]
+    assert new["applied"]["detail"]["reused"] == "stock"
+    assert new["applied"]["status"] == "passes"
+    assert (
+        "series adds only tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+        in new["applied"]["text"]
     )
-    assert second.returncode == 0
+    assert data["run"]["rows_computed"] == 2
+
+    table = (tmp_path / "matrix.md").read_text()
+    assert (
+        "| 0.28.0 | **yes** | **yes** | applies, applies, applies "
+        f"| {stock['text']} | {applied['text']} |"
+    ) in table
+    assert "not run (" not in table
+    assert "| 0.29.0 | 2.13.0 | 2.13.0" in table
+    # Progress: which release, which step, elapsed.
+    assert re.search(r"\[1/2\] +\d+m\d\ds vLLM 0\.28\.0 +stock \.\.\.", first.stderr)
+    assert re.search(r"vLLM 0\.29\.0 +series: passes .*\(\d+\.\d s\)", first.stderr)
+
+    second = patchkit(*args, "--output-dir", str(tmp_path))
+    assert second.returncode == 0, second.stderr
     again = json.loads((tmp_path / "matrix.json").read_text())
     assert all(r["cached"] for r in again["rows"])
-    assert "(cached)" in second.stderr
+    assert again["run"]["rows_cached"] == 2
+    assert "stock: " in second.stderr and "(cached)" in second.stderr
+    # A warm run keeps the cells' own cost, measured when they ran.
+    assert again["rows"][0]["stock"]["seconds"] == stock["seconds"]
 
 
 def test_matrix_rejects_an_empty_range(tmp_path: Path) -> None:
@@ -80,6 +110,13 @@ def test_matrix_rejects_an_empty_range(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "no vLLM release between" in proc.stderr
+
+
+def test_matrix_rejects_no_jobs(tmp_path: Path) -> None:
+    proc = patchkit("matrix", "--jobs", "0", "--output-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "--jobs 0" in proc.stderr
+    assert not (tmp_path / "matrix.json").exists()
 
 
 def _closed_port() -> int:
@@ -126,8 +163,8 @@ import json, sys
 from vllm_patchkit.matrix import build_matrix, cache_key
 from vllm_patchkit.series import load_series
 series = load_series()
-rows = build_matrix(series, [sys.argv[1]], with_suite=False)
-print(json.dumps({"key": cache_key(series, False), "cached": rows[0].cached}))
+rows = build_matrix(series, [sys.argv[1]], steps=())
+print(json.dumps({"key": cache_key(series), "cached": rows[0].cached}))
 """
 
 
@@ -150,16 +187,33 @@ def _row(project: Path, version: str) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-CHECKERS = [
-    "tools/vllm_patchkit/invariants.py",
-    "vllm_overlay/capture_shape.py",
-    "vllm_overlay/install.py",
-    # Wherever the series' invariant check lives (apply.py today).
-    str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(PROJECT_ROOT)),
-    "tools/vllm_patchkit/regression/verdict.py",
-    "tools/vllm_patchkit/matrix.py",
-    "patches/series",
-]
+def _source(module: str) -> str:
+    """The project-relative file of ``module``, or of its package."""
+    path = Path(__import__(module, fromlist=["_"]).__file__ or "")
+    return str(path.relative_to(PROJECT_ROOT))
+
+
+def _checkers() -> list[str]:
+    names = [
+        "tools/vllm_patchkit/invariants.py",
+        "vllm_overlay/capture_shape.py",
+        "vllm_overlay/install.py",
+        # Wherever the series' invariant check lives (checkout.py today).
+        str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)),
+        "tools/vllm_patchkit/apply.py",
+        "tools/vllm_patchkit/regression/verdict.py",
+        "tools/vllm_patchkit/regression/runner.py",
+        "tools/vllm_patchkit/tree_runtime.py",
+        "tools/vllm_patchkit/matrix.py",
+        "patches/series",
+    ]
+    # The steps other modules provide, where this toolkit has them.
+    for module in ("vllm_patchkit.overlay_probe", "vllm_patchkit.audit"):
+        try:
+            names.append(_source(module))
+        except ImportError:
+            continue
+    return names
 
 
 def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
@@ -179,10 +233,14 @@ def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
     # A change no earlier run made: rows are cached across runs (the user's
     # cache), and a run of the same code made the same fixed change before.
     change = f"\n# changed by run {uuid.uuid4().hex}\n"
-    for name in CHECKERS:
+    for name in _checkers():
         path = project / name
         path.write_text(path.read_text() + change)
         row = _row(project, "0.29.0")
         assert row["cached"] is False, f"{name} changed, the row came from the cache"
         assert row["key"] not in keys, name
         keys.add(row["key"])
+    # The table's layout decides no cell: changing it keeps the cache.
+    layout = project / "tools/vllm_patchkit/matrix_table.py"
+    layout.write_text(layout.read_text() + change)
+    assert _row(project, "0.29.0")["cached"] is True

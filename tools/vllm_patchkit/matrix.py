@@ -124,6 +124,7 @@ class Row:
     overlay: Cell
     audit: Cell
     static_seconds: float = 0.0
+    static_cached: bool = False
 
     @property
     def cells(self) -> dict[str, Cell]:
@@ -136,7 +137,10 @@ class Row:
 
     @property
     def cached(self) -> bool:
-        return all(c.cached for c in self.cells.values())
+        """Nothing in the row was computed by this run."""
+        return self.static_cached and all(
+            c.cached for c in self.cells.values() if c.status != "skipped"
+        )
 
     @property
     def cost(self) -> float:
@@ -278,12 +282,14 @@ def suite_cell(
     ``test`` judges): a fix in ``not_counted`` (the series does not carry
     it there) is reported beside the verdict and decides nothing.
     """
+    runtime = run.runtime.to_json() if run.runtime is not None else None
     if run.report is None:
         tail = " ".join(run.log.strip().splitlines()[-2:])[-300:]
         return Cell(
             CANNOT_JUDGE,
             f"cannot judge: the suite did not report (exit {run.returncode}): {tail}",
             seconds,
+            detail={"runtime": runtime},
         )
     counts = tally(run.report["checks"])
     ran = f"{counts.ran} ran"
@@ -295,8 +301,7 @@ def suite_cell(
     verdicts = {v["verdict"] for v in counted.values()}
     detail = {"verdict": run.report.get("verdict"), "fixes": fixes}
     detail["not_counted"] = skipped
-    if run.report.get("runtime") is not None:
-        detail["runtime"] = run.report["runtime"]
+    detail["runtime"] = run.report.get("runtime") or runtime
     if run.bug_reproduced:
         status = "bug reproduced"
         text = f"bug reproduced ({ran}: {counts.failed} failed)"
@@ -534,7 +539,7 @@ def analyse(
         facts["seconds"] = round(time.perf_counter() - start, 1)
         return facts
 
-    facts, _ = cache.get(version, commit, "static", static)
+    facts, static_cached = cache.get(version, commit, "static", static)
     cells: dict[str, Cell] = {}
 
     def measured(step: str, compute: Callable[[], Cell]) -> Cell:
@@ -569,6 +574,7 @@ def analyse(
         overlay=cells["overlay"],
         audit=cells["audit"],
         static_seconds=facts["seconds"],
+        static_cached=static_cached,
     )
 
 

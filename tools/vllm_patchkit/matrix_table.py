@@ -9,11 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_patchkit.matrix import Row
+from vllm_patchkit.paths import PROJECT_ROOT
 
 WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
 
 
 def _cell(text: str) -> str:
+    """Table-safe, with this checkout's path left out (the same on any machine)."""
+    text = text.replace(f"{PROJECT_ROOT}/", "")
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -139,7 +142,7 @@ def not_run_notes(rows: list[Row]) -> list[str]:
             + ("" if len(steps) == 2 or _reused(rows, version) else f" ({min(steps)})")
             for version, steps in seen.items()
         ]
-        lines.append(f"- {name}: {why} ({', '.join(versions)})")
+        lines.append(f"- {name}: {_cell(why)} ({', '.join(versions)})")
     return lines
 
 
