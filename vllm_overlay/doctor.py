@@ -25,7 +25,7 @@ from vllm_overlay import plugin
 from vllm_overlay.fix import FixPlan
 from vllm_overlay.fixes import assess_installed, on_vllm
 from vllm_overlay.install import Action, InstallState, vllm_version
-from vllm_overlay.kernel_switch import CALLER_MODULE, KERNEL_ENV
+from vllm_overlay.kernel_switch import KERNEL_ENV, caller_module
 from vllm_overlay.record import RECORD, render_record
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
@@ -143,7 +143,7 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     report["fix_on_vllm_class"] = first["on_vllm"]
     state = states.get(first["name"])
     if state and report["kernel_opt_in"]:
-        importlib.import_module(CALLER_MODULE)
+        importlib.import_module(caller_module())
         report["kernel"] = state.kernel
     report["problems"] = list(first["problems"])
     return report

@@ -39,21 +39,38 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name = name
         self.callback = callback
+        self._resolving = False
+        self._fired = False
 
     def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-        if fullname != self.name:
+        if fullname != self.name or self._resolving:
             return None
-        # Remove first: the callback runs once, and the real finders below
-        # must not see this one while they resolve the spec.
+        # Stay on sys.meta_path until the module body has run: a bare
+        # ``importlib.util.find_spec(name)`` (vLLM and its plugins probe
+        # modules that way) resolves a spec without importing it, and the
+        # import that follows must still come through here.
+        self._resolving = True
+        try:
+            for finder in list(sys.meta_path):
+                if finder is self:
+                    continue
+                find = getattr(finder, "find_spec", None)
+                spec = find(fullname, path, target) if find else None
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _CallbackLoader(spec.loader, self._fire)
+                    return spec
+        finally:
+            self._resolving = False
+        return None
+
+    def _fire(self, module: ModuleType) -> None:
+        """Once, after the module body ran: leave ``sys.meta_path``, call back."""
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _CallbackLoader(spec.loader, self.callback)
-                return spec
-        return None
+        if self._fired:
+            return
+        self._fired = True
+        self.callback(module)
 
 
 def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:

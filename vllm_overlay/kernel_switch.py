@@ -12,6 +12,8 @@ the function found there is upstream's with the expected parameters.
 from __future__ import annotations
 
 import inspect
+import sys
+from pathlib import Path
 from types import ModuleType
 
 from vllm_overlay.import_hook import after_import
@@ -19,8 +21,28 @@ from vllm_overlay.install import InstallState, logger
 
 KERNEL_ENV = "VLLM_OVERLAY_PREFIX_PREFILL"
 CALLER_MODULE = "vllm.v1.attention.ops.chunked_prefill_paged_decode"
+LEGACY_CALLER_MODULE = "vllm.attention.ops.chunked_prefill_paged_decode"
+"""Where 0.11.x-0.13.x keep the caller (and the kernel, beside it)."""
+CALLER_MODULES = (CALLER_MODULE, LEGACY_CALLER_MODULE)
 UPSTREAM_KERNEL_MODULE = "vllm.v1.attention.ops.prefix_prefill"
 OVERLAY_KERNEL_MODULE = "vllm_overlay.v1.attention.ops.prefix_prefill"
+
+
+def caller_module() -> str:
+    """The caller's module name in the running vLLM's layout (found by its
+    file beside the ``vllm`` package, without importing it)."""
+    vllm = sys.modules.get("vllm")
+    root = Path(getattr(vllm, "__file__", "") or ".").parent
+    for name in CALLER_MODULES:
+        relative = Path(*name.split(".")[1:]).with_suffix(".py")
+        if (root / relative).is_file():
+            return name
+    return CALLER_MODULE
+
+
+def upstream_kernel_module(caller: str) -> str:
+    """vLLM's prefix-prefill module: the caller imports it from beside itself."""
+    return f"{caller.rpartition('.')[0]}.prefix_prefill"
 
 
 def arm_kernel(state: InstallState) -> None:
@@ -31,7 +53,7 @@ def arm_kernel(state: InstallState) -> None:
             state.problems.append(f"kernel swap failed: {exc!r}")
             logger.warning("vllm-overlay: prefix-prefill kernel not swapped: %r", exc)
 
-    after_import(CALLER_MODULE, swap)
+    after_import(caller_module(), swap)
 
 
 def _swap(module: ModuleType, state: InstallState) -> None:
@@ -42,9 +64,9 @@ def _swap(module: ModuleType, state: InstallState) -> None:
     if current is ours:
         state.kernel = "overlay"
         return
-    if getattr(current, "__module__", None) != UPSTREAM_KERNEL_MODULE:
+    if getattr(current, "__module__", None) != upstream_kernel_module(module.__name__):
         problem = (
-            f"{CALLER_MODULE}.context_attention_fwd is not vLLM's prefix-prefill "
+            f"{module.__name__}.context_attention_fwd is not vLLM's prefix-prefill "
             "kernel; kernel not swapped"
         )
         state.problems.append(problem)
