@@ -7,6 +7,7 @@ test this session is not run twice.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +83,11 @@ def test_matrix_on_0_28_to_0_29(tmp_path: Path) -> None:
         "series adds only tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
         in new["applied"]["text"]
     )
+    # The overlay, loaded by vLLM's own plugin loader: fixes the affected
+    # release, does nothing on the fixed one.
+    assert old["overlay"]["status"] == "fixes", old["overlay"]["text"]
+    assert new["overlay"]["status"] == "inert", new["overlay"]["text"]
+    assert old["overlay"]["detail"]["without"] == "bug reproduced"
     assert data["run"]["rows_computed"] == 2
 
     table = (tmp_path / "matrix.md").read_text()
@@ -160,16 +167,18 @@ def test_matrix_with_an_unreachable_index_is_an_environment_error(
 
 ROW_SCRIPT = """
 import json, sys
-from vllm_patchkit.matrix import build_matrix, cache_key
+from vllm_patchkit.matrix import STEPS, build_matrix, cache_key
 from vllm_patchkit.series import load_series
 series = load_series()
 rows = build_matrix(series, [sys.argv[1]], steps=())
-print(json.dumps({"key": cache_key(series), "cached": rows[0].cached}))
+keys = {step: cache_key(series, step) for step in STEPS}
+print(json.dumps({"keys": keys, "cached": rows[0].cached}))
 """
 
 
-def _row(project: Path, version: str) -> dict[str, object]:
-    """One matrix row computed by a copy of the project (its own checkers)."""
+def _row(project: Path, version: str) -> dict[str, Any]:
+    """One matrix row (its static step) computed by a copy of the project,
+    with every step's cache key."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(project / "tools"), str(project)]),
@@ -187,60 +196,77 @@ def _row(project: Path, version: str) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _source(module: str) -> str:
-    """The project-relative file of ``module``, or of its package."""
-    path = Path(__import__(module, fromlist=["_"]).__file__ or "")
-    return str(path.relative_to(PROJECT_ROOT))
+def _source(module: str) -> str | None:
+    """The project-relative file of ``module``, or None where it is absent."""
+    try:
+        path = Path(importlib.import_module(module).__file__ or "")
+    except ImportError:
+        return None
+    return str(path.relative_to(ROOT))
 
 
-def _checkers() -> list[str]:
-    names = [
-        "tools/vllm_patchkit/invariants.py",
-        "vllm_overlay/capture_shape.py",
-        "vllm_overlay/install.py",
+ALL = ("static", "stock", "series", "overlay", "audit")
+
+
+def _checkers() -> dict[str, tuple[str, ...]]:
+    """Files that decide cells, and the steps whose key each one is in."""
+    reading = ("static", "stock", "series")
+    everywhere = ALL
+    checkers = {
+        "tools/vllm_patchkit/invariants.py": everywhere,
+        "vllm_overlay/capture_shape.py": everywhere,
+        "vllm_overlay/install.py": everywhere,
         # Wherever the series' invariant check lives (checkout.py today).
-        str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)),
-        "tools/vllm_patchkit/apply.py",
-        "tools/vllm_patchkit/regression/verdict.py",
-        "tools/vllm_patchkit/regression/runner.py",
-        "tools/vllm_patchkit/tree_runtime.py",
-        "tools/vllm_patchkit/matrix.py",
-        "patches/series",
-    ]
-    # The steps other modules provide, where this toolkit has them.
-    for module in ("vllm_patchkit.overlay_probe", "vllm_patchkit.audit"):
-        try:
-            names.append(_source(module))
-        except ImportError:
-            continue
-    return names
+        str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)): (
+            everywhere
+        ),
+        "tools/vllm_patchkit/apply.py": everywhere,
+        "tools/vllm_patchkit/regression/verdict.py": everywhere,
+        "tools/vllm_patchkit/regression/runner.py": everywhere,
+        "tools/vllm_patchkit/tree_runtime.py": everywhere,
+        "tools/vllm_patchkit/matrix.py": everywhere,
+        "patches/series": reading,
+    }
+    # The steps other modules provide, where this toolkit has them: only
+    # their own step is recomputed.
+    for module, step in (
+        ("vllm_patchkit.overlay_probe", "overlay"),
+        ("vllm_patchkit.audit", "audit"),
+    ):
+        source = _source(module)
+        if source is not None:
+            checkers[source] = (step,)
+    return checkers
 
 
 def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
-    """Each file that decides a row, changed in a copy: the row is recomputed."""
+    """Each file that decides a cell, changed in a copy: its step's key
+    changes (the others' do not), and a static decider recomputes the row."""
     project = tmp_path / "project"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for part in ("tools", "vllm_overlay", "patches", "pyproject.toml"):
-        source = PROJECT_ROOT / part
+        source = ROOT / part
         if source.is_dir():
             shutil.copytree(source, project / part, ignore=ignore)
         else:
             shutil.copy2(source, project / part)
     first = _row(project, "0.29.0")
     again = _row(project, "0.29.0")
-    assert again == {"key": first["key"], "cached": True}
-    keys = {first["key"]}
+    assert again == {"keys": first["keys"], "cached": True}
+    keys = first["keys"]
     # A change no earlier run made: rows are cached across runs (the user's
     # cache), and a run of the same code made the same fixed change before.
     change = f"\n# changed by run {uuid.uuid4().hex}\n"
-    for name in _checkers():
+    for name, steps in _checkers().items():
         path = project / name
         path.write_text(path.read_text() + change)
         row = _row(project, "0.29.0")
-        assert row["cached"] is False, f"{name} changed, the row came from the cache"
-        assert row["key"] not in keys, name
-        keys.add(row["key"])
-    # The table's layout decides no cell: changing it keeps the cache.
+        changed = {s for s in ALL if row["keys"][s] != keys[s]}
+        assert changed == set(steps), name
+        if "static" in steps:
+            assert row["cached"] is False, f"{name} changed, the row was cached"
+        keys = row["keys"]
+    # The table's layout decides no cell: changing it keeps every key.
     layout = project / "tools/vllm_patchkit/matrix_table.py"
     layout.write_text(layout.read_text() + change)
-    assert _row(project, "0.29.0")["cached"] is True
+    assert _row(project, "0.29.0") == {"keys": keys, "cached": True}

@@ -32,9 +32,11 @@ not run.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import subprocess
@@ -169,42 +171,89 @@ def select_versions(first: str, last: str) -> list[str]:
 # ---------------------------------------------------------------- cache key
 
 
-def decider_files() -> list[Path]:
-    """The source files whose code decides a cell (hashed into the cache key).
+_OURS = ("vllm_patchkit", "vllm_overlay")
 
-    Found from the objects the row is computed with, so a checker that moves
-    to another module is still covered; whole packages where a step is a
-    package (the overlay, the regression suite, the audit).
-    """
-    objects: list[Any] = [
-        sys.modules[__name__],
-        invariant_holds,
-        classify_tree,
-        apply_series,
-        fix_statuses,
-        fixes_not_counted,
-        inspect_capture_tree,
-        release_tree,
-        run_scenarios,
-        Series,
-        importlib.import_module("vllm_patchkit.invariants"),
-        importlib.import_module("vllm_patchkit.versions"),
-    ]
-    files = [Path(inspect.getsourcefile(o) or "") for o in objects]
-    packages = [Path(vllm_patchkit.regression.__file__ or "").parent]
-    packages.append(Path(vllm_overlay.__file__ or "").parent)
-    for key in _OPTIONAL:
-        module = optional_module(key)
-        if module is None:
+
+def _package_files(source: Path) -> list[Path]:
+    return [p for p in source.parent.rglob("*.py") if "__pycache__" not in p.parts]
+
+
+def _module_file(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _imported(path: Path) -> set[str]:
+    """The project modules ``path`` imports, at any depth of its code."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {n for n in names if n.split(".")[0] in _OURS}
+
+
+def import_closure(seeds: list[Path]) -> list[Path]:
+    """``seeds`` and every project module they import, transitively."""
+    seen: set[Path] = set()
+    todo = [p.resolve() for p in seeds]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
             continue
-        source = Path(inspect.getsourcefile(module) or "")
-        if source.name == "__init__.py":
-            packages.append(source.parent)
-        else:
-            files.append(source)
-    for package in packages:
-        files += [p for p in package.rglob("*.py") if "__pycache__" not in p.parts]
-    return sorted({f.resolve() for f in files})
+        seen.add(path)
+        for name in _imported(path):
+            found = _module_file(name)
+            if found is not None:
+                todo.append(found.resolve())
+    return sorted(seen)
+
+
+def _source(obj: Any) -> Path:
+    return Path(inspect.getsourcefile(obj) or "")
+
+
+def decider_files(step: str) -> list[Path]:
+    """The source files whose code decides ``step``'s cells (its cache key).
+
+    Seeded from the objects the step is computed with, so a checker that
+    moves to another module is still covered, then closed over the project
+    modules they import. Code that runs in a child process (the regression
+    suite, the overlay vLLM loads, the probe and the audit) is taken as
+    whole packages, since no import statement leads to it.
+    """
+    seeds = [_source(sys.modules[__name__]), _source(release_tree)]
+    runtime = optional_module("tree_runtime")
+    if runtime is not None:
+        seeds.append(_source(runtime))
+    overlay = _package_files(_source(vllm_overlay))
+    suite = [_source(run_scenarios), _source(fixes_not_counted)]
+    suite += _package_files(_source(vllm_patchkit.regression))
+    if step == "static":
+        seeds += [_source(o) for o in (classify_tree, invariant_holds, fix_statuses)]
+        seeds += [_source(inspect_capture_tree), _source(Series), *overlay]
+    elif step in ("stock", "series"):
+        seeds += suite
+        if step == "series":
+            seeds += [_source(apply_series), _source(classify_tree)]
+    elif step in ("overlay", "audit"):
+        module = optional_module(step)
+        if module is not None:
+            source = _source(module)
+            seeds += (
+                _package_files(source) if source.name == "__init__.py" else [source]
+            )
+        if step == "overlay":
+            seeds += overlay
+    else:
+        raise ValueError(f"no matrix step {step!r}")
+    return import_closure(seeds)
 
 
 def series_hash(series: Series) -> str:
@@ -217,15 +266,19 @@ def series_hash(series: Series) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(series: Series) -> str:
+def cache_key(series: Series, step: str) -> str:
+    """The key of one step's cells: its deciders, the series where it decides
+    the step, and the Python, torch and git versions."""
     digest = hashlib.sha256()
 
     def add(label: str, data: bytes) -> None:
         digest.update(f"{label}\0{len(data)}\0".encode())
         digest.update(data)
 
-    add("series", series_hash(series).encode())
-    for source in decider_files():
+    add("step", step.encode())
+    if step in ("static", "stock", "series"):
+        add("series", series_hash(series).encode())
+    for source in decider_files(step):
         add(f"source {source.parent.name}/{source.name}", source.read_bytes())
     add("python", sys.version.encode())
     add("torch", _local_version("torch").encode())
@@ -500,16 +553,18 @@ def static_facts(tree: Path, series: Series) -> dict[str, Any]:
 
 
 class StepCache:
-    """Cells per (cache key, release commit, step), one JSON file each."""
+    """Cells per (step key, release commit), one JSON file each."""
 
-    def __init__(self, key: str, refresh: bool = False):
-        self.root = cache_dir() / "matrix" / key
+    def __init__(self, series: Series, refresh: bool = False):
+        self.keys = {step: cache_key(series, step) for step in STEPS}
+        self.root = cache_dir() / "matrix"
         self.refresh = refresh
 
     def get(
         self, version: str, commit: str, step: str, compute: Callable[[], Any]
     ) -> tuple[Any, bool]:
-        path = self.root / f"{version}-{commit[:12]}" / f"{step}.json"
+        name = f"{version}-{commit[:12]}.json"
+        path = self.root / step / self.keys[step] / name
         if path.is_file() and not self.refresh:
             return json.loads(path.read_text()), True
         value = compute()
@@ -587,7 +642,7 @@ def build_matrix(
     jobs: int = 1,
 ) -> list[Row]:
     """One row per release, ``jobs`` releases at a time, in release order."""
-    cache = StepCache(cache_key(series), refresh)
+    cache = StepCache(series, refresh)
     work = list(enumerate(versions, 1))
     if jobs <= 1:
         return [analyse(i, v, series, cache, steps, progress) for i, v in work]
