@@ -43,7 +43,27 @@ def to_json(rows: list[Row], run: dict[str, Any]) -> dict[str, Any]:
     return {"run": run, "rows": [r.to_json() for r in rows]}
 
 
-def markdown(rows: list[Row], run: dict[str, Any]) -> str:
+README_START = "<!-- vllm-patchkit matrix: table start -->"
+README_END = "<!-- vllm-patchkit matrix: table end -->"
+
+
+def with_table(readme: str, rows: list[Row]) -> str:
+    """``readme`` with the text between its matrix markers replaced by the table.
+
+    A README without both markers, in order, is refused: the table goes only
+    where its owner put it.
+    """
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(
+            f"the README has no '{README_START}' ... '{README_END}' block for the table"
+        )
+    head = readme[: start + len(README_START)]
+    return head + "\n" + "\n".join(table(rows)) + "\n" + readme[end:]
+
+
+def table(rows: list[Row]) -> list[str]:
+    """The matrix's main table, one row per release."""
     lines = [
         (
             "| vLLM | #51585 | #53821 | series | stock suite | suite, series applied "
@@ -71,7 +91,12 @@ def markdown(rows: list[Row], run: dict[str, Any]) -> str:
             )
             + " |"
         )
-    lines += ["", *run_lines(run), "", *runtime_table(rows), *not_run_notes(rows)]
+    return lines
+
+
+def markdown(rows: list[Row], run: dict[str, Any]) -> str:
+    lines = [*table(rows), "", *run_lines(run), "", *runtime_table(rows)]
+    lines += not_run_notes(rows)
     return "\n".join(lines) + "\n"
 
 

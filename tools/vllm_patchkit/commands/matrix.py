@@ -53,6 +53,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--output-dir", type=Path, default=Path("."), help="where matrix.md/json go"
     )
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        metavar="PATH",
+        help="also replace the table between PATH's matrix markers",
+    )
     add_json(parser)
     parser.set_defaults(handler=run)
 
@@ -63,11 +69,16 @@ def run(args: argparse.Namespace) -> int:
         return code
     if args.jobs < 1:
         raise ValueError(f"--jobs {args.jobs}: at least one release at a time")
+    if args.readme is not None:
+        from vllm_patchkit.matrix_table import README_START
+
+        if README_START not in args.readme.read_text():
+            raise ValueError(f"{args.readme}: no '{README_START}' marker")
     import json
     import time
 
     from vllm_patchkit.matrix import MEASURED, Progress, build_matrix, select_versions
-    from vllm_patchkit.matrix_table import markdown, summary, to_json
+    from vllm_patchkit.matrix_table import markdown, summary, to_json, with_table
     from vllm_patchkit.series import load_series
 
     versions = select_versions(args.first, args.last)
@@ -86,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     (args.output_dir / "matrix.md").write_text(table)
     payload = to_json(rows, run_info)
     (args.output_dir / "matrix.json").write_text(json.dumps(payload, indent=2) + "\n")
+    if args.readme is not None:
+        args.readme.write_text(with_table(args.readme.read_text(), rows))
     if args.json:
         emit_json(payload)
     else:
