@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vllm_patchkit.commands import (
     apply,
+    audit,
     check,
     demo,
     doctor,
@@ -47,6 +48,7 @@ COMMANDS = (
     refresh,
     upstream,
     doctor,
+    audit,
     matrix,
     test,
     precommit,

@@ -1,0 +1,96 @@
+"""The static pass on real release trees: #51585's writes found, the fix seen.
+
+Expected lines are read from the tree's own text (the statement that does
+the write), never hard-coded, so a test checks that the pass points at the
+right statement, not at a number copied from its own output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_patchkit.audit.static import StaticResult, analyse_tree
+from vllm_patchkit.releases import release_tree
+
+pytestmark = pytest.mark.release_trees
+
+ROCM = "vllm/v1/attention/backends/rocm_attn.py"
+CAPTURE = "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"
+
+
+@pytest.fixture(scope="module")
+def static_28() -> tuple[Path, StaticResult]:
+    tree = release_tree("0.28.0")
+    return tree, analyse_tree(tree)
+
+
+@pytest.fixture(scope="module")
+def static_29() -> tuple[Path, StaticResult]:
+    tree = release_tree("0.29.0")
+    return tree, analyse_tree(tree)
+
+
+def line_of(tree: Path, file: str, text: str) -> int:
+    lines = (tree / file).read_text().splitlines()
+    hits = [n for n, line in enumerate(lines, 1) if text in line]
+    assert len(hits) == 1, (file, text, hits)
+    return hits[0]
+
+
+def writes_at(
+    result: StaticResult, file: str, field: str
+) -> list[tuple[int, str, str]]:
+    return [
+        (w.line, w.method, w.operation)
+        for w in result.writes
+        if w.file == file and w.field == field
+    ]
+
+
+def test_finds_the_metadata_class_wherever_the_release_keeps_it(
+    static_28: tuple[Path, StaticResult],
+) -> None:
+    tree, result = static_28
+    declared = [
+        p.relative_to(tree).as_posix()
+        for p in (tree / "vllm").rglob("*.py")
+        if "\nclass CommonAttentionMetadata" in p.read_text()
+    ]
+    assert [result.metadata_class] == declared
+    assert {"query_start_loc", "query_start_loc_cpu", "seq_lens"} <= set(result.fields)
+    assert "RocmAttentionMetadataBuilder" in result.builders
+
+
+def test_finds_the_51585_host_zeroing_on_0_28_0(
+    static_28: tuple[Path, StaticResult],
+) -> None:
+    tree, result = static_28
+    host = line_of(tree, ROCM, "common_attn_metadata.query_start_loc_cpu.zero_()")
+    device = line_of(tree, ROCM, "common_attn_metadata.query_start_loc.zero_()")
+
+    assert writes_at(result, ROCM, "query_start_loc_cpu") == [(host, CAPTURE, "zero_")]
+    assert writes_at(result, ROCM, "query_start_loc") == [(device, CAPTURE, "zero_")]
+
+
+def test_follows_an_alias_through_the_metadata_build_returns(
+    static_28: tuple[Path, StaticResult],
+) -> None:
+    # attn_metadata = self.build(0, common_attn_metadata) puts the shared
+    # seq_lens in attn_metadata.seq_lens; fill_ on it writes the shared one.
+    tree, result = static_28
+    fill = line_of(tree, ROCM, "attn_metadata.seq_lens.fill_(1)")
+
+    assert writes_at(result, ROCM, "seq_lens") == [(fill, CAPTURE, "fill_")]
+
+
+def test_the_host_zeroing_is_gone_on_0_29_0(
+    static_29: tuple[Path, StaticResult],
+) -> None:
+    tree, result = static_29
+    device = line_of(tree, ROCM, "common_attn_metadata.query_start_loc.zero_()")
+
+    assert writes_at(result, ROCM, "query_start_loc_cpu") == []
+    assert writes_at(result, ROCM, "query_start_loc") == [(device, CAPTURE, "zero_")]
+    assert not [w for w in result.writes if w.field == "query_start_loc_cpu"]

@@ -1,0 +1,114 @@
+"""``vllm-patchkit audit``: find builders that write shared per-step metadata."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vllm_patchkit.commands.common import EXIT_CODES_HELP, add_json, emit_json
+from vllm_patchkit.runtime import INSTALLED_VLLM, require
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from vllm_patchkit.audit.findings import AuditReport
+
+_DESCRIPTION = (
+    "Find the class of bug behind vLLM #51585 in a vLLM tree or (with no "
+    "PATH) the installed vLLM: a metadata builder that writes, in place, a "
+    "field of the CommonAttentionMetadata the model runner shares with every "
+    "KV-cache group's builder. A static pass reads every module (ast, no "
+    "import); a dynamic pass runs every builder it can make on CPU in a "
+    "child process, in both modes, records each write with its file and "
+    "line, and builds the builders that follow with and without it. Each "
+    "finding is harmful (a later builder's output or success changes), "
+    "latent (no runnable victim affected, or not exercised) or intentional "
+    "(a documented band-aid). Exit 1 when a harmful finding exists; 3 when "
+    "it cannot judge (a pass or a finding's effect check could not run, "
+    "and nothing harmful was found); 0 otherwise."
+)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "audit",
+        help="find metadata builders that write shared state (the #51585 class)",
+        description=_DESCRIPTION,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "path", nargs="?", type=Path, help="a vLLM tree (default: the installed vLLM)"
+    )
+    parser.add_argument(
+        "--static-only",
+        action="store_true",
+        help="read the source only; every write's effect is then not judged",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1200,
+        metavar="SECONDS",
+        help="limit for the dynamic pass's child process (default: %(default)s)",
+    )
+    add_json(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.errors import RefusedError
+
+    installed = args.path is None
+    if installed:
+        hint = "or name a vLLM tree: audit PATH"
+        if code := require(args, "audit", INSTALLED_VLLM, hint):
+            return code
+        from vllm_patchkit.installed import installed_vllm_dir
+
+        tree = installed_vllm_dir().parent
+    else:
+        tree = args.path.resolve()
+        if not (tree / "vllm").is_dir():
+            raise RefusedError(f"{args.path} is not a vLLM tree (no vllm/ in it)")
+    from vllm_patchkit.audit import audit_tree
+
+    report = audit_tree(
+        tree,
+        dynamic=not args.static_only,
+        installed=installed,
+        timeout=args.timeout,
+    )
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print_report(report)
+    return report.exit_code
+
+
+def print_report(report: AuditReport, out=sys.stdout) -> None:
+    """Verdict and counts first, then the findings, harmful first."""
+    counts = report.counts()
+    print(f"vLLM {report.version} at {report.tree}", file=out)
+    print(
+        f"verdict: {report.verdict}; checks: {counts['ran']} ran, "
+        f"{counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['could_not_run']} could not run",
+        file=out,
+    )
+    for check in report.could_not_run:
+        print(f"  could not run: {check.name}: {check.why}", file=out)
+    seconds = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+    print(f"time: {seconds}", file=out)
+    findings = report.sorted_findings()
+    print(f"findings: {len(findings)}", file=out)
+    for f in findings:
+        print(
+            f"  {f.kind:<11} {f.file}:{f.line} {f.field} ({f.operation}) "
+            f"in {f.method} [{', '.join(f.evidence)}]",
+            file=out,
+        )
+        if f.victims:
+            print(f"      victims: {', '.join(f.victims)}", file=out)
+        if f.reason:
+            print(f"      {f.reason}", file=out)
