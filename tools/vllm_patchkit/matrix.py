@@ -498,7 +498,9 @@ def run_overlay(tree: Path) -> Cell:
             text += f" (installed {', '.join(result.installed)})"
         if result.status == CANNOT_JUDGE and result.why:
             text += f": {result.why}"
-        return Cell(result.status, text, detail=result.to_json())
+        data = result.to_json()
+        data["log"] = data.get("log", [])[:8]
+        return Cell(result.status, text, detail=data)
 
     return _timed(step)
 
@@ -510,16 +512,37 @@ def run_audit(tree: Path) -> Cell:
 
     def step() -> Cell:
         report = module.audit_tree(tree)
-        data = report.to_json() if hasattr(report, "to_json") else asdict(report)
-        findings = data.get("findings", [])
-        harmful = [f for f in findings if f.get("kind") == "harmful"]
-        verdict = str(data.get("verdict", ""))
-        if not harmful and "cannot" in verdict:
-            return Cell(CANNOT_JUDGE, f"cannot judge: {verdict}", detail=data)
-        where = sorted({f"{f['field']} in {f['method']}" for f in harmful})
-        text = f"{len(harmful)} harmful" + (f": {'; '.join(where)}" if where else "")
-        counts = {k: data[k] for k in ("ran", "passed", "failed") if k in data}
-        return Cell("harmful" if harmful else "none", text, counts=counts, detail=data)
+        data = report.to_json()
+        checks = data.get("checks", {})
+        # The run's own list is long; keep the checks that could not run.
+        checks["list"] = [
+            c for c in checks.get("list", []) if c.get("status") == "could not run"
+        ]
+        counts = {k: checks[k] for k in ("ran", "passed", "failed") if k in checks}
+        counts["not_run"] = checks["list"]
+        harmful = [f for f in data["findings"] if f["kind"] == "harmful"]
+        kinds = data.get("counts", {})
+        rest = ", ".join(f"{n} {k}" for k, n in kinds.items() if k != "harmful" and n)
+        ran = f"{counts.get('ran', 0)} checks ran"
+        if checks.get("could_not_run"):
+            ran += f", {checks['could_not_run']} could not run"
+        where = "; ".join(
+            f"{f['field']} in {f['method']} ({Path(f['file']).name}:{f['line']})"
+            for f in harmful
+        )
+        if harmful:
+            status, text = "harmful", f"{len(harmful)} harmful: {where}"
+        elif data["verdict"] == "cannot judge":
+            status, text = (
+                CANNOT_JUDGE,
+                "cannot judge: none found, but "
+                + ", ".join(checks.get("could_not_run_names", [])[:3])
+                + " could not run",
+            )
+        else:
+            status, text = "none", "none"
+        text += f" ({ran}{'; ' + rest if rest else ''})"
+        return Cell(status, text, counts=counts, detail=data)
 
     return _timed(step)
 
