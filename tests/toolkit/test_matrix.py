@@ -41,10 +41,13 @@ def _tree_state(tree: Path) -> tuple[str, str]:
     )
 
 
-def test_matrix_on_0_28_to_0_29(tmp_path: Path) -> None:
+def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
+    """Stock and series-applied suites on an affected and a fixed release
+    (the suite runs other tests of the session made are reused)."""
     trees = {v: release_tree(v) for v in ("0.28.0", "0.29.0")}
     before = {v: _tree_state(t) for v, t in trees.items()}
     args = ["matrix", "--from", "0.28.0", "--to", "0.29.0", "--jobs", "2"]
+    args += ["--steps", "stock,series"]
     first = patchkit(*args, "--refresh", "--output-dir", str(tmp_path))
     assert first.returncode == 0, first.stderr
     # The release trees the rows ran on are untouched: the series went
@@ -83,11 +86,7 @@ def test_matrix_on_0_28_to_0_29(tmp_path: Path) -> None:
         "series adds only tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
         in new["applied"]["text"]
     )
-    # The overlay, loaded by vLLM's own plugin loader: fixes the affected
-    # release, does nothing on the fixed one.
-    assert old["overlay"]["status"] == "fixes", old["overlay"]["text"]
-    assert new["overlay"]["status"] == "inert", new["overlay"]["text"]
-    assert old["overlay"]["detail"]["without"] == "bug reproduced"
+    assert old["overlay"]["text"] == "skipped (not in --steps stock,series)"
     assert data["run"]["rows_computed"] == 2
 
     table = (tmp_path / "matrix.md").read_text()
@@ -109,6 +108,47 @@ def test_matrix_on_0_28_to_0_29(tmp_path: Path) -> None:
     assert "stock: " in second.stderr and "(cached)" in second.stderr
     # A warm run keeps the cells' own cost, measured when they ran.
     assert again["rows"][0]["stock"]["seconds"] == stock["seconds"]
+
+
+def test_matrix_overlay_and_audit_on_0_28(tmp_path: Path) -> None:
+    """The overlay through vLLM's own plugin loader fixes 0.28.0, and the
+    audit finds #51585's host zeroing there, harmful."""
+    proc = patchkit(
+        "matrix",
+        "--from",
+        "0.28.0",
+        "--to",
+        "0.28.0",
+        "--steps",
+        "overlay,audit",
+        "--refresh",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    overlay, audit = row["overlay"], row["audit"]
+    assert overlay["status"] == "fixes", overlay["text"]
+    assert overlay["detail"]["without"] == "bug reproduced"
+    assert overlay["detail"]["with_overlay"] == "passes"
+    assert overlay["seconds"] > 0
+    assert audit["status"] == "harmful", audit["text"]
+    harmful = [f for f in audit["detail"]["findings"] if f["kind"] == "harmful"]
+    assert any(
+        f["field"] == "query_start_loc_cpu"
+        and f["method"] == "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"
+        for f in harmful
+    ), harmful
+    assert "query_start_loc_cpu in RocmAttentionMetadataBuilder" in audit["text"]
+    assert audit["counts"]["ran"] > 0
+    assert row["stock"]["text"] == "skipped (not in --steps overlay,audit)"
+    assert "vLLM 0.28.0   overlay: fixes" in proc.stderr
+
+
+def test_matrix_rejects_unknown_steps(tmp_path: Path) -> None:
+    proc = patchkit("matrix", "--steps", "stock,lint", "--output-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "choose among stock, series, overlay, audit" in proc.stderr
 
 
 def test_matrix_rejects_an_empty_range(tmp_path: Path) -> None:

@@ -40,6 +40,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="read the trees only: skip the suite, overlay and audit runs",
     )
     parser.add_argument(
+        "--steps",
+        metavar="LIST",
+        help=(
+            "comma-separated measured steps to run (stock, series, overlay, "
+            "audit; default all); the others are marked skipped"
+        ),
+    )
+    parser.add_argument(
         "--refresh", action="store_true", help="recompute cached releases too"
     )
     parser.add_argument(
@@ -63,10 +71,31 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+MEASURED = ("stock", "series", "overlay", "audit")
+
+
+def _steps(args: argparse.Namespace) -> tuple[str, ...]:
+    """The measured steps to run: --steps, none for --no-suite, else all."""
+    if args.steps is None:
+        return () if args.no_suite else MEASURED
+    if args.no_suite:
+        raise ValueError("--steps and --no-suite contradict each other")
+    chosen = tuple(s.strip() for s in args.steps.split(",") if s.strip())
+    unknown = [s for s in chosen if s not in MEASURED]
+    if unknown or not chosen:
+        raise ValueError(f"--steps {args.steps}: choose among {', '.join(MEASURED)}")
+    return chosen
+
+
 def run(args: argparse.Namespace) -> int:
     hint = "--no-suite skips the suite"
-    if not args.no_suite and (code := require(args, "matrix", VLLM_RUNTIME, hint)):
+    if (
+        not args.no_suite
+        and args.steps != "audit"
+        and (code := require(args, "matrix", VLLM_RUNTIME, hint))
+    ):
         return code
+    steps = _steps(args)
     if args.jobs < 1:
         raise ValueError(f"--jobs {args.jobs}: at least one release at a time")
     if args.readme is not None:
@@ -77,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from vllm_patchkit.matrix import MEASURED, Progress, build_matrix, select_versions
+    from vllm_patchkit.matrix import Progress, build_matrix, select_versions
     from vllm_patchkit.matrix_table import markdown, summary, to_json, with_table
     from vllm_patchkit.series import load_series
 
@@ -86,11 +115,16 @@ def run(args: argparse.Namespace) -> int:
     rows = build_matrix(
         load_series(args.patches),
         versions,
-        steps=() if args.no_suite else MEASURED,
+        steps=steps,
         progress=Progress(len(versions)),
         refresh=args.refresh,
         jobs=args.jobs,
     )
+    why = "--no-suite" if args.no_suite else f"not in --steps {args.steps}"
+    for row in rows:
+        for cell in row.cells.values():
+            if cell.status == "skipped":
+                cell.text = f"skipped ({why})"
     run_info = summary(rows, time.perf_counter() - start, args.jobs)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     table = markdown(rows, run_info)
