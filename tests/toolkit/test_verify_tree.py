@@ -7,6 +7,7 @@ these also prove that the command judges the tree it is given.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,14 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert snapshot(tree) == before_run  # judged without a trace
     lines = format_verify(result).splitlines()
     assert lines[1].startswith("  before: refs/vllm-patchkit/base: ")
-    assert lines[3].split() == ["check", "before", "after"]
+    # Each run says what ran it: this venv's torch, the release's pin.
+    torch = metadata.version("torch")
+    for label in ("before", "after"):
+        assert f"  {label}: runtime: torch {torch} (the release pins torch 2.13.0" in (
+            "\n".join(lines)
+        )
+    assert after.runtime is not None and after.runtime["torch"] == torch
+    assert lines[5].split() == ["check", "before", "after"]
     assert any(
         line.startswith("upstream test") and "FAIL 0 passed, 9 failed" in line
         for line in lines
@@ -173,6 +181,33 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
         "rocm_then_minimax_sparse[q=3]",
     } <= named
     assert "upstream test" in proc.stdout and "9 passed, 0 failed" in proc.stdout
+
+
+def test_an_upstream_test_for_a_later_layout_leaves_the_suite_to_judge(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """0002's test on a release without a module it imports (0002 needs
+    ``vllm.v1.attention.backend``, 0.14.0 on): it did not run and says why,
+    naming the module; the suite's core checks, which ran, decide."""
+    tree = _patched_clone(release_clone)
+    test_file = tree / UPSTREAM_TEST
+    text = test_file.read_text()
+    absent = "vllm.v1.attention.layout_of_a_later_release"
+    test_file.write_text(
+        text.replace("import pytest\n", f"import pytest\nimport {absent}\n")
+    )
+    as_user(tree).run("commit", "--quiet", "-am", "[Misc] a later layout")
+
+    code, result = patchkit_json("test", "--no-baseline", str(tree))
+
+    assert code == 0, result
+    test = result["after"]["upstream_test"]
+    assert test["passed"] == test["failed"] == 0 and test["absent_modules"] == [absent]
+    assert result["message"].startswith(
+        "the fix is present and behaves correctly (the suite's core checks; the "
+        f"upstream test {UPSTREAM_TESTS} did not run: it imports {absent}, "
+    )
+    assert result["after"]["counts"]["failed"] == 0
 
 
 @pytest.mark.parametrize("breakage", ["import error", "nothing collected"])

@@ -747,7 +747,7 @@ def test_gate_failures_become_one_issue_that_tells_3_from_1(tmp_path: Path) -> N
     body = (out / "issue-body.md").read_text()
     assert "`abc123`" in body and "Nothing was pushed" in body
     assert "### `test` exited 3" in body and "could not run or judge" in body
-    assert "torch 2.13.0" in body and "torch too old" in body
+    assert "runtime:" in body and "torch too old" in body
     assert "````text\n```\ntorch too old\n````" in body
     assert f"### `precommit` exited {codes['precommit']}" in body
     assert "**1** means the check ran and found a real problem" in body
@@ -911,3 +911,45 @@ def _json(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text())
     assert isinstance(data, dict)
     return data
+
+
+@pytest.mark.release_trees
+def test_gate_judges_main_with_the_tree_runtime(tmp_path: Path) -> None:
+    """The nightly ``test`` step on upstream main, with the newest source
+    release standing in for it: a checkout with no ``vllm/_version.py``
+    (what a git clone of main is), judged through run-gate.sh with the
+    workflow's own command line, must run the suite on this venv's torch and
+    pass, and the gate report must find nothing failed."""
+    from importlib import metadata
+
+    from vllm_patchkit.releases import clone_release
+
+    newest = "0.33.0"
+    checkout = tmp_path / "main"
+    git = clone_release(newest, checkout)
+    git.run("rm", "--quiet", "vllm/_version.py")
+    git.run("commit", "--quiet", "-m", "stand-in for upstream main")
+    out = tmp_path / "report"
+    command = next(
+        line.split("run: ", 1)[1]
+        for line in WORKFLOW.read_text().splitlines()
+        if "run-gate.sh test " in line
+    )
+    assert command == 'tools/ci/run-gate.sh test "$OUT" vllm-patchkit test "$CHECKOUT"'
+    proc = ci(
+        "run-gate.sh",
+        "test",
+        str(out),
+        tool("vllm-patchkit"),
+        "test",
+        str(checkout),
+        patches=PATCHES_DIR,
+    )
+    log = (out / "gates" / "test.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert (out / "gates.tsv").read_text() == "test\t0\n"
+    # Judged as a development tree: every fix counts, none is "not carried".
+    assert "not carried" not in log and "verdict: FIXED" in log
+    torch = metadata.version("torch")
+    assert f"runtime: torch {torch} (the release pins torch 2.14.0" in log
+    assert outputs(gate_report(out).stdout) == {"failed": ""}

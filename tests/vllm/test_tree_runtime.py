@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from tests.toolkit.cli_helpers import patchkit_json
 from vllm_patchkit.releases import release_tree
 from vllm_patchkit.tree_runtime import (
     MANIFEST,
@@ -108,3 +110,40 @@ def test_requirements_follow_includes_and_markers(tmp_path: Path) -> None:
 def test_no_directory_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(RuntimeUnavailable, match="no such directory"):
         runtime_for(tmp_path / "absent")
+
+
+def test_test_judges_an_old_release_stock_and_patched(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """``test`` on 0.12.0 with the series applied: the base (stock, exported
+    with its requirement files) reproduces the bug, the patched tree is
+    fixed, both in the release's runtime. 0.12.0 has neither MiniMax-M3 (the
+    crash check does not apply) nor ``vllm.v1.attention.backend`` (0002's
+    test cannot be collected): both are reported as not run, never passed."""
+    tree = release_clone(OLD)
+    code, applied = patchkit_json("apply", str(tree))
+    assert code == 0, applied
+
+    code, result = patchkit_json("test", str(tree))
+
+    assert code == 0, result["message"]
+    before, after = result["before"], result["after"]
+    for run in (before, after):
+        runtime = run["runtime"]
+        assert runtime["torch"] == metadata.version("torch")
+        assert runtime["pinned_torch"].startswith("2.9.1")
+        assert "gguf" in _names(tuple(runtime["extras"]))
+        assert run["vllm_version"] == OLD
+        checks = {c["name"]: c for c in run["checks"]}
+        crash = checks["minimax_indexer_after_rocm[q=1]"]
+        assert crash["status"] == "not run" and crash["applies"] is False
+        test = run["upstream_test"]
+        assert test["passed"] == test["failed"] == 0
+        assert test["absent_modules"] == ["vllm.v1.attention.backend"]
+    stock = {c["name"]: c["status"] for c in before["checks"]}
+    fixed = {c["name"]: c["status"] for c in after["checks"]}
+    assert before["bug_reproduced"] and not after["bug_reproduced"]
+    for q in (1, 3):
+        assert stock[f"capture_effects[q={q}]"] == "failed"
+        assert fixed[f"capture_effects[q={q}]"] == "passed"
+    assert "did not run: it imports vllm.v1.attention.backend" in result["message"]

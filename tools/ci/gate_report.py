@@ -49,10 +49,13 @@ MEANINGS: dict[str, dict[int, str]] = {
         2: "refused: the path is not a vLLM tree",
         3: (
             "**could not run or judge**: the suite could not run, which says "
-            "nothing about the fix. A likely cause on upstream `main`: this "
-            "repository's venv pins torch (`requirements/constraints.txt`, "
-            "torch 2.13.0) and this vLLM needs a newer one, so it cannot be "
-            "imported; update the pins, not the patches"
+            "nothing about the fix. `test` runs this vLLM on the venv's torch "
+            "(`requirements/constraints.txt`) with the pure-Python packages "
+            "its own requirement files add; the output's `runtime:` line says "
+            "which torch and extra packages ran it, what it pins and what "
+            "could not be provided, and each check that could not run says "
+            "why (a module layout the harness does not know yet: teach "
+            "`tools/vllm_patchkit/regression/layout.py`, not the patches)"
         ),
     },
     "signoff": {

@@ -7,6 +7,8 @@ passed and failed, and each check that could not run, with the reason.
 
 from __future__ import annotations
 
+from typing import Any
+
 from vllm_patchkit.precommit import PrecommitResult
 from vllm_patchkit.regression.verdict import FAILED, PASSED, status_of
 from vllm_patchkit.verify import TreeRun, VerifyResult
@@ -26,12 +28,27 @@ def format_verify(result: VerifyResult) -> str:
         rows.append(["upstream test", *(_test_cell(r) for r in runs)])
     lines = [f"vLLM {_version(runs)} from {result.after.tree}"]
     lines += [f"  {r.label}: {r.revision}" for r in runs if r.revision]
+    lines += [f"  {r.label}: {runtime_line(r.runtime)}" for r in runs if r.runtime]
     lines += _table(["check", *header], rows)
     for run in runs:
         lines += run_summary(run)
     lines += [f"fix {line}" for line in result.after.fix_lines()]
     lines.append(f"verdict: {verdict_word(result.verdict)}: {result.message}")
     return "\n".join(lines)
+
+
+def runtime_line(runtime: dict[str, Any]) -> str:
+    """Which torch and extra packages ran a tree, and what its release pins."""
+    pin = runtime.get("pinned_torch")
+    extras = ", ".join(runtime.get("extras") or []) or "none"
+    line = (
+        f"runtime: torch {runtime.get('torch')} (the release pins "
+        f"{'torch ' + pin if pin else 'no torch'}); extra packages: {extras}"
+    )
+    missing = runtime.get("missing") or []
+    if missing:
+        line += f"; not provided ({len(missing)}): " + "; ".join(missing)
+    return line
 
 
 def verdict_word(verdict: str) -> str:
@@ -52,7 +69,9 @@ def run_summary(run: TreeRun) -> list[str]:
         lines.append(
             f"{run.label}: upstream test {' '.join(test.files)}: {test.summary}"
         )
-        if test.not_run_reason is not None:
+        if test.inapplicable_reason is not None:
+            lines.append(f"{run.label}:   did not run: {test.inapplicable_reason}")
+        elif test.not_run_reason is not None:
             lines.append(f"{run.label}:   did not run: {test.not_run_reason}")
         lines += [f"{run.label}:   {failure}" for failure in test.failures[:4]]
     return lines
@@ -93,6 +112,8 @@ def _test_cell(run: TreeRun) -> str:
         return "-"
     if test.failed:
         return f"FAIL {test.summary}"
+    if test.inapplicable_reason is not None:
+        return f"DID NOT RUN (needs {', '.join(test.absent_modules)})"
     if test.not_run_reason is not None:
         return f"DID NOT RUN ({test.summary})"
     return f"PASS {test.summary}"

@@ -9,6 +9,7 @@ satisfy), and vLLM is imported from the tree through ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,24 @@ class PytestRun:
     cases: dict[str, int] = field(default_factory=dict)
     """How many cases each file reported (any outcome): a file with none did
     not run, even when the other files passed."""
+    absent_modules: list[str] = field(default_factory=list)
+    """vLLM modules the files import that the tree does not have: the test
+    targets another release's layout (0002 needs ``vllm.v1.attention.backend``,
+    0.14.0 on). Filled only when no case ran."""
+
+    @property
+    def inapplicable_reason(self) -> str | None:
+        """Why the files cannot run on this tree at all, or None.
+
+        Still a test that did not run (never a pass): the caller decides
+        whether the tree can be judged without it.
+        """
+        if self.ran or not self.absent_modules:
+            return None
+        return (
+            f"it imports {', '.join(self.absent_modules)}, which this tree's "
+            "module layout does not have"
+        )
 
     @property
     def ok(self) -> bool:
@@ -124,7 +143,24 @@ def run_tree_tests(
         return asdict(run), complete
 
     record = report_cache.reuse("tree-pytest", tree, command, env, produce)
-    return PytestRun(**record)
+    run = PytestRun(**record)
+    if not run.ran:
+        run.absent_modules = absent_vllm_modules(tree, run.output)
+    return run
+
+
+_NO_MODULE = re.compile(r"No module named '(vllm(?:\.\w+)*)'")
+
+
+def absent_vllm_modules(tree: Path, output: str) -> list[str]:
+    """The ``vllm.*`` modules pytest could not import that ``tree`` lacks
+    (neither ``a/b.py`` nor ``a/b/``), as opposed to ones that failed."""
+    absent = []
+    for name in dict.fromkeys(_NO_MODULE.findall(output)):
+        path = tree.joinpath(*name.split("."))
+        if not path.with_suffix(".py").is_file() and not path.is_dir():
+            absent.append(name)
+    return absent
 
 
 def _run(

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -69,6 +70,8 @@ MANIFEST = "runtime.json"
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _DETERMINISTIC = ("No matching distribution found", "Could not find a version")
 _CLOSURE_ROUNDS = 6
+_LAYOUT = 2
+"""Bumped when what a cache entry holds changes (2: unusable packages dropped)."""
 
 
 class RuntimeUnavailable(PatchkitError):
@@ -260,7 +263,7 @@ def _provide(
         return None, (), []
     specs = sorted(str(req) for req in wanted)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    key = hashlib.sha256(json.dumps([python, specs]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([_LAYOUT, python, specs]).encode()).hexdigest()[:16]
     dest = cache_dir() / "extras" / key
     with locked(f"extras-{key}"):
         manifest = _manifest(dest)
@@ -309,7 +312,62 @@ def _install_closure(wanted: list[Requirement], target: Path) -> tuple[list[str]
                 why = "no pure-Python wheel on the configured index"
             failed.append(f"{req}: {why}")
         batch = _unmet(target)
+    failed += _drop_unusable(target, {_name_of(f) for f in failed})
     return failed, complete
+
+
+def _name_of(failure: str) -> str:
+    """The canonical name of the requirement a ``requirement: why`` is about."""
+    text = failure.split(":", 1)[0]
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return canonicalize_name(text)
+
+
+def _drop_unusable(target: Path, unprovided: set[str]) -> list[str]:
+    """Remove the packages that need one of ``unprovided`` (directly or
+    through another removed one): installed but not importable, they would
+    turn a release's ``except ImportError`` fallback into a crash."""
+    dropped: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for info in sorted(target.glob("*.dist-info")):
+            requirements: list[Requirement] = []
+            _read_metadata(info / "METADATA", requirements, [])
+            needs = sorted(
+                {canonicalize_name(r.name) for r in requirements} & unprovided
+            )
+            if not needs:
+                continue
+            dist = metadata.PathDistribution(info)
+            name = canonicalize_name(dist.metadata["Name"] or info.name)
+            version = dist.version
+            _remove(target, dist)
+            shutil.rmtree(info, ignore_errors=True)
+            dropped.append(
+                f"{name}=={version}: needs {', '.join(needs)}, which cannot "
+                "be provided (not kept in the extras)"
+            )
+            unprovided.add(name)
+            changed = True
+    return dropped
+
+
+def _remove(target: Path, dist: metadata.Distribution) -> None:
+    """Delete the files pip installed for ``dist``, then emptied directories."""
+    parents: set[Path] = set()
+    for file in dist.files or []:
+        path = Path(str(dist.locate_file(file)))
+        if path.is_relative_to(target):
+            path.unlink(missing_ok=True)
+            parents.update(p for p in path.parents if p.is_relative_to(target))
+    for directory in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+        if directory != target and directory.is_dir():
+            shutil.rmtree(directory / "__pycache__", ignore_errors=True)
+            if not any(directory.iterdir()):
+                directory.rmdir()
 
 
 def _unmet(target: Path) -> list[Requirement]:

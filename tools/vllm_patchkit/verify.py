@@ -75,6 +75,9 @@ class TreeRun:
     """Why the run could not judge the tree (harness failure, wrong import)."""
     not_counted: dict[str, str] = field(default_factory=dict)
     """Fixes that do not decide the verdict here, and why (not carried)."""
+    runtime: dict[str, Any] | None = None
+    """What ran the tree: torch, the release's pin, extra packages, what
+    could not be provided (:class:`vllm_patchkit.tree_runtime.TreeRuntime`)."""
 
     @property
     def tally(self) -> Tally:
@@ -144,6 +147,14 @@ class TreeRun:
             return NOT_FIXED, "; ".join(reasons)
         if suite_verdict != FIXED:
             return CANNOT_JUDGE, _suite_cannot_judge(self, suite_why)
+        if test is not None and test.inapplicable_reason is not None:
+            # The test targets a later layout: it did not run and is not a
+            # pass; the suite's core checks, which did run, decide.
+            return FIXED, (
+                "the fix is present and behaves correctly (the suite's core "
+                f"checks; the upstream test {' '.join(test.files)} did not "
+                f"run: {test.inapplicable_reason})"
+            )
         if test is not None and test.not_run_reason is not None:
             return CANNOT_JUDGE, (
                 f"the upstream test {' '.join(test.files)} did not run: "
@@ -223,6 +234,8 @@ def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
 def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
     run = TreeRun(label, str(tree))
     report = run_scenarios(tree)
+    if report.runtime is not None:
+        run.runtime = report.runtime.to_json()
     if report.report is None:
         tail = "\n".join(report.log.strip().splitlines()[-5:])
         run.problem = f"the regression suite did not report (exit {report.returncode})"

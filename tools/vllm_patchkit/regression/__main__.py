@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "vllm_version": getattr(vllm, "__version__", "unknown"),
         "vllm_file": vllm.__file__,
+        "torch": _torch_version(),
         "verdict": verdict,
         "why": why,
         "fixed": verdict == FIXED,
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("\n")
     if not args.json:
         print(f"vLLM {report['vllm_version']} from {report['vllm_file']}")
+        print(f"torch {report['torch']}")
         for check in checks:
             label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
             print(f"  {label} {check.name}: {check.detail}")
@@ -101,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     if verdict == FIXED:
         return 0
     return 3 if verdict == CANNOT_JUDGE else 1
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from vllm_patchkit.regression import capture_loop, harness
+from vllm_patchkit.regression import capture_loop, harness, layout
 from vllm_patchkit.regression.capture_loop import NUM_REQS
 from vllm_patchkit.regression.records import Outcome, error_info
 from vllm_patchkit.regression.verdict import (
@@ -172,7 +172,7 @@ def _single_group(backend: type, decode_query_len: int) -> capture_loop.Groups:
     layer = "model.layers.0.aiter"
     group = AttentionGroup(backend, [layer], spec, 0)
     with set_current_vllm_config(config):
-        group.create_metadata_builders(config, harness.CPU)
+        layout.create_metadata_builders(group, config, harness.CPU)
     kv_cache_config = KVCacheConfig(
         num_blocks=harness.NUM_GPU_BLOCKS,
         kv_cache_tensors=[],

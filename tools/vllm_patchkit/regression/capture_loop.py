@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from vllm_patchkit.regression import harness
+from vllm_patchkit.regression import harness, layout
 from vllm_patchkit.regression.records import error_info, involves_code_under_test
 
 NUM_REQS = 4
@@ -80,7 +80,7 @@ def make_groups(decode_query_len: int, with_rocm: bool = True) -> Groups:
         kv_groups.append(KVCacheGroupSpec([layer], spec))
         group = AttentionGroup(backend, [layer], spec, gid)
         with set_current_vllm_config(config):
-            group.create_metadata_builders(config, harness.CPU)
+            layout.create_metadata_builders(group, config, harness.CPU)
         attn_groups.append([group])
     kv_cache_config = KVCacheConfig(
         num_blocks=harness.NUM_GPU_BLOCKS,
@@ -157,6 +157,8 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
             block_table=_construct(
                 MultiGroupBlockTable,
                 max_num_reqs=MAX_NUM_REQS,
+                # Declared before 0.14.0; _construct passes only declared ones.
+                max_model_len=config.model_config.max_model_len,
                 max_num_batched_tokens=MAX_NUM_TOKENS,
                 pin_memory=False,
                 device=harness.CPU,

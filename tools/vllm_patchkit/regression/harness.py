@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from vllm_patchkit.regression import layout
+
 # A llama-shaped model small enough to configure instantly. Only the config
 # is read; no weights are loaded.
 TINY_MODEL_CONFIG = {
@@ -118,6 +120,7 @@ def vllm_config(decode_query_len: int = 1, model: str = "llama") -> Any:
     # The engine sets this after profiling memory; FlexAttention's builder
     # sizes its block mask from it.
     config.cache_config.num_gpu_blocks = NUM_GPU_BLOCKS
+    layout.complete_config(config)
     return config
 
 
@@ -208,6 +211,7 @@ def make_builder(
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(config):
+        kwargs = layout.declared_kwargs(builder_cls, kwargs)
         return builder_cls(spec or attention_spec(), [layer], config, CPU, **kwargs)
 
 
@@ -330,6 +334,13 @@ def add_encoder_lengths(metadata: Any) -> None:
     )
 
 
+def vllm_has(relpath: str) -> bool:
+    """Whether the imported vLLM package has ``relpath`` (a file or package)."""
+    import vllm
+
+    return (Path(vllm.__file__).parent / relpath).exists()
+
+
 def import_without_parent_init(package: str, module: str) -> types.ModuleType:
     """Import ``package.module`` without running ``package/__init__.py``.
 
@@ -365,7 +376,7 @@ def batch_metadata(query_lens: Sequence[int], context_len: int = 10) -> Any:
     ``seq_lens_cpu_upper_bound``), so the constructor arguments come from the
     fields the installed release declares.
     """
-    from vllm.v1.attention.backend import CommonAttentionMetadata
+    CommonAttentionMetadata = layout.common_attention_metadata()  # noqa: N806
 
     lens = torch.tensor(list(query_lens), dtype=torch.int32)
     num_reqs = len(lens)

@@ -81,6 +81,11 @@ PAIR_FACTS = {
 AITER_SCENARIOS = (AITER_CAPTURE, AITER_LOOP)
 """The #53821 scenarios; ROCM_ATTN through its backend is #51585's side."""
 
+MINIMAX_ABSENT = (
+    "not applicable: this release has no MiniMax-M3 (vllm/models/minimax_m3, "
+    "0.24.0 on), so the PR's crash cannot happen here; capture_effects judges "
+    "the host offsets"
+)
 CORE_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
 """Without these, at every query length, #51585 is never called fixed."""
 
@@ -112,6 +117,10 @@ class Check:
     detail: str
     fix: str = HOST_FIX
     """The fix this check judges: #51585 or #53821."""
+    applies: bool = True
+    """False when the tree lacks what the check exercises (MiniMax-M3 before
+    0.24.0): it still counts as not run, but a core check that does not
+    apply is not required for a verdict (see :func:`judge`)."""
 
     @property
     def passed(self) -> bool:
@@ -124,6 +133,7 @@ class Check:
             "passed": self.passed,
             "detail": self.detail,
             "fix": self.fix,
+            "applies": self.applies,
         }
 
 
@@ -214,17 +224,32 @@ def judge(
     failed = [n for n, c in by_name.items() if status_of(c) == FAILED]
     if failed:
         return NOT_FIXED, f"failing checks: {', '.join(failed)}"
-    missing = []
+    missing, inapplicable = [], []
     for name in core:
         check = by_name.get(name)
         if check is None:
             missing.append(f"{name} (not in this run)")
         elif status_of(check) != PASSED:
             detail = check.detail if isinstance(check, Check) else check["detail"]
-            missing.append(f"{name} ({detail})")
+            if applies(check):
+                missing.append(f"{name} ({detail})")
+            else:
+                inapplicable.append(name)
     if missing:
         return CANNOT_JUDGE, f"core checks did not run: {'; '.join(missing)}"
-    return FIXED, "every check that ran passed, the core checks included"
+    if len(inapplicable) == len(core):
+        return CANNOT_JUDGE, "no core check applies to this tree"
+    why = "every check that ran passed, the core checks included"
+    if inapplicable:
+        why += f" (not applicable to this tree: {', '.join(inapplicable)})"
+    return FIXED, why
+
+
+def applies(check: Check | Mapping[str, Any]) -> bool:
+    """Whether the tree has what ``check`` exercises (older reports: yes)."""
+    if isinstance(check, Check):
+        return check.applies
+    return bool(check.get("applies", True))
 
 
 def is_pr_crash(outcome: Outcome) -> bool:
@@ -245,7 +270,7 @@ def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
 
 def _check(outcome: Outcome) -> Check:
     name = check_name(outcome.scenario, outcome.decode_query_len)
-    if outcome.status == "unavailable":
+    if outcome.status == "unavailable" and not outcome.facts.get("absent"):
         why = (outcome.error or {}).get("message") or "unavailable"
         return Check(name, NOT_RUN, str(why))
     if outcome.status == "error":
@@ -262,6 +287,8 @@ def _check(outcome: Outcome) -> Check:
             detail += f" (host offsets after capture: {outcome.facts['host_after']})"
         return Check(name, _status(not wrong), detail)
     if outcome.scenario == "minimax_indexer_after_rocm":
+        if outcome.status == "unavailable" and outcome.facts.get("absent"):
+            return Check(name, NOT_RUN, MINIMAX_ABSENT, applies=False)
         if outcome.status == "raised":
             return Check(name, FAILED, describe_error(outcome.error))
         got = outcome.facts.get("decode_query_len")
@@ -365,6 +392,8 @@ def _victim_verdict(outcome: Outcome) -> tuple[bool, str]:
 def bug_reproduced(outcomes: list[Outcome]) -> bool:
     """Stock affected code: host offsets zeroed and the PR's crash raised."""
     crashes = [o for o in outcomes if o.scenario == "minimax_indexer_after_rocm"]
+    # A release without MiniMax-M3 cannot crash there: the zeroing is the bug.
+    applicable = [o for o in crashes if not o.facts.get("absent")]
     zeroed = [
         o
         for o in outcomes
@@ -372,4 +401,4 @@ def bug_reproduced(outcomes: list[Outcome]) -> bool:
         and o.status == "ok"
         and not o.facts.get("host_unchanged")
     ]
-    return bool(crashes) and all(is_pr_crash(o) for o in crashes) and bool(zeroed)
+    return bool(crashes) and all(is_pr_crash(o) for o in applicable) and bool(zeroed)
