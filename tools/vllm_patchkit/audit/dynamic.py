@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.audit.findings import Check
+
 MODES = ("build", "capture")
 """``build``: ``build(0, metadata)``; ``capture``: ``build_for_cudagraph_capture``."""
 
@@ -110,6 +112,46 @@ class DynamicResult:
     @property
     def could_not_run(self) -> list[BuilderRun]:
         return [r for r in self.runs if r.status in ("raised", "could not run")]
+
+    def checks(self) -> list[Check]:
+        """The pass as one check: it could not run (why), or it ran and
+        passed unless a write it saw is harmful."""
+        from vllm_patchkit.audit.effect import classify
+
+        if self.error is not None:
+            return [Check("dynamic pass", ran=False, why=self.error)]
+        builders = len({r.builder for r in self.ran})
+        harmful = [f for f in classify(self) if f.kind == "harmful"]
+        return [
+            Check(
+                "dynamic pass",
+                ran=True,
+                passed=not harmful,
+                why=f"{builders} builders ran; {len(self.writes)} shared writes "
+                f"seen; {len(harmful)} harmful",
+            )
+        ]
+
+    def builder_checks(self) -> list[Check]:
+        """One check per builder and mode: ran, or could not run with why.
+
+        A builder that needs CUDA or a ROCm-only package never runs on a CPU
+        host; the static pass still reads it. Whether such a builder makes a
+        whole audit "cannot judge" is the report's call, not this pass's.
+        """
+        by_key: dict[tuple[str, str | None], list[BuilderRun]] = {}
+        for run in self.runs:
+            by_key.setdefault((run.builder, run.mode), []).append(run)
+        out = []
+        for (builder, mode), runs in sorted(by_key.items(), key=str):
+            name = f"dynamic: {builder}" + (f" ({mode})" if mode else "")
+            ran = [r for r in runs if r.status == "ran"]
+            if ran:
+                out.append(Check(name, ran=True, passed=True))
+            else:
+                why = "; ".join(sorted({f"{r.status}: {r.reason}" for r in runs}))
+                out.append(Check(name, ran=False, why=why))
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {

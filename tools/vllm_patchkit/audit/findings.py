@@ -36,6 +36,10 @@ class Finding:
     evidence: list[str] = field(default_factory=list)
     reason: str = ""
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
     @property
     def key(self) -> tuple[str, int, str]:
         """Where and what: the static and dynamic passes merge on this."""
@@ -67,6 +71,13 @@ class Check:
     def to_json(self) -> dict[str, Any]:
         status = "passed" if self.passed else "failed" if self.ran else "could not run"
         return {"name": self.name, "status": status, "why": self.why}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Check:
+        status = data["status"]
+        return cls(
+            data["name"], status != "could not run", status == "passed", data["why"]
+        )
 
 
 @dataclass
@@ -123,6 +134,18 @@ class AuditReport:
             "failed": sum(not c.passed for c in ran),
             "could_not_run": len(self.could_not_run),
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AuditReport:
+        """The report :meth:`to_json` wrote (for reports kept as JSON)."""
+        return cls(
+            tree=data["tree"],
+            version=data["version"],
+            findings=[Finding.from_json(f) for f in data["findings"]],
+            checks=[Check.from_json(c) for c in data["checks"]["list"]],
+            runtime=data.get("runtime", {}),
+            seconds=data.get("seconds", {}),
+        )
 
     def to_json(self) -> dict[str, Any]:
         kinds = {kind: 0 for kind in KINDS}

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""StaticSinkAttentionBuilder.build must not write the shared seq_lens.
+
+GPUModelRunner._build_attention_metadata hands every KV-cache group a
+shallow copy of one CommonAttentionMetadata, so `seq_lens` is the same
+tensor for every group's builder. A builder that changes it in place
+changes the input of every builder that runs after it in the same step.
+"""
+
+import copy
+
+import pytest
+import torch
+from vllm.model_executor.layers.attention.static_sink_attention import (
+    create_static_sink_attention_backend,
+)
+from vllm.utils.math_utils import cdiv
+from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend
+
+from tests.v1.attention.utils import (
+    BatchSpec,
+    create_common_attn_metadata,
+    create_standard_kv_cache_spec,
+    create_vllm_config,
+)
+
+BLOCK_SIZE = 16
+SINK_LEN = 2 * BLOCK_SIZE
+
+
+@pytest.mark.parametrize("num_groups", [1, 2])
+def test_static_sink_build_leaves_shared_seq_lens_alone(num_groups: int):
+    device = torch.device("cpu")
+    vllm_config = create_vllm_config(block_size=BLOCK_SIZE)
+    kv_cache_spec = create_standard_kv_cache_spec(vllm_config)
+    backend = create_static_sink_attention_backend(
+        TritonAttentionBackend, sink_len=SINK_LEN
+    )
+    builder_cls = backend.get_builder_cls()
+
+    batch = BatchSpec(seq_lens=[40, 17, 64], query_lens=[1, 1, 1])
+    common = create_common_attn_metadata(batch, BLOCK_SIZE, device)
+    # The runner's block table is as wide as max_model_len allows.
+    width = cdiv(vllm_config.model_config.max_model_len, BLOCK_SIZE)
+    common.block_table_tensor = torch.arange(
+        batch.batch_size * width, dtype=torch.int32, device=device
+    ).view(batch.batch_size, width)
+    seq_lens = common.seq_lens.clone()
+
+    # As the model runner does: one shallow copy per KV-cache group (e.g. the
+    # full-attention and the sliding-window layers of openPangu).
+    for group in range(num_groups):
+        builder = builder_cls(
+            kv_cache_spec, [f"layers.{group}.attn"], vllm_config, device
+        )
+        metadata = builder.build(0, copy.copy(common))
+        # Each group attends over the sink once, whatever ran before it.
+        assert metadata.seq_lens.tolist() == (seq_lens + SINK_LEN).tolist(), (
+            f"group {group}"
+        )
+
+    assert torch.equal(common.seq_lens, seq_lens), (
+        "StaticSinkAttentionBuilder.build changed the shared seq_lens in place: "
+        f"{seq_lens.tolist()} -> {common.seq_lens.tolist()}"
+    )

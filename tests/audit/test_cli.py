@@ -1,0 +1,130 @@
+"""``vllm-patchkit audit`` as a user runs it: exit codes, JSON, human output.
+
+The full audit (static and dynamic passes) runs once on the installed vLLM
+(the pinned 0.28.0: no PATH, as ``doctor``) and once on the 0.29.0 release
+tree, each in a real subprocess of the CLI.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.toolkit.cli_helpers import patchkit
+from vllm_patchkit.audit.findings import AuditReport
+from vllm_patchkit.commands.audit import print_report
+from vllm_patchkit.releases import release_tree
+
+pytestmark = pytest.mark.release_trees
+
+ROCM = "vllm/v1/attention/backends/rocm_attn.py"
+CAPTURE = "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"
+REQUIRED = {"file", "line", "field", "method", "kind", "victims"}
+
+
+def audit_json(*args: str) -> tuple[int, dict[str, Any]]:
+    proc = patchkit("audit", *args, "--json")
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def installed() -> tuple[int, dict[str, Any]]:
+    return audit_json()
+
+
+@pytest.fixture(scope="module")
+def fixed() -> tuple[int, dict[str, Any]]:
+    return audit_json(str(release_tree("0.29.0")))
+
+
+def one(report: dict[str, Any], file: str, field: str) -> dict[str, Any]:
+    hits = [f for f in report["findings"] if f["file"] == file and f["field"] == field]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def test_json_shape(installed: tuple[int, dict[str, Any]]) -> None:
+    _, report = installed
+    assert report["findings"]
+    for finding in report["findings"]:
+        assert set(finding) >= REQUIRED
+        assert finding["kind"] in ("harmful", "latent", "intentional")
+        assert not Path(finding["file"]).is_absolute()
+        assert isinstance(finding["line"], int) and finding["line"] > 0
+        assert set(finding["evidence"]) <= {"static", "dynamic"} and finding["evidence"]
+    checks = report["checks"]
+    assert checks["ran"] == checks["passed"] + checks["failed"]
+    assert checks["could_not_run"] == len(checks["could_not_run_names"])
+    assert {"static", "dynamic"} <= set(report["seconds"])
+
+
+def test_the_51585_host_zeroing_is_harmful_on_the_pinned_release(
+    installed: tuple[int, dict[str, Any]],
+) -> None:
+    code, report = installed
+    host = one(report, ROCM, "query_start_loc_cpu")
+
+    assert code == 1
+    assert report["verdict"] == "harmful"
+    assert (host["kind"], host["method"], host["evidence"]) == (
+        "harmful",
+        CAPTURE,
+        ["static", "dynamic"],
+    )
+    # The builder in #51585's trace is among the victims.
+    assert any("MiniMaxM3IndexerTritonMetadataBuilder" in v for v in host["victims"])
+    assert any(
+        c.startswith(f"effect of {ROCM}:{host['line']} ") for c in _failed(report)
+    )
+
+
+def test_the_device_zeroing_is_intentional_with_its_reason(
+    installed: tuple[int, dict[str, Any]], fixed: tuple[int, dict[str, Any]]
+) -> None:
+    for _, report in (installed, fixed):
+        device = one(report, ROCM, "query_start_loc")
+        assert device["kind"] == "intentional"
+        assert device["method"] == CAPTURE
+        assert "#25985" in device["reason"]
+
+
+def test_the_host_zeroing_is_gone_on_0_29_0(
+    fixed: tuple[int, dict[str, Any]],
+) -> None:
+    code, report = fixed
+
+    assert not [f for f in report["findings"] if f["field"] == "query_start_loc_cpu"]
+    assert not [f for f in report["findings"] if f["kind"] == "harmful"]
+    # Nothing harmful; whether everything could be judged decides 0 or 3.
+    assert code == (3 if report["checks"]["could_not_run"] else 0)
+    assert report["verdict"] == ("cannot judge" if code == 3 else "no harmful write")
+
+
+def test_human_output_ranks_harmful_first(
+    installed: tuple[int, dict[str, Any]],
+) -> None:
+    _, data = installed
+    out = io.StringIO()
+    print_report(AuditReport.from_json(data), out)
+    lines = [line.split()[0] for line in out.getvalue().splitlines()]
+    kinds = [k for k in lines if k in ("harmful", "latent", "intentional")]
+
+    assert kinds[0] == "harmful"
+    assert kinds == sorted(kinds, key=["harmful", "latent", "intentional"].index)
+    assert "verdict: harmful;" in out.getvalue()
+
+
+def test_a_directory_without_vllm_is_refused(tmp_path: Path) -> None:
+    proc = patchkit("audit", str(tmp_path), "--json")
+
+    assert proc.returncode == 2
+    assert "not a vLLM tree" in json.loads(proc.stdout)["error"]
+
+
+def _failed(report: dict[str, Any]) -> list[str]:
+    return [c["name"] for c in report["checks"]["list"] if c["status"] == "failed"]
