@@ -669,8 +669,13 @@ def build_matrix(
     work = list(enumerate(versions, 1))
     if jobs <= 1:
         return [analyse(i, v, series, cache, steps, progress) for i, v in work]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = [
             pool.submit(analyse, i, v, series, cache, steps, progress) for i, v in work
         ]
         return [f.result() for f in futures]
+    finally:
+        # An interrupt or a failed release: start no further release (the
+        # ones running finish their step; what finished stays cached).
+        pool.shutdown(wait=False, cancel_futures=True)
