@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_patchkit.matrix import Row
+from vllm_patchkit.matrix import Cell, Row
 from vllm_patchkit.paths import PROJECT_ROOT
 
 WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
@@ -39,8 +39,41 @@ def summary(rows: list[Row], seconds: float, jobs: int) -> dict[str, Any]:
     }
 
 
+AUDIT_FINDING_KEYS = ("file", "line", "field", "method", "operation", "kind")
+
+
 def to_json(rows: list[Row], run: dict[str, Any]) -> dict[str, Any]:
-    return {"run": run, "rows": [r.to_json() for r in rows]}
+    """The document: every cell with what it rests on, without the bulk
+    (the audit's per-check list and the overlay's log stay in the cache)."""
+    out = []
+    for row in rows:
+        data = row.to_json()
+        audit = data["audit"]["detail"]
+        if audit.get("findings") is not None:
+            data["audit"]["detail"] = {
+                "verdict": audit.get("verdict"),
+                "counts": audit.get("counts"),
+                "findings": [
+                    {
+                        **{k: f.get(k) for k in AUDIT_FINDING_KEYS},
+                        "victims": f.get("victims", []),
+                    }
+                    for f in audit["findings"]
+                ],
+            }
+        data["overlay"]["detail"].pop("log", None)
+        data["overlay"]["text"] = cell_text(row.overlay)
+        out.append(data)
+    return {"run": run, "rows": out}
+
+
+def cell_text(cell: Cell) -> str:
+    """The cell's text, with the reason of a judgement that could not be made
+    where the text lacks it (an overlay probe that could not run)."""
+    why = str(cell.detail.get("why") or "")
+    if cell.status == "cannot judge" and why and why not in cell.text:
+        return f"{cell.text}: {why}"
+    return cell.text
 
 
 README_START = "<!-- vllm-patchkit matrix: table start -->"
@@ -84,7 +117,7 @@ def table(rows: list[Row]) -> list[str]:
                     row.series,
                     row.stock.text,
                     row.applied.text,
-                    row.overlay.text,
+                    cell_text(row.overlay),
                     row.audit.text,
                     timing(row),
                 )
