@@ -1,77 +1,154 @@
-"""``vllm-patchkit matrix`` end to end on a small range, and its cache."""
+"""``vllm-patchkit matrix`` end to end on a small range, and its cache.
+
+The suite runs go through the session's report cache
+(``VLLM_PATCHKIT_REPORT_CACHE``): a release tree already run by another
+test this session is not run twice.
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.matrix import invariant_holds
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
+ROOT = PROJECT_ROOT
 
 
-def test_matrix_on_0_28_to_0_29(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first = patchkit(
+def _tree_state(tree: Path) -> tuple[str, str]:
+    """HEAD and every change, untracked and ignored files included."""
+    git = Git(tree)
+    return (
+        git.run("rev-parse", "HEAD").stdout,
+        git.run("status", "--porcelain", "--ignored", "--untracked-files=all").stdout,
+    )
+
+
+def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
+    """Stock and series-applied suites on an affected and a fixed release
+    (the suite runs other tests of the session made are reused)."""
+    trees = {v: release_tree(v) for v in ("0.28.0", "0.29.0")}
+    before = {v: _tree_state(t) for v, t in trees.items()}
+    args = ["matrix", "--from", "0.28.0", "--to", "0.29.0", "--jobs", "2"]
+    args += ["--steps", "stock,series"]
+    first = patchkit(*args, "--refresh", "--output-dir", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    # The release trees the rows ran on are untouched: the series went
+    # into a clone.
+    assert {v: _tree_state(t) for v, t in trees.items()} == before
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    rows = data["rows"]
+    assert [r["version"] for r in rows] == ["0.28.0", "0.29.0"]
+    old, new = rows
+    for row in rows:
+        assert row["commit"] == before[row["version"]][0].strip()
+        assert row["torch_pin"] == "2.13.0"
+        assert row["runtime"]["torch"].startswith("2.13.0")
+        assert not row["cached"]
+    assert old["fixes"] == {"#51585": True, "#53821": True}
+    assert new["fixes"] == {"#51585": False, "#53821": False}
+
+    # Stock 0.28.0: the bug reproduces, on counts that say what ran.
+    stock = old["stock"]
+    assert stock["status"] == "bug reproduced", stock["text"]
+    ran, failed = stock["counts"]["ran"], stock["counts"]["failed"]
+    assert ran > 0 and failed > 0 and stock["seconds"] > 0
+    assert stock["text"].startswith(f"bug reproduced ({ran} ran")
+    # With the series: applied to a clone, run for real, and fixed.
+    applied = old["applied"]
+    assert applied["detail"]["apply"]["status"] == "applied"
+    assert "reused" not in applied["detail"]
+    assert applied["status"] == "passes", applied["text"]
+    assert applied["counts"]["failed"] == 0 and applied["counts"]["ran"] > 0
+    # 0.29.0: upstream carries both fixes; the series only adds its test
+    # file, so the suite would import the same code: the stock run is reused.
+    assert new["stock"]["status"] == "passes", new["stock"]["text"]
+    assert new["applied"]["detail"]["reused"] == "stock"
+    assert new["applied"]["status"] == "passes"
+    assert (
+        "series adds only tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+        in new["applied"]["text"]
+    )
+    assert old["overlay"]["text"] == "skipped (not in --steps stock,series)"
+    assert data["run"]["rows_computed"] == 2
+
+    table = (tmp_path / "matrix.md").read_text()
+    assert (
+        "| 0.28.0 | **yes** | **yes** | applies, applies, applies "
+        f"| {stock['text']} | {applied['text']} |"
+    ) in table
+    assert "not run (pins" not in table
+    assert "| 0.29.0 | 2.13.0 | 2.13.0" in table
+    # Progress: which release, which step, elapsed.
+    assert re.search(r"\[1/2\] +\d+m\d\ds vLLM 0\.28\.0 +stock \.\.\.", first.stderr)
+    assert re.search(r"vLLM 0\.29\.0 +series: passes .*\(\d+\.\d s\)", first.stderr)
+
+    second = patchkit(*args, "--output-dir", str(tmp_path))
+    assert second.returncode == 0, second.stderr
+    again = json.loads((tmp_path / "matrix.json").read_text())
+    assert all(r["cached"] for r in again["rows"])
+    assert again["run"]["rows_cached"] == 2
+    assert "stock: " in second.stderr and "(cached)" in second.stderr
+    # A warm run keeps the cells' own cost, measured when they ran.
+    assert again["rows"][0]["stock"]["seconds"] == stock["seconds"]
+
+
+def test_matrix_overlay_and_audit_on_0_28(tmp_path: Path) -> None:
+    """The overlay through vLLM's own plugin loader fixes 0.28.0, and the
+    audit finds #51585's host zeroing there, harmful."""
+    proc = patchkit(
         "matrix",
         "--from",
         "0.28.0",
         "--to",
-        "0.29.0",
+        "0.28.0",
+        "--steps",
+        "overlay,audit",
         "--refresh",
         "--output-dir",
         str(tmp_path),
     )
-    assert first.returncode == 0, first.stderr
-    rows = json.loads((tmp_path / "matrix.json").read_text())["rows"]
-    assert [r["version"] for r in rows] == ["0.28.0", "0.29.0"]
-    old, new = rows
-    assert (old["affected"], old["series"], old["overlay"]) == (
-        True,
-        "applies, applies, applies",
-        "#51585: installed, #53821: installed",
-    )
-    # Each fix separately: 0.28.0 needs both, 0.29.0 neither.
-    assert old["fixes"] == {"#51585": True, "#53821": True}
-    assert new["fixes"] == {"#51585": False, "#53821": False}
-    assert old["suite"] == "bug reproduced (59 ran, 3 could not run: 38 failed)"
-    assert old["checks"]["ran"] == 59 and len(old["checks"]["not_run"]) == 3
-    assert (new["affected"], new["series"], new["overlay"]) == (
-        False,
-        "upstreamed, applies, upstreamed",
-        "#51585: not-needed, #53821: not-needed",
-    )
-    assert new["suite"].startswith("passes (")
-    table = (tmp_path / "matrix.md").read_text()
-    row = (
-        "| 0.28.0 | **yes** | **yes** | buggy | applies, applies, applies "
-        "| #51585: installed, #53821: installed "
-        "| bug reproduced (59 ran, 3 could not run: 38 failed) |"
-    )
-    assert row in table
-    assert "- 0.28.0: could not run: rocm_then_triton_mla[q=3]: " in table
-    assert "[1/2] vLLM 0.28.0" in first.stderr
-    assert not any(r["cached"] for r in rows)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    overlay, audit = row["overlay"], row["audit"]
+    assert overlay["status"] == "fixes", overlay["text"]
+    assert overlay["detail"]["without"] == "bug reproduced"
+    assert overlay["detail"]["with_overlay"] == "passes"
+    assert overlay["seconds"] > 0
+    assert audit["status"] == "harmful", audit["text"]
+    harmful = [f for f in audit["detail"]["findings"] if f["kind"] == "harmful"]
+    assert any(
+        f["field"] == "query_start_loc_cpu"
+        and f["method"] == "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"
+        for f in harmful
+    ), harmful
+    assert "query_start_loc_cpu in RocmAttentionMetadataBuilder" in audit["text"]
+    assert audit["counts"]["ran"] > 0
+    assert row["stock"]["text"] == "skipped (not in --steps overlay,audit)"
+    assert "vLLM 0.28.0   overlay: fixes" in proc.stderr
 
-    second = patchkit(
-        "matrix", "--from", "0.28.0", "--to", "0.29.0", "--output-dir", str(tmp_path)
-    )
-    assert second.returncode == 0
-    again = json.loads((tmp_path / "matrix.json").read_text())
-    assert all(r["cached"] for r in again["rows"])
-    assert "(cached)" in second.stderr
+
+def test_matrix_rejects_unknown_steps(tmp_path: Path) -> None:
+    proc = patchkit("matrix", "--steps", "stock,lint", "--output-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "choose among stock, series, overlay, audit" in proc.stderr
 
 
 def test_matrix_rejects_an_empty_range(tmp_path: Path) -> None:
@@ -80,6 +157,13 @@ def test_matrix_rejects_an_empty_range(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "no vLLM release between" in proc.stderr
+
+
+def test_matrix_rejects_no_jobs(tmp_path: Path) -> None:
+    proc = patchkit("matrix", "--jobs", "0", "--output-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "--jobs 0" in proc.stderr
+    assert not (tmp_path / "matrix.json").exists()
 
 
 def _closed_port() -> int:
@@ -123,16 +207,18 @@ def test_matrix_with_an_unreachable_index_is_an_environment_error(
 
 ROW_SCRIPT = """
 import json, sys
-from vllm_patchkit.matrix import build_matrix, cache_key
+from vllm_patchkit.matrix import STEPS, build_matrix, cache_key
 from vllm_patchkit.series import load_series
 series = load_series()
-rows = build_matrix(series, [sys.argv[1]], with_suite=False)
-print(json.dumps({"key": cache_key(series, False), "cached": rows[0].cached}))
+rows = build_matrix(series, [sys.argv[1]], steps=())
+keys = {step: cache_key(series, step) for step in STEPS}
+print(json.dumps({"keys": keys, "cached": rows[0].cached}))
 """
 
 
-def _row(project: Path, version: str) -> dict[str, object]:
-    """One matrix row computed by a copy of the project (its own checkers)."""
+def _row(project: Path, version: str) -> dict[str, Any]:
+    """One matrix row (its static step) computed by a copy of the project,
+    with every step's cache key."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(project / "tools"), str(project)]),
@@ -150,39 +236,77 @@ def _row(project: Path, version: str) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-CHECKERS = [
-    "tools/vllm_patchkit/invariants.py",
-    "vllm_overlay/capture_shape.py",
-    "vllm_overlay/install.py",
-    # Wherever the series' invariant check lives (apply.py today).
-    str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(PROJECT_ROOT)),
-    "tools/vllm_patchkit/regression/verdict.py",
-    "tools/vllm_patchkit/matrix.py",
-    "patches/series",
-]
+def _source(module: str) -> str | None:
+    """The project-relative file of ``module``, or None where it is absent."""
+    try:
+        path = Path(importlib.import_module(module).__file__ or "")
+    except ImportError:
+        return None
+    return str(path.relative_to(ROOT))
+
+
+ALL = ("static", "stock", "series", "overlay", "audit")
+
+
+def _checkers() -> dict[str, tuple[str, ...]]:
+    """Files that decide cells, and the steps whose key each one is in."""
+    reading = ("static", "stock", "series")
+    everywhere = ALL
+    checkers = {
+        "tools/vllm_patchkit/invariants.py": everywhere,
+        "vllm_overlay/capture_shape.py": everywhere,
+        "vllm_overlay/install.py": everywhere,
+        # Wherever the series' invariant check lives (checkout.py today).
+        str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)): (
+            everywhere
+        ),
+        "tools/vllm_patchkit/apply.py": everywhere,
+        "tools/vllm_patchkit/regression/verdict.py": everywhere,
+        "tools/vllm_patchkit/regression/runner.py": everywhere,
+        "tools/vllm_patchkit/tree_runtime.py": everywhere,
+        "tools/vllm_patchkit/matrix.py": everywhere,
+        "patches/series": reading,
+    }
+    # The steps other modules provide, where this toolkit has them: only
+    # their own step is recomputed.
+    for module, step in (
+        ("vllm_patchkit.overlay_probe", "overlay"),
+        ("vllm_patchkit.audit", "audit"),
+    ):
+        source = _source(module)
+        if source is not None:
+            checkers[source] = (step,)
+    return checkers
 
 
 def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
-    """Each file that decides a row, changed in a copy: the row is recomputed."""
+    """Each file that decides a cell, changed in a copy: its step's key
+    changes (the others' do not), and a static decider recomputes the row."""
     project = tmp_path / "project"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for part in ("tools", "vllm_overlay", "patches", "pyproject.toml"):
-        source = PROJECT_ROOT / part
+        source = ROOT / part
         if source.is_dir():
             shutil.copytree(source, project / part, ignore=ignore)
         else:
             shutil.copy2(source, project / part)
     first = _row(project, "0.29.0")
     again = _row(project, "0.29.0")
-    assert again == {"key": first["key"], "cached": True}
-    keys = {first["key"]}
+    assert again == {"keys": first["keys"], "cached": True}
+    keys = first["keys"]
     # A change no earlier run made: rows are cached across runs (the user's
     # cache), and a run of the same code made the same fixed change before.
     change = f"\n# changed by run {uuid.uuid4().hex}\n"
-    for name in CHECKERS:
+    for name, steps in _checkers().items():
         path = project / name
         path.write_text(path.read_text() + change)
         row = _row(project, "0.29.0")
-        assert row["cached"] is False, f"{name} changed, the row came from the cache"
-        assert row["key"] not in keys, name
-        keys.add(row["key"])
+        changed = {s for s in ALL if row["keys"][s] != keys[s]}
+        assert changed == set(steps), name
+        if "static" in steps:
+            assert row["cached"] is False, f"{name} changed, the row was cached"
+        keys = row["keys"]
+    # The table's layout decides no cell: changing it keeps every key.
+    layout = project / "tools/vllm_patchkit/matrix_table.py"
+    layout.write_text(layout.read_text() + change)
+    assert _row(project, "0.29.0") == {"keys": keys, "cached": True}

@@ -1,72 +1,159 @@
-"""The compatibility matrix: every vLLM release against the bug and the fix.
+"""The compatibility matrix: every vLLM release judged on its own source tree.
 
-For each release on the package index in a range: is it affected (the AST
-verdict), by #51585 and, separately, by #53821 (a release can need one,
-both or none), does the series apply or is it upstreamed, what would the overlay
-do; and, for releases that install beside this venv's CPU torch (they pin
-the same torch), the regression suite against a real install. Only the few
-files the checks need are read out of each source distribution. Results are
-cached per release under a key of everything that can decide a row: the
-source files of the checkers themselves (the invariants, the overlay's
-shape classifier and decision, the regression package, this module), the
-series file and every patch, and the Python, torch, git and local vLLM
-versions the row is computed with. A changed checker never serves a stale
-row.
+Each release in the range is built as a release tree (:mod:`releases`, a
+fixed commit id per release) and judged by running code on it, with the
+runtime :mod:`tree_runtime` gives the tree (this venv's torch, the release's
+missing pure-Python requirements beside it):
 
-A suite cell states how many checks ran and could not run; the checks that
-could not run are listed under the table with the reason.
+- ``static``: what reading the tree says (affected by #51585 and #53821,
+  each patch's state, the overlay's decision per fix, the torch the
+  release pins);
+- ``stock``: the regression suite on the stock tree (bug reproduced or not);
+- ``series``: the suite on a scratch clone of the tree with the series
+  applied by the toolkit's own :func:`apply_series` (the cached release tree
+  is never touched; the applied clone is kept per release commit and series
+  hash). Where the series carries nothing for the release, or changes no
+  file under ``vllm/`` (the package the suite imports), the stock run is the
+  same code and is reused, and the cell says so;
+- ``overlay``: :func:`overlay_probe.probe_overlay`, the capture scenario
+  through vLLM's own plugin loading, without and with the overlay;
+- ``audit``: harmful shared-state writes (:func:`audit.audit_tree`), where
+  the audit package exists.
+
+Every step's result is cached per release commit under a key of everything
+that decides it: the source files of the deciders (this module, the
+invariants, the series model, apply and checkout, the doctor's fix verdicts,
+the whole overlay and regression packages, the tree runtime, the overlay
+probe, the audit), the series file and every patch, and the Python, torch
+and git versions. A changed decider never serves a stale cell. A step that
+could not run says precisely why; nothing is reported as a pass that did
+not run.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import subprocess
 import sys
-import tarfile
-import tempfile
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import vllm_overlay
-import vllm_patchkit.invariants
 import vllm_patchkit.regression
-import vllm_patchkit.series
-from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_tree
+from vllm_overlay.capture_shape import inspect_capture_tree
+from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.checkout import classify_tree, invariant_holds
-from vllm_patchkit.doctor import AITER_FILE, fix_statuses
-from vllm_patchkit.gitcmd import git_executable
+from vllm_patchkit.doctor import fix_statuses
+from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.regression.verdict import AITER_FIX, CANNOT_JUDGE, FIXED, tally
-from vllm_patchkit.release_installs import installed_release
-from vllm_patchkit.releases import sdist_path
+from vllm_patchkit.regression.verdict import CANNOT_JUDGE, FIXED, NOT_FIXED, tally
+from vllm_patchkit.releases import locked, release_tree, staged_dir
 from vllm_patchkit.series import Series
-from vllm_patchkit.versions import tree_release
+from vllm_patchkit.verify import fixes_not_counted
+
+STEPS = ("static", "stock", "series", "overlay", "audit")
+MEASURED = ("stock", "series", "overlay", "audit")
+"""The steps that run code on the tree (``--no-suite`` skips them)."""
+
+# Optional deciders: modules other helpers add. Absent, their step says so.
+_OPTIONAL = {
+    "tree_runtime": "vllm_patchkit.tree_runtime",
+    "overlay": "vllm_patchkit.overlay_probe",
+    "audit": "vllm_patchkit.audit",
+}
+
+
+def optional_module(key: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(_OPTIONAL[key])
+    except ModuleNotFoundError as exc:
+        if exc.name and _OPTIONAL[key].startswith(exc.name):
+            return None
+        raise
+
+
+@dataclass
+class Cell:
+    """One measured step on one release."""
+
+    status: str
+    """stock/series: bug reproduced, passes, fails, cannot judge, cannot run;
+    overlay: fixes, inert, fails, cannot judge; audit: harmful, none,
+    cannot judge; any step: skipped (the user asked)."""
+    text: str
+    """The table cell: the verdict and what it rests on."""
+    seconds: float = 0.0
+    """What computing it took (kept with the cache entry)."""
+    counts: dict[str, Any] | None = None
+    """Checks that ran, passed, failed, and those that could not run (why)."""
+    detail: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
 
 
 @dataclass
 class Row:
     version: str
-    affected: bool
+    commit: str
+    """The release tree's commit (fixed per release)."""
+    affected: bool | None
+    fixes: dict[str, bool | None]
+    """Per fix (#51585, #53821): does the release need it (None: cannot judge)."""
     shape: str
     series: str
     """A PatchState per patch, comma-joined."""
-    overlay: str
+    overlay_plan: str
+    """What the overlay decides per fix, read from the code."""
     torch_pin: str | None
-    suite: str
-    """bug reproduced, passes, fails, cannot judge (why) or not run (why);
-    with the counts of checks that ran and could not run."""
-    checks: dict[str, Any] | None = None
-    """The suite's counts (ran, passed, failed, not_run with the reasons)."""
-    cached: bool = False
-    fixes: dict[str, bool | None] | None = None
-    """Per fix (#51585, #53821): does the release need it (None: cannot judge)."""
+    """The torch the release pins (its PKG-INFO)."""
+    runtime: dict[str, Any] | None
+    """The torch and extra packages that ran it (tree_runtime), when known."""
+    stock: Cell
+    applied: Cell
+    overlay: Cell
+    audit: Cell
+    static_seconds: float = 0.0
+    static_cached: bool = False
+
+    @property
+    def cells(self) -> dict[str, Cell]:
+        return {
+            "stock": self.stock,
+            "series": self.applied,
+            "overlay": self.overlay,
+            "audit": self.audit,
+        }
+
+    @property
+    def cached(self) -> bool:
+        """Nothing in the row was computed by this run."""
+        return self.static_cached and all(
+            c.cached for c in self.cells.values() if c.status != "skipped"
+        )
+
+    @property
+    def cost(self) -> float:
+        """Seconds computing this row took, cached steps at their first cost."""
+        return self.static_seconds + sum(c.seconds for c in self.cells.values())
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cached"] = self.cached
+        data["seconds"] = round(self.cost, 1)
+        return data
 
 
 def select_versions(first: str, last: str) -> list[str]:
@@ -81,49 +168,120 @@ def select_versions(first: str, last: str) -> list[str]:
     return chosen
 
 
-def decider_files() -> list[Path]:
-    """The source files whose code decides a row (hashed into the cache key).
+# ---------------------------------------------------------------- cache key
 
-    Found from the objects the row is computed with, so a checker that moves
-    to another module is still covered.
+
+_OURS = ("vllm_patchkit", "vllm_overlay")
+
+
+def _package_files(source: Path) -> list[Path]:
+    return [p for p in source.parent.rglob("*.py") if "__pycache__" not in p.parts]
+
+
+def _module_file(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _imported(path: Path) -> set[str]:
+    """The project modules ``path`` imports, at any depth of its code."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {n for n in names if n.split(".")[0] in _OURS}
+
+
+def import_closure(seeds: list[Path]) -> list[Path]:
+    """``seeds`` and every project module they import, transitively."""
+    seen: set[Path] = set()
+    todo = [p.resolve() for p in seeds]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        for name in _imported(path):
+            found = _module_file(name)
+            if found is not None:
+                todo.append(found.resolve())
+    return sorted(seen)
+
+
+def _source(obj: Any) -> Path:
+    return Path(inspect.getsourcefile(obj) or "")
+
+
+def decider_files(step: str) -> list[Path]:
+    """The source files whose code decides ``step``'s cells (its cache key).
+
+    Seeded from the objects the step is computed with, so a checker that
+    moves to another module is still covered, then closed over the project
+    modules they import. Code that runs in a child process (the regression
+    suite, the overlay vLLM loads, the probe and the audit) is taken as
+    whole packages, since no import statement leads to it.
     """
-    modules = [
-        sys.modules[__name__],
-        vllm_patchkit.invariants,
-        vllm_patchkit.series,
-    ]
-    files = [Path(inspect.getsourcefile(m) or "") for m in modules]
-    for obj in (
-        invariant_holds,
-        fix_statuses,
-        tree_release,
-        inspect_capture_tree,
-        installed_release,
-    ):
-        files.append(Path(inspect.getsourcefile(obj) or ""))
-    files += sorted(Path(vllm_patchkit.regression.__file__ or "").parent.glob("*.py"))
-    # The overlay's decision for each fix: every classifier and plan it uses.
-    files += sorted(Path(vllm_overlay.__file__ or "").parent.glob("*.py"))
-    return sorted({f.resolve() for f in files})
+    seeds = [_source(sys.modules[__name__]), _source(release_tree)]
+    runtime = optional_module("tree_runtime")
+    if runtime is not None:
+        seeds.append(_source(runtime))
+    overlay = _package_files(_source(vllm_overlay))
+    suite = [_source(run_scenarios), _source(fixes_not_counted)]
+    suite += _package_files(_source(vllm_patchkit.regression))
+    if step == "static":
+        seeds += [_source(o) for o in (classify_tree, invariant_holds, fix_statuses)]
+        seeds += [_source(inspect_capture_tree), _source(Series), *overlay]
+    elif step in ("stock", "series"):
+        seeds += suite
+        if step == "series":
+            seeds += [_source(apply_series), _source(classify_tree)]
+    elif step in ("overlay", "audit"):
+        module = optional_module(step)
+        if module is not None:
+            source = _source(module)
+            seeds += (
+                _package_files(source) if source.name == "__init__.py" else [source]
+            )
+        if step == "overlay":
+            seeds += overlay
+    else:
+        raise ValueError(f"no matrix step {step!r}")
+    return import_closure(seeds)
 
 
-def cache_key(series: Series, with_suite: bool) -> str:
+def series_hash(series: Series) -> str:
+    digest = hashlib.sha256()
+    if series.series_file.is_file():
+        digest.update(series.series_file.read_bytes())
+    for patch in series.patches:
+        digest.update(f"\0{patch.path.name}\0".encode())
+        digest.update(patch.path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_key(series: Series, step: str) -> str:
+    """The key of one step's cells: its deciders, the series where it decides
+    the step, and the Python, torch and git versions."""
     digest = hashlib.sha256()
 
     def add(label: str, data: bytes) -> None:
         digest.update(f"{label}\0{len(data)}\0".encode())
         digest.update(data)
 
-    if series.series_file.is_file():
-        add("series", series.series_file.read_bytes())
-    for patch in series.patches:
-        add(f"patch {patch.path.name}", patch.path.read_bytes())
-    for source in decider_files():
+    add("step", step.encode())
+    if step in ("static", "stock", "series"):
+        add("series", series_hash(series).encode())
+    for source in decider_files(step):
         add(f"source {source.parent.name}/{source.name}", source.read_bytes())
-    add("suite", b"suite" if with_suite else b"no-suite")
     add("python", sys.version.encode())
     add("torch", _local_version("torch").encode())
-    add("vllm", (_local_vllm() or "none").encode())
     add("git", _git_version().encode())
     return digest.hexdigest()[:16]
 
@@ -142,148 +300,382 @@ def _local_version(name: str) -> str:
         return "none"
 
 
-def _local_torch() -> str:
-    try:
-        return importlib.metadata.version("torch").split("+")[0]
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
+# ---------------------------------------------------------------- progress
 
 
-def _local_vllm() -> str | None:
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+class Progress:
+    """Lines on stderr as a sweep goes: which release, which step, elapsed."""
+
+    def __init__(self, total: int, write: Callable[[str], None] | None = None):
+        self.total = total
+        self.start = time.perf_counter()
+        self._lock = threading.Lock()
+        self._write = write or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def __call__(self, index: int, version: str, message: str) -> None:
+        elapsed = time.perf_counter() - self.start
+        width = len(str(self.total))
+        minutes, seconds = divmod(int(elapsed), 60)
+        with self._lock:
+            self._write(
+                f"[{index:>{width}}/{self.total}] {minutes:2d}m{seconds:02d}s "
+                f"vLLM {version:<8} {message}"
+            )
 
 
-def _extract(version: str, dest: Path, wanted: set[str]) -> str | None:
-    """Write the wanted sdist members under ``dest``; return the torch pin."""
-    top = f"vllm-{version}/"
-    torch_pin = None
-    with tarfile.open(sdist_path(version)) as tar:
-        for member in tar:
-            name = member.name.removeprefix(top)
-            if name == "PKG-INFO":
-                handle = tar.extractfile(member)
-                for line in (handle.read().decode() if handle else "").splitlines():
-                    if line.startswith("Requires-Dist: torch=="):
-                        torch_pin = line.split("==", 1)[1].split(";")[0].strip()
-            elif name in wanted and member.isfile():
-                handle = tar.extractfile(member)
-                target = dest / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(handle.read() if handle else b"")
-    return torch_pin
+# ---------------------------------------------------------------- steps
 
 
-def _suite(
-    version: str, torch_pin: str | None, with_suite: bool
-) -> tuple[str, dict[str, Any] | None]:
-    if not with_suite:
-        return "not run (--no-suite)", None
-    if torch_pin != _local_torch():
-        return f"not run (pins torch {torch_pin or 'unknown'})", None
-    target = None if version == _local_vllm() else installed_release(version)
-    return suite_cell(run_scenarios(target))
+def suite_cell(
+    run: TreeReport, seconds: float = 0.0, not_counted: dict[str, str] | None = None
+) -> Cell:
+    """A suite run as a cell: the verdict, then the counts it rests on.
 
-
-def suite_cell(run: TreeReport) -> tuple[str, dict[str, Any] | None]:
-    """The suite column for one run: the verdict, then the counts."""
+    The verdict is over the fixes the series expects on the release (as
+    ``test`` judges): a fix in ``not_counted`` (the series does not carry
+    it there) is reported beside the verdict and decides nothing.
+    """
+    runtime = run.runtime.to_json() if run.runtime is not None else None
     if run.report is None:
-        return f"cannot judge (the suite did not report, exit {run.returncode})", None
+        tail = " ".join(run.log.strip().splitlines()[-2:])[-300:]
+        return Cell(
+            CANNOT_JUDGE,
+            f"cannot judge: the suite did not report (exit {run.returncode}): {tail}",
+            seconds,
+            detail={"runtime": runtime},
+        )
     counts = tally(run.report["checks"])
     ran = f"{counts.ran} ran"
     if counts.not_run:
         ran += f", {len(counts.not_run)} could not run"
-    verdict = run.report.get("verdict")
+    fixes = run.report.get("fixes") or {}
+    skipped = {f: why for f, why in (not_counted or {}).items() if f in fixes}
+    counted = {f: v for f, v in fixes.items() if f not in skipped} or fixes
+    verdicts = {v["verdict"] for v in counted.values()}
+    detail = {"verdict": run.report.get("verdict"), "fixes": fixes}
+    detail["not_counted"] = skipped
+    detail["runtime"] = run.report.get("runtime") or runtime
     if run.bug_reproduced:
-        cell = f"bug reproduced ({ran}: {counts.failed} failed)"
-    elif verdict == FIXED:
-        cell = f"passes ({ran})"
-    elif verdict == CANNOT_JUDGE:
-        cell = f"cannot judge ({ran}): {run.report.get('why', '')}"
+        status = "bug reproduced"
+        text = f"bug reproduced ({ran}: {counts.failed} failed)"
+    elif NOT_FIXED in verdicts:
+        status = "fails"
+        why = "; ".join(
+            f"{f}: {v['why']}" for f, v in counted.items() if v["verdict"] == NOT_FIXED
+        )
+        text = f"fails ({ran}): {why}"
+    elif verdicts == {FIXED}:
+        status, text = "passes", f"passes ({ran})"
     else:
-        failed = [c["name"] for c in run.report["checks"] if c["status"] == "failed"]
-        cell = f"fails ({ran}): " + ", ".join(failed)
-    return cell, counts.to_json()
+        status = CANNOT_JUDGE
+        why = "; ".join(
+            f"{f}: {v['why']}" for f, v in counted.items() if v["verdict"] != FIXED
+        )
+        text = f"cannot judge ({ran}): {why}"
+    for fix, why in skipped.items():
+        text += f"; {fix} {why}: {fixes[fix]['verdict'].replace('-', ' ')}"
+    return Cell(status, text, seconds, counts.to_json(), detail)
 
 
-def analyse(version: str, series: Series, with_suite: bool) -> Row:
-    # vllm/_version.py: the release, which decides what the series carries.
-    wanted = {
-        str(ROCM_ATTN),
-        AITER_FILE,
-        "vllm/_version.py",
-        *(f for p in series.patches for f in p.files),
+def _cannot_run(exc: BaseException, seconds: float) -> Cell:
+    """A step that could not happen: the error's own words (exit 3 semantics)."""
+    name = type(exc).__name__
+    status = "cannot run" if name == "RuntimeUnavailable" else CANNOT_JUDGE
+    return Cell(status, f"{status}: {exc}", seconds, detail={"error": name})
+
+
+def _timed(step: Callable[[], Cell]) -> Cell:
+    start = time.perf_counter()
+    try:
+        cell = step()
+    except subprocess.TimeoutExpired as exc:
+        return _cannot_run(
+            RuntimeError(f"timed out after {exc.timeout:.0f} s"),
+            time.perf_counter() - start,
+        )
+    except Exception as exc:  # noqa: BLE001 - every failure becomes its cell
+        return _cannot_run(exc, time.perf_counter() - start)
+    cell.seconds = round(time.perf_counter() - start, 1)
+    return cell
+
+
+def run_suite(tree: Path, series: Series) -> Cell:
+    return _timed(
+        lambda: suite_cell(
+            run_scenarios(tree), not_counted=fixes_not_counted(series, tree)
+        )
+    )
+
+
+def applied_tree(version: str, tree: Path, series: Series) -> tuple[Path, Any]:
+    """A clone of ``tree`` with the series applied, kept per (release commit,
+    series hash); the apply result. The release tree itself is only read."""
+    commit = Git(tree).run("rev-parse", "HEAD").stdout.strip()
+    name = f"vllm-{version}-{commit[:12]}-{series_hash(series)}"
+    dest = cache_dir() / "matrix-applied" / name
+    record = dest.parent / f"{name}.json"
+    with locked(f"matrix-applied-{name}"):
+        if (dest / ".git").is_dir() and record.is_file():
+            return dest, json.loads(record.read_text())
+        with staged_dir(dest, f".{name}-") as staging:
+            Git(staging.parent).run(
+                "clone", "--quiet", "--local", str(tree), str(staging)
+            )
+            result = apply_series(staging, series)
+            outcome = {
+                "status": str(result.status),
+                "message": result.message,
+                "applied": [
+                    {"name": r.name, "status": str(r.status), "files": []}
+                    for r in result.patches
+                ],
+            }
+            by_name = {p.name: p for p in series.patches}
+            for item in outcome["applied"]:
+                patch = by_name.get(item["name"])
+                item["files"] = list(patch.files) if patch else []
+        record.write_text(json.dumps(outcome))
+    return dest, outcome
+
+
+def run_series(version: str, tree: Path, series: Series, stock: Cell) -> Cell:
+    """The suite with the series applied, or the stock run where it is the
+    same code."""
+
+    def step() -> Cell:
+        target, outcome = applied_tree(version, tree, series)
+        status = outcome["status"]
+        if status in (Status.NOT_CARRIED, Status.UPSTREAMED):
+            why = f"series {status}: nothing to apply, stock run reused"
+            return _reuse(stock, why, outcome)
+        if status != Status.APPLIED:
+            return Cell(
+                "does not apply",
+                f"series does not apply ({status}): {outcome['message']}",
+                detail={"apply": outcome},
+            )
+        changed = sorted(
+            f
+            for item in outcome["applied"]
+            if item["status"] == "applied"
+            for f in item["files"]
+        )
+        if not any(f.startswith("vllm/") for f in changed):
+            why = (
+                f"series adds only {', '.join(changed)}: the suite imports the "
+                "stock vllm/, stock run reused"
+            )
+            return _reuse(stock, why, outcome)
+        cell = suite_cell(
+            run_scenarios(target), not_counted=fixes_not_counted(series, target)
+        )
+        cell.detail["apply"] = outcome
+        return cell
+
+    return _timed(step)
+
+
+def _reuse(stock: Cell, why: str, outcome: dict[str, Any]) -> Cell:
+    return Cell(
+        stock.status,
+        f"{stock.text} [{why}]",
+        counts=stock.counts,
+        detail={**stock.detail, "apply": outcome, "reused": "stock", "why": why},
+    )
+
+
+def run_overlay(tree: Path) -> Cell:
+    module = optional_module("overlay")
+    if module is None:
+        return Cell(
+            CANNOT_JUDGE, "cannot judge: no overlay probe in this toolkit (pending)"
+        )
+
+    def step() -> Cell:
+        result = module.probe_overlay(tree)
+        text = f"{result.status}: without {result.without}, with {result.with_overlay}"
+        if result.installed:
+            text += f" (installed {', '.join(result.installed)})"
+        if result.status == CANNOT_JUDGE and result.why:
+            text += f": {result.why}"
+        data = result.to_json()
+        data["log"] = data.get("log", [])[:8]
+        return Cell(result.status, text, detail=data)
+
+    return _timed(step)
+
+
+def run_audit(tree: Path) -> Cell:
+    module = optional_module("audit")
+    if module is None or not hasattr(module, "audit_tree"):
+        return Cell(CANNOT_JUDGE, "cannot judge: no audit in this toolkit (pending)")
+
+    def step() -> Cell:
+        report = module.audit_tree(tree)
+        data = report.to_json()
+        checks = data.get("checks", {})
+        # The run's own list is long; keep the checks that could not run.
+        checks["list"] = [
+            c for c in checks.get("list", []) if c.get("status") == "could not run"
+        ]
+        counts = {k: checks[k] for k in ("ran", "passed", "failed") if k in checks}
+        counts["not_run"] = checks["list"]
+        harmful = [f for f in data["findings"] if f["kind"] == "harmful"]
+        kinds = data.get("counts", {})
+        rest = ", ".join(f"{n} {k}" for k, n in kinds.items() if k != "harmful" and n)
+        ran = f"{counts.get('ran', 0)} checks ran"
+        if checks.get("could_not_run"):
+            ran += f", {checks['could_not_run']} could not run"
+        where = "; ".join(
+            f"{f['field']} in {f['method']} ({Path(f['file']).name}:{f['line']})"
+            for f in harmful
+        )
+        if harmful:
+            status, text = "harmful", f"{len(harmful)} harmful: {where}"
+        elif data["verdict"] == "cannot judge":
+            status, text = (
+                CANNOT_JUDGE,
+                "cannot judge: none found, but "
+                + ", ".join(checks.get("could_not_run_names", [])[:3])
+                + " could not run",
+            )
+        else:
+            status, text = "none", "none"
+        text += f" ({ran}{'; ' + rest if rest else ''})"
+        return Cell(status, text, counts=counts, detail=data)
+
+    return _timed(step)
+
+
+# ---------------------------------------------------------------- rows
+
+
+def torch_pin(tree: Path) -> str | None:
+    """The torch the release pins, from the sdist's PKG-INFO."""
+    info = tree / "PKG-INFO"
+    if not info.is_file():
+        return None
+    for line in info.read_text(errors="replace").splitlines():
+        if line.startswith("Requires-Dist: torch=="):
+            return line.split("==", 1)[1].split(";")[0].strip()
+    return None
+
+
+def static_facts(tree: Path, series: Series) -> dict[str, Any]:
+    code = inspect_capture_tree(tree)
+    reports = classify_tree(tree, series)
+    statuses = fix_statuses(tree, series, reports)
+    return {
+        "affected": code.affected,
+        "fixes": {f.fix: f.affected for f in statuses},
+        "shape": str(code.shape),
+        "series": ", ".join(r.status for r in reports),
+        "overlay_plan": ", ".join(f"{f.fix}: {f.overlay}" for f in statuses),
+        "torch_pin": torch_pin(tree),
     }
-    with tempfile.TemporaryDirectory(prefix=f"matrix-{version}-") as scratch:
-        root = Path(scratch)
-        torch_pin = _extract(version, root, wanted)
-        (root / "vllm").mkdir(exist_ok=True)
-        code = inspect_capture_tree(root)
-        reports = classify_tree(root, series)
-        series_state = ", ".join(r.status for r in reports)
-        statuses = fix_statuses(root, series, reports)
-        fixes = {f.fix: f.affected for f in statuses}
-        overlay = ", ".join(f"{f.fix}: {f.overlay}" for f in statuses)
-    suite, checks = _suite(version, torch_pin, with_suite)
+
+
+class StepCache:
+    """Cells per (step key, release commit), one JSON file each."""
+
+    def __init__(self, series: Series, refresh: bool = False):
+        self.keys = {step: cache_key(series, step) for step in STEPS}
+        self.root = cache_dir() / "matrix"
+        self.refresh = refresh
+
+    def get(
+        self, version: str, commit: str, step: str, compute: Callable[[], Any]
+    ) -> tuple[Any, bool]:
+        name = f"{version}-{commit[:12]}.json"
+        path = self.root / step / self.keys[step] / name
+        if path.is_file() and not self.refresh:
+            return json.loads(path.read_text()), True
+        value = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{threading.get_ident()}.tmp")
+        scratch.write_text(json.dumps(value))
+        scratch.replace(path)
+        return value, False
+
+
+def analyse(
+    index: int,
+    version: str,
+    series: Series,
+    cache: StepCache,
+    steps: tuple[str, ...] = MEASURED,
+    progress: Callable[[int, str, str], None] | None = None,
+) -> Row:
+    say = progress or (lambda *_: None)
+    say(index, version, "release tree")
+    tree = release_tree(version)
+    commit = Git(tree).run("rev-parse", "HEAD").stdout.strip()
+
+    def static() -> dict[str, Any]:
+        start = time.perf_counter()
+        facts = static_facts(tree, series)
+        facts["seconds"] = round(time.perf_counter() - start, 1)
+        return facts
+
+    facts, static_cached = cache.get(version, commit, "static", static)
+    cells: dict[str, Cell] = {}
+
+    def measured(step: str, compute: Callable[[], Cell]) -> Cell:
+        if step not in steps:
+            return Cell("skipped", "skipped (--no-suite)")
+        say(index, version, f"{step} ...")
+        data, hit = cache.get(version, commit, step, lambda: asdict(compute()))
+        cell = Cell(**{**data, "cached": hit})
+        took = "cached" if hit else f"{cell.seconds:.1f} s"
+        say(index, version, f"{step}: {cell.text[:100]} ({took})")
+        return cell
+
+    cells["stock"] = measured("stock", lambda: run_suite(tree, series))
+    cells["series"] = measured(
+        "series", lambda: run_series(version, tree, series, cells["stock"])
+    )
+    cells["overlay"] = measured("overlay", lambda: run_overlay(tree))
+    cells["audit"] = measured("audit", lambda: run_audit(tree))
+    runtime = cells["stock"].detail.get("runtime")
     return Row(
         version=version,
-        affected=code.affected,
-        shape=str(code.shape),
-        series=series_state,
-        overlay=overlay,
-        torch_pin=torch_pin,
-        suite=suite,
-        checks=checks,
-        fixes=fixes,
+        commit=commit,
+        affected=facts["affected"],
+        fixes=facts["fixes"],
+        shape=facts["shape"],
+        series=facts["series"],
+        overlay_plan=facts["overlay_plan"],
+        torch_pin=facts["torch_pin"],
+        runtime=runtime,
+        stock=cells["stock"],
+        applied=cells["series"],
+        overlay=cells["overlay"],
+        audit=cells["audit"],
+        static_seconds=facts["seconds"],
+        static_cached=static_cached,
     )
 
 
 def build_matrix(
     series: Series,
     versions: list[str],
-    with_suite: bool = True,
-    progress: Callable[[int, int, Row], None] | None = None,
+    steps: tuple[str, ...] = MEASURED,
+    progress: Callable[[int, str, str], None] | None = None,
     refresh: bool = False,
+    jobs: int = 1,
 ) -> list[Row]:
-    key = cache_key(series, with_suite)
-    store = cache_dir() / "matrix" / key
-    store.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for index, version in enumerate(versions, 1):
-        cached = store / f"{version}.json"
-        if cached.is_file() and not refresh:
-            row = Row(**{**json.loads(cached.read_text()), "cached": True})
-        else:
-            row = analyse(version, series, with_suite)
-            cached.write_text(json.dumps(asdict(row)))
-        rows.append(row)
-        if progress:
-            progress(index, len(versions), row)
-    return rows
-
-
-def markdown(rows: list[Row]) -> str:
-    lines = [
-        (
-            "| vLLM | affected (#51585) | #53821 | capture code | series | overlay "
-            "| suite (real install) |"
-        ),
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    words = {True: "**yes**", False: "no", None: "cannot judge"}
-    for row in rows:
-        aiter = words[(row.fixes or {}).get(AITER_FIX)] if row.fixes else "?"
-        lines.append(
-            f"| {row.version} | {'**yes**' if row.affected else 'no'} | {aiter} "
-            f"| {row.shape} | {row.series} | {row.overlay} | {row.suite} |"
-        )
-    notes = [
-        f"- {row.version}: could not run: {item['name']}: {item['why']}"
-        for row in rows
-        for item in (row.checks or {}).get("not_run", [])
-    ]
-    if notes:
-        lines += ["", "Checks that could not run:", "", *notes]
-    return "\n".join(lines) + "\n"
+    """One row per release, ``jobs`` releases at a time, in release order."""
+    cache = StepCache(series, refresh)
+    work = list(enumerate(versions, 1))
+    if jobs <= 1:
+        return [analyse(i, v, series, cache, steps, progress) for i, v in work]
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [
+            pool.submit(analyse, i, v, series, cache, steps, progress) for i, v in work
+        ]
+        return [f.result() for f in futures]
+    finally:
+        # An interrupt or a failed release: start no further release (the
+        # ones running finish their step; what finished stays cached).
+        pool.shutdown(wait=False, cancel_futures=True)

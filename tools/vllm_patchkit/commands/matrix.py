@@ -10,24 +10,25 @@ from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_OK, add_json, em
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
 
-TYPE_CHECKING = False  # typing costs every start-up; annotations only
-if TYPE_CHECKING:
-    from vllm_patchkit.matrix import Row
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "matrix",
-        help="affected? series applies? overlay? suite? for every release",
+        help="stock suite, series applied, overlay, audit: every release measured",
         description=(
-            "For every vLLM source release on the package index in the range: "
-            "whether it is affected, whether the series applies or is upstreamed, "
-            "what the overlay would do, and, for releases that pin this venv's "
-            "torch, the regression suite against a real install, with the "
-            "counts of checks that ran and could not run (named, with the "
-            "reason, under the table). Cached per release under a key of "
-            "every source file and version that decides a row: a second run "
-            "reads the cache. Writes matrix.md and matrix.json."
+            "For every vLLM source release on the package index in the range, "
+            "on the release's own source tree with this venv's torch and the "
+            "release's missing pure-Python requirements beside it: the "
+            "regression suite on the stock tree (bug reproduced or not), the "
+            "suite with the series applied to a scratch clone (the stock run "
+            "is reused where the series changes nothing the suite imports, "
+            "and the cell says so), the overlay through vLLM's own plugin "
+            "loading, and the audit's harmful findings, each with the seconds "
+            "it took and the counts it rests on. A release that cannot run "
+            "says why. Every step is cached per release commit under a key of "
+            "every source file and version that decides it: a second run "
+            "reads the cache. Progress lines go to stderr. Writes matrix.md "
+            "and matrix.json."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -35,13 +36,37 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--from", dest="first", default="0.11.0", metavar="VERSION")
     parser.add_argument("--to", dest="last", default="latest", metavar="VERSION")
     parser.add_argument(
-        "--no-suite", action="store_true", help="skip the real-install regression runs"
+        "--no-suite",
+        action="store_true",
+        help="read the trees only: skip the suite, overlay and audit runs",
+    )
+    parser.add_argument(
+        "--steps",
+        metavar="LIST",
+        help=(
+            "comma-separated measured steps to run (stock, series, overlay, "
+            "audit; default all); the others are marked skipped"
+        ),
     )
     parser.add_argument(
         "--refresh", action="store_true", help="recompute cached releases too"
     )
     parser.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=1,
+        metavar="N",
+        help="releases judged at once (default 1)",
+    )
+    parser.add_argument(
         "--output-dir", type=Path, default=Path("."), help="where matrix.md/json go"
+    )
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        metavar="PATH",
+        help="also replace the table between PATH's matrix markers",
     )
     add_json(parser)
     parser.set_defaults(handler=run)
@@ -68,27 +93,44 @@ def check_range(first: str, last: str) -> None:
         raise MatrixRangeError(f"--to {last} comes before --from {first}")
 
 
-def _progress(index: int, total: int, row: Row) -> None:
-    width = len(str(total))
-    print(
-        f"[{index:>{width}}/{total}] vLLM {row.version:<8} "
-        f"{'AFFECTED' if row.affected else 'ok      '} series: {row.series:<10} "
-        f"overlay: {row.overlay:<12} suite: {row.suite}"
-        + (" (cached)" if row.cached else ""),
-        file=sys.stderr,
-    )
+MEASURED = ("stock", "series", "overlay", "audit")
+
+
+def _steps(args: argparse.Namespace) -> tuple[str, ...]:
+    """The measured steps to run: --steps, none for --no-suite, else all."""
+    if args.steps is None:
+        return () if args.no_suite else MEASURED
+    if args.no_suite:
+        raise InputError("--steps and --no-suite contradict each other")
+    chosen = tuple(s.strip() for s in args.steps.split(",") if s.strip())
+    unknown = [s for s in chosen if s not in MEASURED]
+    if unknown or not chosen:
+        raise InputError(f"--steps {args.steps}: choose among {', '.join(MEASURED)}")
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:
     check_range(args.first, args.last)
     hint = "--no-suite skips the suite"
-    if not args.no_suite and (code := require(args, "matrix", VLLM_RUNTIME, hint)):
+    if (
+        not args.no_suite
+        and args.steps != "audit"
+        and (code := require(args, "matrix", VLLM_RUNTIME, hint))
+    ):
         return code
+    steps = _steps(args)
+    if args.jobs < 1:
+        raise InputError(f"--jobs {args.jobs}: at least one release at a time")
+    if args.readme is not None:
+        from vllm_patchkit.matrix_table import README_START
+
+        if README_START not in args.readme.read_text():
+            raise InputError(f"{args.readme}: no '{README_START}' marker")
     import json
     import time
-    from dataclasses import asdict
 
-    from vllm_patchkit.matrix import build_matrix, markdown, select_versions
+    from vllm_patchkit.matrix import Progress, build_matrix, select_versions
+    from vllm_patchkit.matrix_table import markdown, summary, to_json, with_table
     from vllm_patchkit.series import load_series
 
     try:
@@ -99,18 +141,30 @@ def run(args: argparse.Namespace) -> int:
     rows = build_matrix(
         load_series(args.patches),
         versions,
-        with_suite=not args.no_suite,
-        progress=_progress,
+        steps=steps,
+        progress=Progress(len(versions)),
         refresh=args.refresh,
+        jobs=args.jobs,
     )
-    seconds = time.perf_counter() - start
+    why = "--no-suite" if args.no_suite else f"not in --steps {args.steps}"
+    for row in rows:
+        for cell in row.cells.values():
+            if cell.status == "skipped":
+                cell.text = f"skipped ({why})"
+    run_info = summary(rows, time.perf_counter() - start, args.jobs)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "matrix.md").write_text(markdown(rows))
-    payload = {"seconds": seconds, "rows": [asdict(r) for r in rows]}
+    table = markdown(rows, run_info)
+    (args.output_dir / "matrix.md").write_text(table)
+    payload = to_json(rows, run_info)
     (args.output_dir / "matrix.json").write_text(json.dumps(payload, indent=2) + "\n")
+    if args.readme is not None:
+        args.readme.write_text(with_table(args.readme.read_text(), rows))
     if args.json:
         emit_json(payload)
     else:
-        print(markdown(rows), end="")
-        print(f"{len(rows)} releases in {seconds:.1f} s", file=sys.stderr)
+        print(table, end="")
+        print(
+            f"{len(rows)} releases in {run_info['seconds']:.1f} s",
+            file=sys.stderr,
+        )
     return EXIT_OK
