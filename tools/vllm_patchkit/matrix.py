@@ -69,21 +69,17 @@ STEPS = ("static", "stock", "series", "overlay", "audit")
 MEASURED = ("stock", "series", "overlay", "audit")
 """The steps that run code on the tree (``--no-suite`` skips them)."""
 
-# Optional deciders: modules other helpers add. Absent, their step says so.
-_OPTIONAL = {
+# The modules a step runs: imported when the step runs (the audit and the
+# probe start vLLM processes), and hashed into its cache key.
+_STEP_MODULES = {
     "tree_runtime": "vllm_patchkit.tree_runtime",
     "overlay": "vllm_patchkit.overlay_probe",
     "audit": "vllm_patchkit.audit",
 }
 
 
-def optional_module(key: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(_OPTIONAL[key])
-    except ModuleNotFoundError as exc:
-        if exc.name and _OPTIONAL[key].startswith(exc.name):
-            return None
-        raise
+def step_module(key: str) -> ModuleType:
+    return importlib.import_module(_STEP_MODULES[key])
 
 
 @dataclass
@@ -229,9 +225,7 @@ def decider_files(step: str) -> list[Path]:
     whole packages, since no import statement leads to it.
     """
     seeds = [_source(sys.modules[__name__]), _source(release_tree)]
-    runtime = optional_module("tree_runtime")
-    if runtime is not None:
-        seeds.append(_source(runtime))
+    seeds.append(_source(step_module("tree_runtime")))
     overlay = _package_files(_source(vllm_overlay))
     suite = [_source(run_scenarios), _source(fixes_not_counted)]
     suite += _package_files(_source(vllm_patchkit.regression))
@@ -243,12 +237,8 @@ def decider_files(step: str) -> list[Path]:
         if step == "series":
             seeds += [_source(apply_series), _source(classify_tree)]
     elif step in ("overlay", "audit"):
-        module = optional_module(step)
-        if module is not None:
-            source = _source(module)
-            seeds += (
-                _package_files(source) if source.name == "__init__.py" else [source]
-            )
+        source = _source(step_module(step))
+        seeds += _package_files(source) if source.name == "__init__.py" else [source]
         if step == "overlay":
             seeds += overlay
     else:
@@ -485,18 +475,14 @@ def _reuse(stock: Cell, why: str, outcome: dict[str, Any]) -> Cell:
 
 
 def run_overlay(tree: Path) -> Cell:
-    module = optional_module("overlay")
-    if module is None:
-        return Cell(
-            CANNOT_JUDGE, "cannot judge: no overlay probe in this toolkit (pending)"
-        )
+    module = step_module("overlay")
 
     def step() -> Cell:
         result = module.probe_overlay(tree)
         text = f"{result.status}: without {result.without}, with {result.with_overlay}"
         if result.installed:
             text += f" (installed {', '.join(result.installed)})"
-        if result.status == CANNOT_JUDGE and result.why:
+        if result.status == module.CANNOT_JUDGE and result.why:
             text += f": {result.why}"
         data = result.to_json()
         data["log"] = data.get("log", [])[:8]
@@ -506,9 +492,7 @@ def run_overlay(tree: Path) -> Cell:
 
 
 def run_audit(tree: Path) -> Cell:
-    module = optional_module("audit")
-    if module is None or not hasattr(module, "audit_tree"):
-        return Cell(CANNOT_JUDGE, "cannot judge: no audit in this toolkit (pending)")
+    module = step_module("audit")
 
     def step() -> Cell:
         report = module.audit_tree(tree)
