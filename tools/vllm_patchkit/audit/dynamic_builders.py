@@ -124,23 +124,17 @@ def _recipes_from_suite() -> dict[str, Recipe]:
 
 def discover(tree: Path) -> list[Entry]:
     """Builder classes defined in ``tree``'s ``vllm/`` (the survey's rules)."""
-    modules = survey._parse(tree)
-    state = survey._Survey(modules)
-    found = []
-    for module in modules.values():
-        for cls in module.classes.values():
-            if not state.is_builder(cls):
-                continue
-            found.append(
-                Entry(
-                    f"{module.name}.{cls.name}",
-                    module.name,
-                    cls.name,
-                    str(module.path.relative_to(tree)),
-                    cls.node.lineno,
-                    cls.in_factory,
-                )
-            )
+    found = [
+        Entry(
+            f"{module.name}.{cls.name}",
+            module.name,
+            cls.name,
+            str(module.path.relative_to(tree)),
+            cls.node.lineno,
+            cls.in_factory,
+        )
+        for module, cls in survey.builder_classes(tree)
+    ]
     return sorted(found, key=lambda e: e.qualname)
 
 

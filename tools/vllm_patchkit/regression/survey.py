@@ -253,6 +253,18 @@ class _Survey:
         return None
 
 
+def builder_classes(tree: Path) -> list[tuple[_Module, _Class]]:
+    """Every metadata builder class in ``tree``'s ``vllm/``, with its module,
+    by the survey's rules (the audit runs each of them)."""
+    state = _Survey(_parse(tree))
+    return [
+        (module, cls)
+        for module in state.modules.values()
+        for cls in module.classes.values()
+        if state.is_builder(cls)
+    ]
+
+
 def survey(tree: Path) -> list[Reader]:
     """Builders in the vLLM tree at ``tree`` whose build reads the host offsets."""
     state = _Survey(_parse(tree))
