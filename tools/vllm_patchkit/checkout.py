@@ -299,7 +299,7 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
     was (``--3way`` for those that need it)."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
         env = scratch_env(git, Path(scratch))
-        git.run("read-tree", "HEAD", env=env)
+        _seed_index(git, {name for p in patches for name in p.files}, env)
         if len(patches) > 1:
             paths = [str(p.path) for p in patches]
             together = git.run("apply", "--cached", *paths, check=False, env=env)
@@ -309,6 +309,26 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
 
 
 UNTRIED = "not tried before git am"
+
+
+def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
+    """Fill the scratch index with HEAD's entries for ``paths`` only.
+
+    ``git apply --cached`` reads no other entry, and a path the patches
+    create is absent here exactly when it is absent from HEAD. Reading all
+    of HEAD instead (6,600 entries on vLLM) was check's costliest step.
+    """
+    listing = git.run(
+        "ls-tree",
+        "-r",
+        "-z",
+        "--full-tree",
+        "HEAD",
+        "--",
+        *sorted(paths),
+        env={"GIT_LITERAL_PATHSPECS": "1"},
+    ).stdout
+    git.run("update-index", "-z", "--index-info", input_text=listing, env=env)
 
 
 def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
