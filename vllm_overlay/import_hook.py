@@ -8,14 +8,19 @@ so the callback runs once the module body has executed.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
 from collections.abc import Callable
 from types import ModuleType
 
+TYPE_CHECKING = False  # importlib.abc loads importlib.resources and tempfile
+if TYPE_CHECKING:
+    import importlib.abc
+    import importlib.machinery
 
-class _CallbackLoader(importlib.abc.Loader):
+
+# Plain classes: the import system needs only these methods, and the ABCs'
+# module would cost every vLLM start-up (and every report) a few ms.
+class _CallbackLoader:
     def __init__(
         self, inner: importlib.abc.Loader, callback: Callable[[ModuleType], None]
     ) -> None:
@@ -35,7 +40,7 @@ class _CallbackLoader(importlib.abc.Loader):
         return getattr(self._inner, name)
 
 
-class _AfterImportFinder(importlib.abc.MetaPathFinder):
+class _AfterImportFinder:
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name = name
         self.callback = callback

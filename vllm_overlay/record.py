@@ -11,7 +11,10 @@ takes to turn one off).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def _command_in(argv: list[str]) -> str | None:
     """The subcommand ``argv`` names, as far as the top level's one option
-    (``--patches DIR``, which argparse also takes abbreviated) shows it."""
+    (``--patches DIR``, which argparse also takes abbreviated) shows it:
+    ``""`` when it names none (``--help``, or no argument: every command is
+    listed, none built), None when it cannot tell (after ``--``: all built)."""
     words = iter(argv)
     for word in words:
         if word == "--":
@@ -100,7 +102,7 @@ def _command_in(argv: list[str]) -> str | None:
             next(words, None)
         elif not word.startswith("-"):
             return word
-    return None
+    return ""
 
 
 class _ListedOnly:

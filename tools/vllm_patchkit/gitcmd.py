@@ -22,9 +22,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from vllm_patchkit.errors import EnvironmentFailure, Interrupted
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 # Identity used for commits the toolkit makes in trees it owns (release
 # trees, scratch copies). Commits in a user's checkout keep the user's own.

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from email.header import decode_header, make_header
 from pathlib import Path, PurePosixPath
 
 from vllm_patchkit.invariants import INVARIANTS
@@ -226,8 +225,19 @@ def _read_headers(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:
         else:
             raise SeriesError(f"{path}:{index + 1}: malformed header {line!r}")
         index += 1
-    decoded = {k: str(make_header(decode_header(v))) for k, v in headers.items()}
+    decoded = {k: _decode_words(v) for k, v in headers.items()}
     return decoded, index + 1
+
+
+def _decode_words(value: str) -> str:
+    """A header's RFC 2047 encoded words (``=?UTF-8?q?...?=``, which
+    format-patch writes for a non-ASCII subject) decoded. The email package
+    loads only for such a header: it costs every start-up of the CLI."""
+    if "=?" not in value:
+        return value
+    from email.header import decode_header, make_header
+
+    return str(make_header(decode_header(value)))
 
 
 def _trailers(body: str) -> tuple[tuple[str, str], ...]:
