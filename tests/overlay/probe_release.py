@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
-
-# The checkout, after the release and the installed packages: the probe
-# reuses tests.overlay.probe_plugin's capture facts.
-sys.path.append(str(Path(__file__).resolve().parents[2]))
 
 UPSTREAM = "vllm.v1.attention.backends.rocm_attn"
 AITER = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
@@ -56,7 +51,11 @@ def main(output: str) -> None:
         result["capture_zeroes_device"] = facts["device_zeroed"]
     import importlib
 
-    from tests.overlay.probe_plugin import offsets_after_capture
+    # probe_plugin.py is this script's neighbour, on sys.path as its directory:
+    # a release tree's root holds vLLM's own ``tests`` package, which would
+    # shadow the project's (``tests.overlay.probe_plugin``).
+    from probe_plugin import offsets_after_capture
+
     from vllm_overlay import aiter_fix
 
     rocm_attn = importlib.import_module(UPSTREAM)

@@ -1,11 +1,13 @@
-"""The overlay on real installs of four vLLM releases (slower tier).
+"""The overlay on four real vLLM releases (slower tier).
 
 0.27.0 and 0.28.0 are affected by both bugs: the #51585 fix is installed on
 vLLM's class and the AITER unified backend hands out the overlay's builder.
 0.29.0 and 0.32.0 carry both fixes: the overlay does nothing, arms nothing
 and imports nothing, and both backends run vLLM's own code, with upstream's
-behaviour. All four pin torch 2.13.0, so each release is a ``pip install
---no-deps --target`` directory run with the project venv.
+behaviour. 0.28.0 is the venv's own install; each other release is its
+release tree (the released source) run in its tree runtime, as the overlay
+probe runs one: the tree first on ``PYTHONPATH``, then the release's
+pure-Python requirements the venv lacks, with the venv's torch 2.13.0.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from tests.overlay.test_plugin import (
     assert_zeroes_device_keeps_host,
 )
 from vllm_patchkit.installed import installed_vllm_dir
-from vllm_patchkit.release_installs import installed_release
+from vllm_patchkit.releases import release_tree
+from vllm_patchkit.tree_runtime import runtime_for
 
-pytestmark = pytest.mark.plugin_releases
+pytestmark = [pytest.mark.plugin_releases, pytest.mark.release_trees]
 
 PROBE = Path(__file__).with_name("probe_release.py")
 
@@ -37,12 +40,9 @@ def probe(version: str, tmp_path: Path) -> dict[str, Any]:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("VLLM_PLUGINS", None)
     if version != "0.28.0":  # the venv's own vLLM
-        # The release first; the checkout after it (the probe imports tests).
-        env["PYTHONPATH"] = os.pathsep.join(
-            p
-            for p in (str(installed_release(version)), os.environ.get("PYTHONPATH"))
-            if p
-        )
+        # The release and its extras first; the checkout after them (the
+        # probe imports tests).
+        env = runtime_for(release_tree(version)).env(env)
     output = tmp_path / "probe.json"
     proc = subprocess.run(
         [sys.executable, str(PROBE), str(output)],
@@ -53,7 +53,10 @@ def probe(version: str, tmp_path: Path) -> dict[str, Any]:
         timeout=900,
     )
     assert output.is_file(), proc.stdout + proc.stderr
-    return json.loads(output.read_text())
+    report = json.loads(output.read_text())
+    if version != "0.28.0":  # the release tree's vLLM ran, not the venv's
+        assert Path(report["vllm_file"]).parent == release_tree(version) / "vllm"
+    return report
 
 
 @pytest.mark.parametrize("version", ["0.27.0", "0.28.0"])

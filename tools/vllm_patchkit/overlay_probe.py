@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vllm_patchkit.child_json import run_json_child
 
 FIXES = "fixes"
 INERT = "inert"
@@ -139,28 +139,23 @@ def _run_child(mode: str, env: dict[str, str], timeout: float) -> dict[str, Any]
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     for name in ("VLLM_OVERLAY_DISABLE", "VLLM_OVERLAY_STRICT"):
         env.pop(name, None)
-    with tempfile.TemporaryDirectory(prefix="vllm-overlay-probe-") as scratch:
-        output = Path(scratch) / "run.json"
-        command = [sys.executable, "-m", "vllm_patchkit.overlay_probe"]
-        command += ["--child", mode, str(output)]
-        try:
-            proc = subprocess.run(
-                command,
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            return {"error": f"the {mode}-overlay run took over {timeout:.0f} s"}
-        if output.is_file():
-            return json.loads(output.read_text())
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        return {
-            "error": f"the {mode}-overlay run exited {proc.returncode} with no "
-            f"report: {' | '.join(tail)}"
-        }
+    run = run_json_child(
+        "vllm_patchkit.overlay_probe",
+        lambda output: ["--child", mode, str(output)],
+        env=env,
+        timeout_s=timeout,
+        scratch_prefix="vllm-overlay-probe-",
+        output_name="run.json",
+    )
+    if run.timed_out:
+        return {"error": f"the {mode}-overlay run took over {timeout:.0f} s"}
+    if run.data is not None:
+        return run.data
+    tail = run.log.strip().splitlines()[-3:]
+    return {
+        "error": f"the {mode}-overlay run exited {run.returncode} with no "
+        f"report: {' | '.join(tail)}"
+    }
 
 
 def judge(without: dict[str, Any], with_: dict[str, Any]) -> dict[str, Any]:

@@ -13,14 +13,12 @@ torch nor vLLM, so the CLI stays quick to start.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vllm_patchkit.child_json import run_json_child
 
 MODES = ("build", "capture")
 """``build``: ``build(0, metadata)``; ``capture``: ``build_for_cudagraph_capture``."""
@@ -188,40 +186,28 @@ def run_dynamic(tree: Path | None, timeout: float = 1200) -> DynamicResult:
 def _run_child(
     tree: Path | None, name: str, env: dict[str, str], timeout: float
 ) -> DynamicResult:
+    audited = [] if tree is None else [str(tree)]
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-audit-") as scratch:
-        output = Path(scratch) / "dynamic.json"
-        command = [
-            sys.executable,
-            "-m",
-            "vllm_patchkit.audit.dynamic_child",
-            "--output",
-            str(output),
-        ]
-        if tree is not None:
-            command.append(str(tree))
-        try:
-            proc = subprocess.run(
-                command,
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            return DynamicResult(
-                name, -1, error=f"the dynamic pass ran past {timeout:.0f} s"
-            )
-        data = json.loads(output.read_text()) if output.is_file() else None
-    if data is None:
-        tail = (proc.stdout + proc.stderr)[-2000:]
+    child = run_json_child(
+        "vllm_patchkit.audit.dynamic_child",
+        lambda output: ["--output", str(output), *audited],
+        env=env,
+        timeout_s=timeout,
+        scratch_prefix="vllm-patchkit-audit-",
+        output_name="dynamic.json",
+    )
+    if child.returncode is None:
+        return DynamicResult(
+            name, -1, error=f"the dynamic pass ran past {timeout:.0f} s"
+        )
+    if child.data is None:
+        tail = child.log[-2000:]
         return DynamicResult(
             name,
-            proc.returncode,
-            error=f"the dynamic pass gave no result (exit {proc.returncode}): {tail}",
+            child.returncode,
+            error=f"the dynamic pass gave no result (exit {child.returncode}): {tail}",
         )
-    result = from_json(data)
-    result.returncode = proc.returncode
+    result = from_json(child.data)
+    result.returncode = child.returncode
     result.seconds["process"] = round(time.monotonic() - start, 2)
     return result

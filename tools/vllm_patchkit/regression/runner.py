@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.child_json import run_json_child
 from vllm_patchkit.regression import report_cache
 from vllm_patchkit.tree_runtime import TreeRuntime, runtime_for
 
@@ -83,24 +81,20 @@ def run_scenarios(
 def _run(
     env: dict[str, str], scenarios: list[str], timeout: float
 ) -> tuple[int, dict[str, Any] | None, str]:
-    with tempfile.TemporaryDirectory(prefix="vllm-overlay-run-") as scratch:
-        output = Path(scratch) / "report.json"
-        command = [
-            sys.executable,
-            "-m",
-            "vllm_patchkit.regression",
-            "--output",
-            str(output),
-        ]
+    def args(output: Path) -> list[str]:
+        flags = ["--output", str(output)]
         for name in scenarios:
-            command += ["--scenario", name]
-        proc = subprocess.run(
-            command,
-            cwd=scratch,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        report = json.loads(output.read_text()) if output.is_file() else None
-    return proc.returncode, report, proc.stdout + proc.stderr
+            flags += ["--scenario", name]
+        return flags
+
+    result = run_json_child(
+        "vllm_patchkit.regression",
+        args,
+        env=env,
+        timeout_s=timeout,
+        scratch_prefix="vllm-overlay-run-",
+        output_name="report.json",
+    )
+    if result.returncode is None:  # timed out: raised (the matrix makes it a cell)
+        raise subprocess.TimeoutExpired(list(result.argv), timeout)
+    return result.returncode, result.data, result.log
