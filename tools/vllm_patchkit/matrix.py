@@ -33,6 +33,7 @@ not run.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -175,16 +176,33 @@ def _package_files(source: Path) -> list[Path]:
 
 
 def _module_file(name: str) -> Path | None:
+    """The source file of project module ``name``; None for a name that is
+    no module (``from package.module import function`` names both).
+
+    Found on disk from the top-level package, never by importing: a
+    ``find_spec`` of ``a.b.c`` imports ``a.b``, and the regression suite's
+    scenarios import torch (a second of every matrix start).
+    """
+    top, *rest = name.split(".")
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
-    origin = spec.origin if spec is not None else None
-    return Path(origin) if origin and origin.endswith(".py") else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        base = Path(root).joinpath(*rest)
+        package = base / "__init__.py"
+        for candidate in (base.with_suffix(".py"), package) if rest else (package,):
+            if candidate.is_file():
+                return candidate
+    return None
 
 
-def _imported(path: Path) -> set[str]:
-    """The project modules ``path`` imports, at any depth of its code."""
+@functools.cache
+def _imported(path: Path) -> frozenset[str]:
+    """The project modules ``path`` imports, at any depth of its code (each
+    step's closure asks again; the files do not change within a run)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -192,7 +210,7 @@ def _imported(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {n for n in names if n.split(".")[0] in _OURS}
+    return frozenset(n for n in names if n.split(".")[0] in _OURS)
 
 
 def import_closure(seeds: list[Path]) -> list[Path]:
