@@ -39,17 +39,32 @@ AFFECTED = [
     "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
 ]  # fmt: skip
 """Every release on the package index in the affected range (see the matrix)."""
+FILES = (ROCM_ATTN, AITER_UNIFIED_ATTN)
+
+
+@functools.cache
+def released_sources(version: str) -> dict[Path, bytes]:
+    """The two modules these tests read, as released: one pass over the
+    sdist, once per session, that stops when both are read (a pass per file
+    decompressed each sdist three times)."""
+    wanted = {f"vllm-{version}/{relative}": relative for relative in FILES}
+    found = {}
+    with tarfile.open(sdist_path(version), "r|gz") as tar:
+        for member in tar:
+            relative = wanted.get(member.name)
+            handle = tar.extractfile(member) if relative is not None else None
+            if handle is not None:
+                found[relative] = handle.read()
+                if len(found) == len(wanted):
+                    break
+    return found
 
 
 @functools.cache
 def capture_method(version: str) -> tuple[ast.FunctionDef, Path]:
-    """The method as released (one pass over the sdist, once per session)."""
-    name = f"vllm-{version}/{ROCM_ATTN}"
-    with tarfile.open(sdist_path(version)) as tar:
-        handle = tar.extractfile(name)
-        assert handle is not None
-        source = handle.read()
-    file = Path(name)
+    """The method as released."""
+    source = released_sources(version)[ROCM_ATTN]
+    file = Path(f"vllm-{version}") / ROCM_ATTN
     method = find_capture_method(ast.parse(source))
     assert method is not None
     return method, file
@@ -82,16 +97,12 @@ def test_before_and_after_the_range_nothing_is_planned() -> None:
 
 def release_file(version: str, relative: Path, dest: Path) -> Path | None:
     """``relative`` from the release's sdist, written under ``dest``."""
-    name = f"vllm-{version}/{relative}"
-    with tarfile.open(sdist_path(version)) as tar:
-        try:
-            handle = tar.extractfile(name)
-        except KeyError:
-            return None
-        assert handle is not None
-        file = dest / version / relative
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_bytes(handle.read())
+    source = released_sources(version).get(relative)
+    if source is None:
+        return None
+    file = dest / version / relative
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_bytes(source)
     return file
 
 
