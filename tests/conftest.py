@@ -30,6 +30,8 @@ _REPORTS = pytest.StashKey[str]()
 EXTENDED_TIERS = {
     "overlay_eras": "the overlay through vLLM's plugin loader on four release trees",
     "audit_sweep": "the audit's dynamic pass on more trees and seeded copies",
+    "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
+    "in a venv of their own that is built by hand",
 }
 """Tiers the default run leaves out to stay within its time budget: each
 one costs minutes of vLLM processes on release trees. They run with
