@@ -30,11 +30,15 @@ _REPORTS = pytest.StashKey[str]()
 EXTENDED_TIERS = {
     "overlay_eras": "the overlay through vLLM's plugin loader on four release trees",
     "audit_sweep": "the audit's dynamic pass on more trees and seeded copies",
+    "slow": "200 hypothesis batches, the compile matrix, memcheck on "
+    "upstream's kernel, the audit's reproductions",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }
-"""Tiers the default run leaves out to stay within its time budget: each
-one costs minutes of vLLM processes on release trees. They run with
+"""Tiers the default run leaves out to stay within its time budget (each
+costs a minute or more of CPU; the default run keeps a smaller check of the
+same kind: 20 hypothesis batches, the default compile variants, the audit
+on 0.28.0 and 0.29.0, the overlay on 0.27.0 to 0.32.0). They run with
 ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when ``-m``
 names them; otherwise each of their tests is reported skipped, with that
 command, never left out silently."""
@@ -76,9 +80,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     directory = terminalreporter.config.stash.get(_REPORTS, None)
     if directory is None:
         return
-    ran, reused = report_cache.summary(Path(directory))
+    ran, reused, by_view = report_cache.summary(Path(directory))
     terminalreporter.write_line(
-        f"suite reports: {ran} run for real, {reused} reused from this run"
+        f"suite reports: {ran} run for real, {reused} reused from this run "
+        f"({by_view} for a tree with the same vllm package)"
     )
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +152,112 @@ def test_an_incomplete_run_is_not_kept(tmp_path: Path, cache: Path) -> None:
     moved = shutil.copytree(tree, tmp_path / "moved")
     served = report_cache.reuse("k", moved, [], scenario_env(moved), produce)
     assert served == {"log": f"{moved}/x killed"} and len(calls) == 2
+
+
+def test_the_package_view_covers_vllm_its_metadata_and_the_top_level(
+    tmp_path: Path,
+) -> None:
+    counter = tmp_path / "runs"
+    one = make_tree(tmp_path / "one", counter)
+    view = report_cache.package_view
+    # Another test file: the same view (the whole-tree key differs).
+    other_tests = make_tree(tmp_path / "tests-differ", counter)
+    (other_tests / TEST_FILE).write_text("def test_other():\n    pass\n")
+    assert view(other_tests) == view(one) is not None
+    assert key(other_tests) != key(one)
+    changes = {
+        "package file": lambda t: (t / "vllm" / "x.py").write_text(""),
+        "metadata": lambda t: (t / "vllm.egg-info").mkdir(),
+        "top-level file": lambda t: (t / "setup.py").write_text(""),
+        "top-level name": lambda t: (t / "docs").mkdir(),
+    }
+    seen = {view(one)}
+    for name, change in changes.items():
+        tree = make_tree(tmp_path / name.replace(" ", "-"), counter)
+        change(tree)
+        assert view(tree) not in seen, name
+        seen.add(view(tree))
+    edited = make_tree(tmp_path / "edited-metadata", counter)
+    (edited / "vllm.egg-info").mkdir()
+    (edited / "vllm.egg-info" / "PKG-INFO").write_text("Version: 9\n")
+    assert view(edited) not in seen
+
+
+def test_a_run_is_shared_by_package_view_only_when_it_read_nothing_else(
+    tmp_path: Path, cache: Path
+) -> None:
+    counter = tmp_path / "runs"
+    calls: list[Path] = []
+
+    def run(tree: Path, read_outside: list[str]) -> dict[str, object]:
+        def produce() -> tuple[dict[str, object], bool]:
+            calls.append(tree)
+            return {"tree": str(tree), "outside": read_outside}, True
+
+        return report_cache.reuse(
+            "k",
+            tree,
+            [],
+            scenario_env(tree),
+            produce,
+            package_only=lambda record: record["outside"] == [],
+        )
+
+    def tests_differ(name: str) -> Path:
+        tree = make_tree(tmp_path / name, counter)
+        (tree / TEST_FILE).write_text(f"# {name}\n")
+        return tree
+
+    first = make_tree(tmp_path / "first", counter)
+    assert run(first, [])["tree"] == str(first)
+    second = tests_differ("second")
+    assert run(second, []) == {"tree": str(second), "outside": []}
+    assert calls == [first]
+    # A run that read a test file is kept for its own content only.
+    reader = make_tree(tmp_path / "reader", counter)
+    (reader / "vllm" / "__init__.py").write_text("ANSWER = 5\n")
+    run(reader, [TEST_FILE])
+    third = tests_differ("third")
+    (third / "vllm" / "__init__.py").write_text("ANSWER = 5\n")
+    run(third, [])
+    assert calls == [first, reader, third]
+
+
+def test_the_child_reports_what_it_read_outside_the_package(tmp_path: Path) -> None:
+    """A real child with the audit hook: an import of the package and of its
+    metadata are inside the view; a test module and a data file are not."""
+    tree = make_tree(tmp_path / "tree", tmp_path / "runs")
+    (tree / "vllm.egg-info").mkdir()
+    (tree / "vllm.egg-info" / "PKG-INFO").write_text("Version: 1\n")
+    (tree / "tests" / "__init__.py").write_text("")
+    (tree / "data").mkdir()
+    (tree / "data" / "table.txt").write_text("x\n")
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from vllm_patchkit.regression.tree_reads import TreeReads\n"
+        "reads = TreeReads()\n"
+        "import vllm\n"
+        "Path(sys.argv[1], 'vllm.egg-info', 'PKG-INFO').read_text()\n"
+        "package = Path(vllm.__file__).parent\n"
+        "print(json.dumps(reads.outside(package)))\n"
+        "import tests\n"
+        "Path(sys.argv[1], 'data', 'table.txt').read_text()\n"
+        "print(json.dumps(reads.outside(package)))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree), *sys.path]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tree)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    before, after = (json.loads(line) for line in done.stdout.splitlines())
+    assert before == []
+    assert "tests/__init__.py" in after and "data/table.txt" in after

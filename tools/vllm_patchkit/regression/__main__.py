@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +35,18 @@ def main(argv: list[str] | None = None) -> int:
         help="stop at the first failing check (mutation runs); a check that "
         "could not run does not stop it",
     )
+    parser.add_argument(
+        "--tree-reads",
+        action="store_true",
+        help="report what the run read of the vLLM tree outside its vllm "
+        "package (the report cache shares a run only when that is nothing)",
+    )
     args = parser.parse_args(argv)
+    reads = None
+    if args.tree_reads:
+        from vllm_patchkit.regression.tree_reads import TreeReads
+
+        reads = TreeReads()  # before vLLM is imported
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     # A CPU-only host is no accelerator platform: vLLM's CPU platform says so
     # (no pinned memory), where the fallback claims pinned memory it lacks.
@@ -86,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         "checks": [c.to_json() for c in checks],
         "outcomes": [o.to_json() for o in outcomes],
     }
+    if reads is not None:
+        package = Path(vllm.__file__).parent
+        report["tree_reads_outside_package"] = reads.outside(package)
     if args.output:
         with open(args.output, "w") as out:
             json.dump(report, out, indent=2)

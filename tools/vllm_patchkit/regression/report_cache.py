@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.regression.tree_reads import covered_dirs
+
 ENV = "VLLM_PATCHKIT_REPORT_CACHE"
 TREE_PLACEHOLDER = "<tree>"
 LOG = "runs.log"
@@ -54,12 +56,18 @@ def reuse(
     params: list[str],
     env: dict[str, str],
     produce: Callable[[], tuple[Record, bool]],
+    *,
+    package_only: Callable[[Record], bool] | None = None,
 ) -> Record:
     """``produce()``'s record, or the stored one of a run on the same content.
 
     ``produce`` returns the record and whether it may be stored (a run that
     completed). Two processes asking for one key at once run it once: the
-    second waits for the first.
+    second waits for the first. ``package_only`` says of a record whether
+    its run read nothing of the tree outside :func:`package_view` (the
+    child reports it, :mod:`~vllm_patchkit.regression.tree_reads`); such a
+    run is also stored under the view's key and serves every tree with the
+    same view: a tree that differs only in its tests is not run again.
     """
     root = cache_root()
     if root is None:
@@ -69,27 +77,43 @@ def reuse(
     if tree is None or key is None:
         _note(root, "ran", kind)
         return produce()[0]
-    entry = root / f"{key}.json"
-    with _locked(root / f"{key}.lock"):
-        if entry.is_file():
-            stored = json.loads(entry.read_text())
-            _note(root, "reused", kind)
-            return _moved(stored["record"], stored["tree"], str(tree))
+    view_key = None
+    view = None if package_only is None else package_view(tree)
+    if view is not None:
+        view_key = entry_key(f"{kind} (package view)", tree, params, env, view)
+    entries = [root / f"{k}.json" for k in (key, view_key) if k is not None]
+    # Trees with one content have one view: the view's lock serialises
+    # both, so that two workers never run what one of them could share.
+    with _locked(root / f"{view_key or key}.lock"):
+        for entry, how in zip(entries, ("reused", "reused-view"), strict=False):
+            if entry.is_file():
+                stored = json.loads(entry.read_text())
+                _note(root, how, kind)
+                return _moved(stored["record"], stored["tree"], str(tree))
         record, keep = produce()
         _note(root, "ran", kind)
         if keep:
-            scratch = entry.with_suffix(f".{os.getpid()}.tmp")
-            scratch.write_text(json.dumps({"tree": str(tree), "record": record}))
-            scratch.replace(entry)
+            shared = view_key is not None and package_only is not None
+            shared = shared and package_only(record)
+            for entry in entries if shared else entries[:1]:
+                _store(entry, tree, record)
         return record
 
 
-def summary(root: Path) -> tuple[int, int]:
-    """``(ran, reused)``: how many runs were real and how many were served."""
+def _store(entry: Path, tree: Path, record: Record) -> None:
+    scratch = entry.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(json.dumps({"tree": str(tree), "record": record}))
+    scratch.replace(entry)
+
+
+def summary(root: Path) -> tuple[int, int, int]:
+    """``(ran, reused, of which by package view)``: how many runs were real
+    and how many were served (a view hit is logged as ``reused-view``)."""
     log = root / LOG
     lines = log.read_text().splitlines() if log.is_file() else []
     what = [line.split(" ", 1)[0] for line in lines]
-    return what.count("ran"), what.count("reused")
+    by_view = what.count("reused-view")
+    return what.count("ran"), what.count("reused") + by_view, by_view
 
 
 def _note(root: Path, what: str, kind: str) -> None:
@@ -98,10 +122,18 @@ def _note(root: Path, what: str, kind: str) -> None:
 
 
 def entry_key(
-    kind: str, tree: Path, params: list[str], env: dict[str, str]
+    kind: str,
+    tree: Path,
+    params: list[str],
+    env: dict[str, str],
+    content: str | None = None,
 ) -> str | None:
-    """The content key of a run, or None when the tree cannot be read."""
-    content = tree_fingerprint(tree)
+    """The content key of a run, or None when the tree cannot be read.
+
+    ``content``: the tree's digest when the caller has a narrower one
+    (:func:`package_view`); the whole tree's by default."""
+    if content is None:
+        content = tree_fingerprint(tree)
     if content is None:
         return None
     here = str(tree)
@@ -144,6 +176,29 @@ def tree_fingerprint(tree: Path) -> str | None:
         elif kind == "file":
             digest.update(b"x" if os.access(path, os.X_OK) else b"-")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def package_view(tree: Path) -> str | None:
+    """A digest of what an import of ``vllm`` from ``tree`` can see: the
+    whole of ``vllm/`` and its metadata directory (``vllm.egg-info``), every
+    top-level entry's name and kind, and each top-level file's content;
+    not the tests, docs, benchmarks or other directories."""
+    digest = hashlib.sha256()
+    for entry in sorted(tree.iterdir()):
+        if entry.name == ".git":
+            continue
+        kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
+        digest.update(f"{kind} {entry.name}\0".encode())
+        if kind == "link":
+            digest.update(os.readlink(entry).encode())
+        elif kind == "file":
+            digest.update(hashlib.sha256(entry.read_bytes()).digest())
+    for directory in covered_dirs(tree):
+        content = tree_fingerprint(directory)
+        if content is None:
+            return None  # no package, or too large to hash
+        digest.update(f"{directory.name}\0{content}".encode())
     return digest.hexdigest()
 
 

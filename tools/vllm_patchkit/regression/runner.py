@@ -64,25 +64,39 @@ def run_scenarios(
     runtime = None if tree is None else runtime_for(tree)
     env = scenario_env(tree, runtime)
     params = list(scenarios or [])
+    tree_reads = tree is not None  # what the run read of it, for the cache
 
     def produce() -> tuple[dict[str, Any], bool]:
-        returncode, report, log = _run(env, params, timeout)
-        if report is not None and runtime is not None:
-            report["runtime"] = runtime.to_json()
+        returncode, report, log = _run(env, params, timeout, tree_reads)
         record = {"returncode": returncode, "report": report, "log": log}
         return record, report is not None
 
-    record = report_cache.reuse("scenarios", tree, params, env, produce)
-    return TreeReport(
-        tree, record["returncode"], record["report"], record["log"], runtime
+    key = [*params, TREE_READS] if tree_reads else params
+    record = report_cache.reuse(
+        "scenarios", tree, key, env, produce, package_only=_read_package_only
     )
+    report = record["report"]
+    if report is not None and runtime is not None:
+        # This tree's own runtime, also when the run was another tree's
+        # with the same package (the release's pins live outside it).
+        report["runtime"] = runtime.to_json()
+    return TreeReport(tree, record["returncode"], report, record["log"], runtime)
+
+
+TREE_READS = "--tree-reads"
+
+
+def _read_package_only(record: dict[str, Any]) -> bool:
+    """The run read nothing of its tree outside the package view."""
+    report = record["report"] or {}
+    return report.get("tree_reads_outside_package") == []
 
 
 def _run(
-    env: dict[str, str], scenarios: list[str], timeout: float
+    env: dict[str, str], scenarios: list[str], timeout: float, tree_reads: bool
 ) -> tuple[int, dict[str, Any] | None, str]:
     def args(output: Path) -> list[str]:
-        flags = ["--output", str(output)]
+        flags = ["--output", str(output), *([TREE_READS] if tree_reads else [])]
         for name in scenarios:
             flags += ["--scenario", name]
         return flags
