@@ -26,6 +26,7 @@ from tests.toolkit.cli_helpers import patchkit
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.matrix import invariant_holds
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
@@ -108,6 +109,25 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
     assert "stock: " in second.stderr and "(cached)" in second.stderr
     # A warm run keeps the cells' own cost, measured when they ran.
     assert again["rows"][0]["stock"]["seconds"] == stock["seconds"]
+
+
+@pytest.mark.audit_sweep
+def test_a_cell_that_cannot_be_judged_makes_the_exit_3(tmp_path: Path) -> None:
+    """0.11.0's audit cannot judge (three of its effect checks are not
+    exercised there): the table is still written, and the exit says it is
+    not whole, naming the cell."""
+    proc = patchkit(
+        "matrix", "--from", "0.11.0", "--to", "0.11.0", "--steps", "audit",
+        "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    (row,) = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    assert row["audit"]["status"] == CANNOT_JUDGE, row["audit"]["text"]
+    assert row["stock"]["status"] == "skipped"  # not asked for: not counted
+    assert "1 cell(s) could not be judged (each says why): 0.11.0 audit" in (
+        proc.stderr
+    )
+    assert "| 0.11.0 |" in (tmp_path / "matrix.md").read_text()
 
 
 def test_matrix_overlay_and_audit_on_0_28(tmp_path: Path) -> None:

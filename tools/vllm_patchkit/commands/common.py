@@ -43,7 +43,9 @@ exit codes:
   2  refused or bad input: dirty or busy checkout, not a vLLM checkout,
      detached HEAD, operation in progress, a dead run's journal that is not
      safe to act on, malformed series; nothing was changed
-  3  environment error: git missing, package index unreachable, git failure,
+  3  cannot judge, or environment error: a check the verdict rests on could
+     not run (the output names it); git missing, package index unreachable,
+     git failure,
      a hook, the disk or permissions failed an apply (rolled back), a
      rollback that did not complete (the message says where things are)
   4  conflict: a patch does not apply; everything was rolled back

@@ -6,9 +6,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_OK, add_json, emit_json
+from vllm_patchkit.commands.common import (
+    EXIT_CODES_HELP,
+    EXIT_ERROR,
+    EXIT_OK,
+    add_json,
+    emit_json,
+)
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
+
+TYPE_CHECKING = False  # the matrix library loads only when the command runs
+if TYPE_CHECKING:
+    from vllm_patchkit.matrix import Row
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -28,7 +38,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "says why. Every step is cached per release commit under a key of "
             "every source file and version that decides it: a second run "
             "reads the cache. Progress lines go to stderr. Writes matrix.md "
-            "and matrix.json."
+            "and matrix.json; exits 3 when a measured cell could not be "
+            "judged (cannot judge, cannot run), naming those cells."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -167,4 +178,26 @@ def run(args: argparse.Namespace) -> int:
             f"{len(rows)} releases in {run_info['seconds']:.1f} s",
             file=sys.stderr,
         )
+    unjudged = unjudged_cells(rows)
+    if unjudged:
+        # The table is written either way; the exit says it is not whole.
+        print(
+            f"{len(unjudged)} cell(s) could not be judged (each says why): "
+            + ", ".join(unjudged),
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return EXIT_OK
+
+
+def unjudged_cells(rows: list[Row]) -> list[str]:
+    """``VERSION step`` of every measured cell that could not be judged
+    (cannot judge, cannot run); a step the user left out is not one."""
+    from vllm_patchkit.regression.verdict import CANNOT_JUDGE
+
+    return [
+        f"{row.version} {name}"
+        for row in rows
+        for name, cell in row.cells.items()
+        if cell.status in (CANNOT_JUDGE, "cannot run")
+    ]
