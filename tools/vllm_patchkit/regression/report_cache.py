@@ -15,6 +15,9 @@ tree's own path written as a placeholder). A hit is returned with the
 stored tree's path replaced by the new one, as a run there would print it.
 Only runs that completed are stored; a tree is never cached as ``None``
 (the installed vLLM), whose content the key could not cover cheaply.
+A suite run that shows it read nothing of its tree outside the ``vllm``
+package, its metadata and the top level is also stored under a key of just
+those (:func:`package_view`), for trees that differ only in their tests.
 """
 
 from __future__ import annotations
