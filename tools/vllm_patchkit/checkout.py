@@ -15,7 +15,7 @@ import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from vllm_patchkit.errors import RefusedError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
@@ -312,22 +312,29 @@ UNTRIED = "not tried before git am"
 
 
 def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
-    """Fill the scratch index with HEAD's entries for ``paths`` only.
+    """Fill the scratch index with HEAD's entries that decide ``paths``.
 
-    ``git apply --cached`` reads no other entry, and a path the patches
-    create is absent here exactly when it is absent from HEAD. Reading all
-    of HEAD instead (6,600 entries on vLLM) was check's costliest step.
+    ``git apply --cached`` reads no others: the entries at and under each
+    path (a path the patches create is absent here exactly when HEAD lacks
+    it; a directory there is a file/directory conflict), and any file or
+    submodule at one of its parent directories (the other conflict, "appears
+    as both a file and as a directory"). Reading all of HEAD instead (6,600
+    entries on vLLM) was check's costliest step.
     """
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
     listing = git.run(
-        "ls-tree",
-        "-r",
-        "-z",
-        "--full-tree",
-        "HEAD",
-        "--",
-        *sorted(paths),
-        env={"GIT_LITERAL_PATHSPECS": "1"},
+        "ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", *sorted(paths), env=literal
     ).stdout
+    parents = {str(d) for name in paths for d in PurePosixPath(name).parents}
+    parents -= {".", *paths}
+    if parents:
+        # Without -r: a parent that is a directory is one tree entry (not
+        # kept), not all of its files.
+        above = git.run(
+            "ls-tree", "-z", "--full-tree", "HEAD", "--", *sorted(parents), env=literal
+        ).stdout
+        kept = [e for e in above.split("\0") if e and e.split(" ", 2)[1] != "tree"]
+        listing += "".join(f"{entry}\0" for entry in kept)
     git.run("update-index", "-z", "--index-info", input_text=listing, env=env)
 
 
