@@ -11,6 +11,7 @@ a JSON or encoding error is an error (3), never "refused, nothing changed".
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -70,7 +71,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         "to vLLM trees, and prove it with real vLLM code. "
         "Run `vllm-patchkit COMMAND --help` for each command.",
         epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_top_level_formatter,
     )
     parser.add_argument(
         "--patches",
@@ -87,6 +88,22 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         else:
             command.add_parser(_ListedOnly(commands, command, wanted))
     return parser
+
+
+def _top_level_formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's formatter at the width ``shutil.get_terminal_size`` gives
+    (``COLUMNS``, else the terminal's, else 80), found without importing
+    shutil: it loads zlib, bz2 and lzma, a tenth of ``--help``."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return argparse.RawDescriptionHelpFormatter(prog, width=(columns or 80) - 2)
 
 
 def _command_in(argv: list[str]) -> str | None:
