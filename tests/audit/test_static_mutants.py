@@ -55,18 +55,21 @@ SEEDED = {
 }
 
 
-def insert_in_method(path: Path, cls: str, method: str, lines: list[str]) -> None:
-    """Put ``lines`` first in ``cls.method``'s body, at its indentation."""
-    text = path.read_text().splitlines(keepends=True)
-    module = ast.parse("".join(text))
-    node = next(
+def _method(text: list[str], cls: str, method: str) -> ast.FunctionDef:
+    """``cls.method``'s node in the module whose lines are ``text``."""
+    return next(
         f
-        for c in ast.walk(module)
+        for c in ast.walk(ast.parse("".join(text)))
         if isinstance(c, ast.ClassDef) and c.name == cls
         for f in c.body
         if isinstance(f, ast.FunctionDef) and f.name == method
     )
-    first = node.body[0]
+
+
+def insert_in_method(path: Path, cls: str, method: str, lines: list[str]) -> None:
+    """Put ``lines`` first in ``cls.method``'s body, at its indentation."""
+    text = path.read_text().splitlines(keepends=True)
+    first = _method(text, cls, method).body[0]
     indent = " " * first.col_offset
     text[first.lineno - 1 : first.lineno - 1] = [f"{indent}{line}\n" for line in lines]
     path.write_text("".join(text))
@@ -75,14 +78,7 @@ def insert_in_method(path: Path, cls: str, method: str, lines: list[str]) -> Non
 def insert_method(path: Path, cls: str, before: str, lines: list[str]) -> None:
     """Add a method to ``cls``, just before its method ``before``."""
     text = path.read_text().splitlines(keepends=True)
-    module = ast.parse("".join(text))
-    node = next(
-        f
-        for c in ast.walk(module)
-        if isinstance(c, ast.ClassDef) and c.name == cls
-        for f in c.body
-        if isinstance(f, ast.FunctionDef) and f.name == before
-    )
+    node = _method(text, cls, before)
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     indent = " " * node.col_offset
     text[start - 1 : start - 1] = [f"{indent}{line}\n" for line in lines]

@@ -287,55 +287,42 @@ def observe(
     out: dict[tuple[Any, ...], ObservedWrite] = {}
     method_name = "build_for_cudagraph_capture" if mode == "capture" else "build"
     entry = f"{made.cls.__name__}.{method_name}"
-    for name, op, where in recorder.writes:
+
+    def observed(
+        name: str, where: Any, operation: str | None, changed_it: bool
+    ) -> ObservedWrite:
+        """The write of ``name`` at ``where`` (the builder's method when the
+        line is unknown); ``operation`` None: the reassignment."""
         file, line, method, source = where or (made.entry.file, 0, entry, "")
-        write = ObservedWrite(
+        return ObservedWrite(
             file,
             line,
             name,
             method,
-            _operation(op, source),
+            "reassignment" if operation is None else _operation(operation, source),
             made.label,
             mode,
-            name in changed,
+            changed_it,
             source,
             query_len,
         )
-        out.setdefault((file, line, name, write.operation), write)
+
+    def key(write: ObservedWrite) -> tuple[Any, ...]:
+        return (write.file, write.line, write.field, write.operation)
+
+    for name, op, where in recorder.writes:
+        write = observed(name, where, op, name in changed)
+        out.setdefault(key(write), write)
     seen_fields = {w.field for w in out.values()}
     for name in sorted(changed - seen_fields):
         where = locate(tree, made, mode, query_len, name)
-        file, line, method, source = where or (made.entry.file, 0, entry, "")
-        write = ObservedWrite(
-            file,
-            line,
-            name,
-            method,
-            _operation("write without a torch op", source),
-            made.label,
-            mode,
-            True,
-            source,
-            query_len,
-        )
-        out[(file, line, name, write.operation)] = write
+        write = observed(name, where, "write without a torch op", True)
+        out[key(write)] = write
     for name, where in sets:
         if id(getattr(cm, name, None)) == bound[name]:
             continue
-        file, line, method, source = where or (made.entry.file, 0, entry, "")
-        write = ObservedWrite(
-            file,
-            line,
-            name,
-            method,
-            "reassignment",
-            made.label,
-            mode,
-            True,
-            source,
-            query_len,
-        )
-        out.setdefault((file, line, name, "reassignment"), write)
+        write = observed(name, where, None, True)
+        out.setdefault(key(write), write)
     return list(out.values()), error
 
 

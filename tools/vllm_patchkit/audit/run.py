@@ -110,32 +110,28 @@ def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
 def _static_only(write: StaticWrite, why_not: str) -> Finding:
     from vllm_patchkit.audit.effect import INTENTIONAL
 
+    kind = "latent"
+    reason = f"not exercised: {why_not}; reached from {', '.join(write.via[:4])}" + (
+        f" and {len(write.via) - 4} more" if len(write.via) > 4 else ""
+    )
     for band in INTENTIONAL:
         if (band.file, band.method, band.field) == (
             write.file,
             write.method,
             write.field,
         ) and write.operation in band.operations:
-            return Finding(
-                write.file,
-                write.line,
-                write.field,
-                write.method,
-                write.operation,
-                "intentional",
-                evidence=["static"],
-                reason=f"{band.reason} (seen in the source; not exercised: {why_not})",
-            )
+            kind = "intentional"
+            reason = f"{band.reason} (seen in the source; not exercised: {why_not})"
+            break
     return Finding(
         write.file,
         write.line,
         write.field,
         write.method,
         write.operation,
-        "latent",
+        kind,
         evidence=["static"],
-        reason=f"not exercised: {why_not}; reached from {', '.join(write.via[:4])}"
-        + (f" and {len(write.via) - 4} more" if len(write.via) > 4 else ""),
+        reason=reason,
     )
 
 

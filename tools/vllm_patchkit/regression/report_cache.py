@@ -76,12 +76,16 @@ def reuse(
     if root is None:
         return produce()[0]
     root.mkdir(parents=True, exist_ok=True)
-    key = None if tree is None else entry_key(kind, tree, params, env)
-    if tree is None or key is None:
+    whole, view = (
+        (None, None)
+        if tree is None
+        else fingerprints(tree, with_view=package_only is not None)
+    )
+    if tree is None or whole is None:
         _note(root, "ran", kind)
         return produce()[0]
+    key = entry_key(kind, tree, params, env, whole)
     view_key = None
-    view = None if package_only is None else package_view(tree)
     if view is not None:
         view_key = entry_key(f"{kind} (package view)", tree, params, env, view)
     entries = [root / f"{k}.json" for k in (key, view_key) if k is not None]
@@ -165,21 +169,7 @@ def tree_fingerprint(tree: Path) -> str | None:
     tree over ``MAX_TREE_BYTES`` (an installed release with its compiled
     libraries): hashing it would cost more than it could save.
     """
-    if not tree.is_dir():
-        return None
-    entries = list(_walk(tree))
-    files = [path for path, kind in entries if kind == "file"]
-    if sum(path.stat().st_size for path in files) > MAX_TREE_BYTES:
-        return None
-    digest = hashlib.sha256()
-    for path, kind in entries:
-        digest.update(f"{kind} {path.relative_to(tree)}\0".encode())
-        if kind == "link":
-            digest.update(os.readlink(path).encode())
-        elif kind == "file":
-            digest.update(b"x" if os.access(path, os.X_OK) else b"-")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
+    return fingerprints(tree, with_view=False)[0]
 
 
 def package_view(tree: Path) -> str | None:
@@ -187,22 +177,33 @@ def package_view(tree: Path) -> str | None:
     whole of ``vllm/`` and its metadata directory (``vllm.egg-info``), every
     top-level entry's name and kind, and each top-level file's content;
     not the tests, docs, benchmarks or other directories."""
-    digest = hashlib.sha256()
-    for entry in sorted(tree.iterdir()):
-        if entry.name == ".git":
-            continue
-        kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
-        digest.update(f"{kind} {entry.name}\0".encode())
+    return fingerprints(tree, with_view=True)[1]
+
+
+def fingerprints(tree: Path, *, with_view: bool) -> tuple[str | None, str | None]:
+    """:func:`tree_fingerprint` and, ``with_view``, :func:`package_view`,
+    from one walk that reads each file once. The view is None without
+    ``with_view``, without a ``vllm`` package, or for a tree too large."""
+    if not tree.is_dir():
+        return None, None
+    entries = list(_walk(tree))
+    files = [path for path, kind in entries if kind == "file"]
+    if sum(path.stat().st_size for path in files) > MAX_TREE_BYTES:
+        return None, None
+    covered = covered_dirs(tree) if with_view else []
+    whole, view = hashlib.sha256(), hashlib.sha256()
+    for path, kind in entries:
+        record = f"{kind} {path.relative_to(tree)}\0".encode()
         if kind == "link":
-            digest.update(os.readlink(entry).encode())
+            record += os.readlink(path).encode()
         elif kind == "file":
-            digest.update(hashlib.sha256(entry.read_bytes()).digest())
-    for directory in covered_dirs(tree):
-        content = tree_fingerprint(directory)
-        if content is None:
-            return None  # no package, or too large to hash
-        digest.update(f"{directory.name}\0{content}".encode())
-    return digest.hexdigest()
+            record += b"x" if os.access(path, os.X_OK) else b"-"
+            record += hashlib.sha256(path.read_bytes()).digest()
+        whole.update(record)
+        if path.parent == tree or any(d in path.parents for d in covered):
+            view.update(record)
+    has_package = with_view and (tree / "vllm").is_dir()
+    return whole.hexdigest(), view.hexdigest() if has_package else None
 
 
 def _walk(tree: Path) -> Iterator[tuple[Path, str]]:
