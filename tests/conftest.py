@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.vllm_in_process import import_vllm
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.installed import copy_installed_vllm
 from vllm_patchkit.regression import report_cache
@@ -24,7 +25,10 @@ from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.series import Series, load_series
 
+pytest_plugins = ("tests.interpreter_state",)
+
 _REPORTS = pytest.StashKey[str]()
+_OWN_REPORTS = pytest.StashKey[bool]()
 
 
 EXTENDED_TIERS = {
@@ -50,6 +54,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also run the extended tiers: " + ", ".join(sorted(EXTENDED_TIERS)),
     )
+    parser.addoption(
+        "--reports-dir",
+        type=Path,
+        metavar="DIR",
+        help="share suite reports with other pytest runs of the same code "
+        "through DIR, kept after the run (.ci/run's passes, each file alone); "
+        "default: a fresh directory of this run's, removed at its end",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,11 +72,19 @@ def pytest_configure(config: pytest.Config) -> None:
     again (0.28.0 patched in another clone, the same base) reuse that run,
     in the test process and in the CLI processes it starts alike. Nothing
     is kept from an earlier run: the directory is new and removed at the
-    end, and any value set outside the run is replaced.
+    end, and any value set outside the run is replaced. ``--reports-dir``
+    names a directory to share and keep instead (passes over the same code
+    in one CI job).
     """
     if hasattr(config, "workerinput"):
         return  # an xdist worker: it inherits the controller's directory
-    directory = tempfile.mkdtemp(prefix="vllm-patchkit-reports-")
+    shared = config.getoption("--reports-dir")
+    if shared is not None:
+        shared.mkdir(parents=True, exist_ok=True)
+        directory = str(shared.resolve())
+    else:
+        directory = tempfile.mkdtemp(prefix="vllm-patchkit-reports-")
+        config.stash[_OWN_REPORTS] = True
     os.environ[report_cache.ENV] = directory
     config.stash[_REPORTS] = directory
 
@@ -73,7 +93,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     directory = config.stash.get(_REPORTS, None)
     if directory is not None:
         os.environ.pop(report_cache.ENV, None)
-        shutil.rmtree(directory, ignore_errors=True)
+        if config.stash.get(_OWN_REPORTS, False):
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -81,8 +102,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if directory is None:
         return
     ran, reused, by_view = report_cache.summary(Path(directory))
+    scope = (
+        "this run"
+        if terminalreporter.config.stash.get(_OWN_REPORTS, False)
+        else f"the runs sharing {directory}"
+    )
     terminalreporter.write_line(
-        f"suite reports: {ran} run for real, {reused} reused from this run "
+        f"suite reports: {ran} run for real, {reused} reused from {scope} "
         f"({by_view} for a tree with the same vllm package)"
     )
 
@@ -142,10 +168,16 @@ def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     """Longest first (see ``LONGEST_FIRST``); a stable sort, so each file
-    keeps its own order. A split file must not share a wider fixture: two
-    workers would each build it."""
+    keeps its own order. In a random-order run (pytest-randomly, on unless
+    ``-p no:randomly``), which shuffles before this hook, the long files
+    still come first, but in the shuffled order among themselves, as every
+    other file and every test within a file. A split file must not share a
+    wider fixture: two workers would each build it."""
     _skip_extended_tiers(config, items)
-    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    if _random_order(config):
+        rank = dict.fromkeys(LONGEST_FIRST, 0)
+    else:
+        rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))
     for item in items:
         if _file_of(item) not in SPLIT_ACROSS_WORKERS:
@@ -176,6 +208,12 @@ def _skip_extended_tiers(config: pytest.Config, items: list[pytest.Item]) -> Non
                 item.add_marker(skip)
 
 
+def _random_order(config: pytest.Config) -> bool:
+    return config.pluginmanager.hasplugin("randomly") and bool(
+        config.getoption("randomly_reorganize", False)
+    )
+
+
 def _file_of(item: pytest.Item) -> str:
     return item.path.relative_to(item.config.rootpath).as_posix()
 
@@ -195,6 +233,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return nodeid if file in SPLIT_ACROSS_WORKERS else file
 
     return SplitLongFiles(config, log)
+
+
+@pytest.fixture(scope="session")
+def vllm_in_process() -> None:
+    """vLLM imported into this process the one way
+    (:mod:`tests.vllm_in_process`): a test that calls vLLM in-process uses
+    this fixture, so that the first import is never inside a test."""
+    import_vllm()
 
 
 @pytest.fixture(scope="session")

@@ -9,13 +9,11 @@ never vLLM's own (other tests in this process keep vLLM as installed).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.unit.conftest import ModuleFromSource
 from vllm_overlay.aiter_fix import (
     AITER_BUILDER,
     AiterPlan,
@@ -206,28 +204,20 @@ def installed_aiter_source() -> str:
     return (installed_vllm_dir().parent / AITER_UNIFIED_ATTN).read_text()
 
 
-def load_copy(tmp_path: Path, source: str, name: str) -> tuple[ModuleType, Path]:
-    file = tmp_path / f"{name}.py"
-    file.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module, file
-
-
 def plan_for(source: str, file: Path) -> AiterPlan:
     code = inspect_aiter_source(source, file)
     assert code.shape is AiterShape.SHARED, code.detail
     return AiterPlan(code)
 
 
-def test_install_hands_out_a_subclass_and_is_idempotent(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("vllm_in_process")
+def test_install_hands_out_a_subclass_and_is_idempotent(
+    module_from_source: ModuleFromSource,
+) -> None:
     from vllm.v1.attention.backends import rocm_attn
 
     source = installed_aiter_source()
-    module, file = load_copy(tmp_path, source, "aiter_copy_install")
+    module, file = module_from_source(source, "aiter_copy_install")
     backend = module.RocmAiterUnifiedAttentionBackend
     vendor_function = backend.__dict__["get_builder_cls"].__func__
     builder, new = install_on(module, plan_for(source, file))
@@ -248,9 +238,12 @@ def test_install_hands_out_a_subclass_and_is_idempotent(tmp_path: Path) -> None:
     assert again is builder and not new
 
 
-def test_install_refuses_code_it_did_not_read(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("vllm_in_process")
+def test_install_refuses_code_it_did_not_read(
+    module_from_source: ModuleFromSource,
+) -> None:
     source = installed_aiter_source()
-    module, file = load_copy(tmp_path, source, "aiter_copy_refuse")
+    module, file = module_from_source(source, "aiter_copy_refuse")
     before = module.RocmAiterUnifiedAttentionBackend.__dict__["get_builder_cls"]
     # The file changed on disk after the import (an upgrade mid-run): the
     # method moved down two lines.
@@ -267,9 +260,12 @@ def test_install_refuses_code_it_did_not_read(tmp_path: Path) -> None:
     assert not is_installed_on(module)
 
 
-def test_install_refuses_a_replaced_method(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("vllm_in_process")
+def test_install_refuses_a_replaced_method(
+    module_from_source: ModuleFromSource,
+) -> None:
     source = installed_aiter_source()
-    module, file = load_copy(tmp_path, source, "aiter_copy_replaced")
+    module, file = module_from_source(source, "aiter_copy_replaced")
     backend = module.RocmAiterUnifiedAttentionBackend
     backend.get_builder_cls = classmethod(lambda cls: None)  # type: ignore[assignment]
     with pytest.raises(FixRefused, match="not the plain static method"):

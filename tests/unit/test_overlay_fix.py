@@ -8,15 +8,13 @@ written to disk and imported, with ``super()``, defaults, annotations and a
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.unit.conftest import ModuleFromSource
 from vllm_overlay.capture_shape import (
     CaptureCode,
     Shape,
@@ -74,17 +72,6 @@ def module_source(body: str) -> str:
 
 def plan_for(body: str, file: Path = Path("rocm_attn.py")) -> FixPlan:
     return plan_fix(*method_and_code(module_source(body), file))
-
-
-def load(tmp_path: Path, body: str, name: str = "vendor_rocm_attn") -> ModuleType:
-    file = tmp_path / f"{name}.py"
-    file.write_text(module_source(body))
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class Offsets:
@@ -200,10 +187,10 @@ def test_the_diff_sees_any_change_that_is_not_a_removal() -> None:
 
 
 def test_the_fixed_function_keeps_every_other_line_and_the_closure(
-    tmp_path: Path,
+    module_from_source: ModuleFromSource,
 ) -> None:
     body = "self._amd_marker = extra\n" + BUGGY_BODY
-    module = load(tmp_path, body)
+    module, _ = module_from_source(module_source(body), "vendor_rocm_attn")
     cls = module.RocmAttentionMetadataBuilder
     live = cls.__dict__["build_for_cudagraph_capture"]
     plan = plan_for(body, Path(module.__file__))
@@ -224,8 +211,10 @@ def test_the_fixed_function_keeps_every_other_line_and_the_closure(
     assert offsets.query_start_loc.zeroed and not offsets.query_start_loc_cpu.zeroed
 
 
-def test_a_method_that_is_not_the_source_read_is_refused(tmp_path: Path) -> None:
-    module = load(tmp_path, BUGGY_BODY, "changed_rocm_attn")
+def test_a_method_that_is_not_the_source_read_is_refused(
+    module_from_source: ModuleFromSource,
+) -> None:
+    module, _ = module_from_source(module_source(BUGGY_BODY), "changed_rocm_attn")
     live = module.RocmAttentionMetadataBuilder.__dict__["build_for_cudagraph_capture"]
     # The file changed on disk after the import (an upgrade mid-run).
     changed = "self._late = 1\n" + BUGGY_BODY
@@ -236,6 +225,7 @@ def test_a_method_that_is_not_the_source_read_is_refused(tmp_path: Path) -> None
         fixed_function(plan_for(BUGGY_BODY, Path(module.__file__)), staticmethod(live))
 
 
+@pytest.mark.usefixtures("vllm_in_process")
 def test_the_installed_vllm_method_recompiles_to_its_own_code() -> None:
     """On the real vLLM 0.28.0 module: the proof step holds, and the fix
     differs from vLLM's method by exactly the host zeroing."""

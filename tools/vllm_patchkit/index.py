@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import html.parser
 import json
+import os
 import re
 import sys
 import urllib.error
@@ -17,6 +18,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from vllm_patchkit.child_json import run_json_child
 
 _JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 _CHUNK = 1 << 20
@@ -34,26 +37,24 @@ class IndexFile:
 
 
 def configured_index_urls() -> list[str]:
-    """pip's index URL followed by its extra index URLs, as pip would use them."""
-    from pip._internal.configuration import Configuration
-    from pip._internal.models.index import PyPI
+    """pip's index URL followed by its extra index URLs, as pip would use them.
 
-    config = Configuration(isolated=False)
-    config.load()
-    values = dict(config.items())
-
-    def first(option: str) -> str | None:
-        for section in (":env:", "download", "install", "global"):
-            value = values.get(f"{section}.{option}")
-            if value:
-                return str(value)
-        return None
-
-    urls = [first("index-url") or PyPI.simple_url]
-    extra = first("extra-index-url")
-    if extra:
-        urls += extra.split()
-    return urls
+    Read by a child process (:mod:`vllm_patchkit.pip_config` says why pip
+    is never imported here)."""
+    result = run_json_child(
+        "vllm_patchkit.pip_config",
+        lambda output: [str(output)],
+        env=os.environ,
+        timeout_s=120,
+        scratch_prefix="vllm-patchkit-pip-config-",
+    )
+    data = result.data
+    if not isinstance(data, dict) or not isinstance(data.get("index_url"), str):
+        raise PackageIndexError(
+            "could not read pip's index configuration "
+            f"(exit {result.returncode}): {result.log.strip()[-500:]}"
+        )
+    return [data["index_url"], *map(str, data.get("extra_index_urls", []))]
 
 
 def list_files(
