@@ -215,7 +215,11 @@ def _random_order(config: pytest.Config) -> bool:
 
 
 def _file_of(item: pytest.Item) -> str:
-    return item.path.relative_to(item.config.rootpath).as_posix()
+    """The file's path from the project root (as listed above); a file
+    outside it (a test's generated file) keeps its absolute path."""
+    if item.path.is_relative_to(item.config.rootpath):
+        return item.path.relative_to(item.config.rootpath).as_posix()
+    return item.path.as_posix()
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -36,7 +36,7 @@ class Snapshot:
     environ: dict[str, str]
     path: list[str]
     meta_path: list[object]
-    finder_attributes: list[frozenset[str]]
+    finder_states: list[tuple[object, dict[str, object]]]
     path_hooks: list[object]
     modules: dict[str, ModuleType]
 
@@ -47,7 +47,7 @@ class Snapshot:
             environ=_environ(),
             path=list(sys.path),
             meta_path=list(sys.meta_path),
-            finder_attributes=_finder_attributes(),
+            finder_states=_finder_states(),
             path_hooks=list(sys.path_hooks),
             modules=dict(sys.modules),
         )
@@ -74,7 +74,7 @@ class Snapshot:
                 a is not b for a, b in zip(before, now, strict=True)
             ):
                 found.append(f"{what} changed: {before!r} -> {now!r}")
-        if not found and _finder_attributes() != self.finder_attributes:
+        if not found and _changed_finders(self.finder_states):
             found.append(
                 "an import hook on sys.meta_path changed its state (pip imported "
                 "in-process turns setuptools' distutils shim off for good)"
@@ -98,23 +98,36 @@ class Snapshot:
         sys.path[:] = self.path
         sys.meta_path[:] = self.meta_path
         sys.path_hooks[:] = self.path_hooks
+        for finder, state in self.finder_states:
+            vars(finder).clear()
+            vars(finder).update(state)
         for name in _added_from(scratch, self.modules):
             del sys.modules[name]
         sys.modules.update(self.modules)
 
 
-def _finder_attributes() -> list[frozenset[str]]:
-    """The attribute names of each finder object on ``sys.meta_path``.
+def _finder_states() -> list[tuple[object, dict[str, object]]]:
+    """Each finder object on ``sys.meta_path`` with a copy of its attributes.
 
     setuptools' distutils finder turns itself off by setting an attribute
     when anything looks for ``pip`` (pypa/pip#8761); after that the next
-    ``import setuptools`` in the process fails. pytest's own hook keeps
-    caches and is left out."""
+    ``import setuptools`` in the process fails. Classes (the editable
+    installs' finders) keep no state; pytest's own hook keeps caches."""
     return [
-        frozenset(vars(finder)) if not isinstance(finder, type) else frozenset()
+        (finder, dict(vars(finder)))
         for finder in sys.meta_path
-        if not type(finder).__module__.startswith("_pytest")
+        if not isinstance(finder, type)
+        and hasattr(finder, "__dict__")
+        and not type(finder).__module__.startswith("_pytest")
     ]
+
+
+def _changed_finders(before: list[tuple[object, dict[str, object]]]) -> bool:
+    return any(
+        vars(finder).keys() != state.keys()
+        or any(vars(finder)[k] is not v for k, v in state.items())
+        for finder, state in before
+    )
 
 
 def _environ() -> dict[str, str]:
