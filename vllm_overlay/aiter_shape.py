@@ -44,6 +44,8 @@ class AiterShape(enum.StrEnum):
     """A builder class of this file whose capture leaves both offsets alone
     (0.29.0+, #53821)."""
     UNKNOWN = "unknown"
+    """Neither shape can be proven (an alias of the offsets, a rebinding):
+    cannot judge."""
     UNPARSEABLE = "unparseable"
     MISSING = "missing"
     """No such module (0.11.0) or no such backend class in it."""
@@ -66,7 +68,8 @@ class AiterCode:
 
     @property
     def judged(self) -> bool:
-        return self.shape is not AiterShape.UNPARSEABLE
+        """False when the file does not parse or its shape is not proven."""
+        return self.shape not in (AiterShape.UNPARSEABLE, AiterShape.UNKNOWN)
 
 
 def inspect_aiter_tree(tree: Path) -> AiterCode:
