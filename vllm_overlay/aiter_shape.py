@@ -22,8 +22,10 @@ from vllm_overlay.capture_shape import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
     CaptureCode,
+    binds,
     leaves_offsets_alone,
     parse_source,
+    top_level_bindings,
 )
 
 AITER_UNIFIED_ATTN = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
@@ -42,6 +44,8 @@ class AiterShape(enum.StrEnum):
     """A builder class of this file whose capture leaves both offsets alone
     (0.29.0+, #53821)."""
     UNKNOWN = "unknown"
+    """Neither shape can be proven (an alias of the offsets, a rebinding):
+    cannot judge."""
     UNPARSEABLE = "unparseable"
     MISSING = "missing"
     """No such module (0.11.0) or no such backend class in it."""
@@ -64,7 +68,8 @@ class AiterCode:
 
     @property
     def judged(self) -> bool:
-        return self.shape is not AiterShape.UNPARSEABLE
+        """False when the file does not parse or its shape is not proven."""
+        return self.shape not in (AiterShape.UNPARSEABLE, AiterShape.UNKNOWN)
 
 
 def inspect_aiter_tree(tree: Path) -> AiterCode:
@@ -80,7 +85,7 @@ def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
     module = parse_source(source, file)
     if isinstance(module, CaptureCode):
         return AiterCode(AiterShape.UNPARSEABLE, file, module.line, module.detail)
-    backends = _top_level_bindings(module, BACKEND_CLASS)
+    backends = top_level_bindings(module, BACKEND_CLASS)
     if not backends:
         return AiterCode(AiterShape.MISSING, file, None, f"no {BACKEND_CLASS}")
     backend = backends[0]
@@ -88,7 +93,7 @@ def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
         return _unknown(
             file, backend.lineno, f"{BACKEND_CLASS} is not one class definition"
         )
-    defined = [node for node in backend.body if _binds(node, BUILDER_METHOD)]
+    defined = [node for node in backend.body if binds(node, BUILDER_METHOD)]
     if not defined:
         return _unknown(
             file,
@@ -121,7 +126,7 @@ def _shared(
     where: str,
     may_declare_global: bool,
 ) -> AiterCode:
-    bindings = _top_level_bindings(module, BUILDER_CLASS)
+    bindings = top_level_bindings(module, BUILDER_CLASS)
     imported = [b for b in bindings if _imports_generic_builder(b)]
     # The walk for `global` costs half a parse: only when the word is there.
     declared = may_declare_global and _declared_global(module)
@@ -148,7 +153,7 @@ def _shared(
 def _own_builder(
     module: ast.Module, name: str, method: ast.FunctionDef, file: Path, where: str
 ) -> AiterCode:
-    bindings = _top_level_bindings(module, name)
+    bindings = top_level_bindings(module, name)
     if len(bindings) != 1 or not isinstance(bindings[0], ast.ClassDef):
         return _unknown(
             file,
@@ -226,58 +231,4 @@ def _declared_global(module: ast.Module) -> bool:
     return any(
         isinstance(node, ast.Global) and BUILDER_CLASS in node.names
         for node in ast.walk(module)
-    )
-
-
-def _top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
-    """Module-level statements that bind ``name`` (inside if/try/with too)."""
-    found: list[ast.stmt] = []
-
-    def visit(statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            if _binds(statement, name):
-                found.append(statement)
-            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            if isinstance(statement, ast.ClassDef):
-                continue
-            for attr in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(statement, attr, None)
-                if isinstance(inner, list):
-                    visit([s for s in inner if isinstance(s, ast.stmt)])
-                    for handler in inner:
-                        if isinstance(handler, ast.ExceptHandler):
-                            visit(handler.body)
-
-    visit(module.body)
-    return found
-
-
-def _binds(statement: ast.stmt, name: str) -> bool:
-    """Whether the statement itself (not a nested scope) binds ``name``."""
-    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return statement.name == name
-    if isinstance(statement, ast.Import | ast.ImportFrom):
-        return any(
-            (alias.asname or alias.name.split(".")[0]) == name
-            for alias in statement.names
-        )
-    targets: list[ast.AST] = []
-    if isinstance(statement, ast.Assign):
-        targets = list(statement.targets)
-    elif isinstance(statement, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
-        targets = [statement.target]
-    elif isinstance(statement, ast.With | ast.AsyncWith):
-        targets = [i.optional_vars for i in statement.items if i.optional_vars]
-    elif isinstance(statement, ast.Delete):
-        targets = list(statement.targets)
-    for target in targets:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name) and node.id == name:
-                return True
-    # A walrus binds in the enclosing scope; counting nested ones too only
-    # errs towards "unknown".
-    return any(
-        isinstance(node, ast.NamedExpr) and node.target.id == name
-        for node in ast.walk(statement)
     )

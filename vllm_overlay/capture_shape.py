@@ -6,13 +6,24 @@ what it saw (file and line). The whole file is parsed: a file that does not
 parse (a merge in progress leaves conflict markers) is UNPARSEABLE, never
 judged by the part that happens to parse. The overlay patches only the
 BUGGY shape; the toolkit's invariant for patch 0001 is "the shape is FIXED".
+
+Every judged shape is a proof, not a pattern match: the metadata argument
+and its offsets tensors may only be used in ways whose every write is seen
+(``<metadata>.<offsets>.<op>_()``, an assignment to it, a read that makes a
+new value). An alias, ``.data``, a call that receives the tensor or the
+metadata (``torch.Tensor.zero_(t)``, ``getattr``, a module helper), a
+decorator, a method rebound after its definition: any of them makes the
+shape UNKNOWN, which nobody reads as fixed ("cannot judge"). The one call
+that may receive the metadata is the builder's own ``self.build``, which
+every release's capture calls; when the class defines it, it is read too.
 """
 
 from __future__ import annotations
 
 import ast
 import enum
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROCM_ATTN = Path("vllm/v1/attention/backends/rocm_attn.py")
@@ -20,6 +31,19 @@ BUILDER_CLASS = "RocmAttentionMetadataBuilder"
 CAPTURE_METHOD = "build_for_cudagraph_capture"
 DEVICE_OFFSETS = "query_start_loc"
 HOST_OFFSETS = "query_start_loc_cpu"
+OFFSETS = (DEVICE_OFFSETS, HOST_OFFSETS)
+BUILD_METHOD = "build"
+"""The builder's per-step entry: the one call the capture may hand the
+metadata to (every release's capture starts with ``self.build(0, m)``)."""
+NEW_VALUE_READS = frozenset(
+    {"clone", "tolist", "item", "size", "numel", "dim", "shape", "dtype", "device"}
+)
+"""Attributes of a tensor whose result shares no storage with it. Anything
+else (``data``, ``numpy``, ``view``, ``cpu``, ``to``) may hand on the storage."""
+HARMLESS_BUILTINS = frozenset({"isinstance", "len", "type", "id"})
+"""Builtins that read an argument and keep no reference to it."""
+FRAME_ACCESS = frozenset({"eval", "exec", "locals", "vars", "globals"})
+"""Calls that reach a local name without naming it."""
 
 
 class Shape(enum.StrEnum):
@@ -32,7 +56,8 @@ class Shape(enum.StrEnum):
     NO_ZEROING = "no-zeroing"
     """Neither zeroed: code from before the #25985 band-aid (0.11.0)."""
     UNKNOWN = "unknown"
-    """The method exists but does something this check does not recognise."""
+    """The method exists, but what it does to the offsets cannot be proven:
+    an alias, a call receiving them, unrecognised handling. Cannot judge."""
     UNPARSEABLE = "unparseable"
     """The file is not valid Python (conflict markers, a broken edit)."""
     MISSING = "missing"
@@ -56,8 +81,9 @@ class CaptureCode:
 
     @property
     def judged(self) -> bool:
-        """False when the code could not be read, so no verdict holds."""
-        return self.shape is not Shape.UNPARSEABLE
+        """False when the code could not be read or its effect on the
+        offsets could not be proven, so no verdict holds."""
+        return self.shape not in (Shape.UNPARSEABLE, Shape.UNKNOWN)
 
 
 def parse_source(source: str | bytes, file: Path) -> ast.Module | CaptureCode:
@@ -82,21 +108,136 @@ def inspect_capture_source(source: str | bytes, file: Path) -> CaptureCode:
     module = parse_source(source, file)
     if isinstance(module, CaptureCode):
         return module
-    return classify_method(find_capture_method(module), file)
+    return classify_module(module, file)[1]
+
+
+def find_builder_class(module: ast.Module) -> ast.ClassDef | None:
+    """The builder class the module ends up with (its last top-level definition)."""
+    found = None
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == BUILDER_CLASS:
+            found = node
+    return found
 
 
 def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
-    """The builder's capture method, defined directly in the class body."""
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == BUILDER_CLASS:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == CAPTURE_METHOD:
-                    return item
+    """The builder's capture method: its last definition in the class body,
+    the one Python keeps."""
+    builder = find_builder_class(module)
+    return _last_def(builder, CAPTURE_METHOD) if builder else None
+
+
+def _last_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    found = None
+    for item in cls.body:
+        if isinstance(item, ast.FunctionDef) and item.name == name:
+            found = item
+    return found
+
+
+def classify_module(
+    module: ast.Module, file: Path
+) -> tuple[ast.FunctionDef | None, CaptureCode]:
+    """The capture method and its verdict, proven against the whole module:
+    the method is what the class keeps, nothing rebinds it, and the
+    ``self.build`` it hands the metadata to writes neither offsets tensor."""
+    method = find_capture_method(module)
+    code = classify_method(method, file)
+    if method is None or not code.judged:
+        return method, code
+    problem = _module_problem(module, method)
+    if problem is None:
+        return method, code
+    where = f"{file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
+    return method, CaptureCode(
+        Shape.UNKNOWN,
+        file,
+        method.lineno,
+        f"cannot judge {where} ({code.shape} on its own): {problem}",
+        code.device_zero_lines,
+        code.host_mutation_lines,
+    )
+
+
+def _module_problem(module: ast.Module, method: ast.FunctionDef) -> str | None:
+    """Why the module's behaviour may differ from ``method``'s body, if it may."""
+    builder = find_builder_class(module)
+    assert builder is not None
+    if len(top_level_bindings(module, BUILDER_CLASS)) != 1:
+        return f"the module binds {BUILDER_CLASS} more than once"
+    for name in (CAPTURE_METHOD, BUILD_METHOD):
+        bound = [n for n in builder.body if binds(n, name)]
+        if bound and bound[-1] is not _last_def(builder, name):
+            return f"{BUILDER_CLASS}.{name} is rebound at line {bound[-1].lineno}"
+    for node in ast.walk(module):
+        if _sets_builder_attribute(node):
+            return f"line {node.lineno} sets an attribute of {BUILDER_CLASS}"
+    build = _last_def(builder, BUILD_METHOD)
+    if build is None:
+        return None  # inherited: not in this file (the audit reads it)
+    for line, reason in _build_problems(method, build):
+        return f"{BUILDER_CLASS}.{BUILD_METHOD}, called at line {line}: {reason}"
+    return None
+
+
+def _sets_builder_attribute(node: ast.AST) -> bool:
+    """``Builder.x = ...``, ``del Builder.x`` or ``setattr(Builder, ...)``."""
+    if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+        return isinstance(node.value, ast.Name) and node.value.id == BUILDER_CLASS
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("setattr", "delattr")
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == BUILDER_CLASS
+    )
+
+
+def _build_problems(
+    method: ast.FunctionDef, build: ast.FunctionDef
+) -> Iterator[tuple[int, str]]:
+    """What keeps ``build`` from being proven to leave the host offsets
+    alone and the device offsets unwritten, for each call the capture makes.
+    (Handing the device offsets on to its result is what build is for.)"""
+    metadata = method.args.args[1].arg
+    for call in _OffsetUse.analyse(method, metadata).build_calls:
+        param = _bound_parameter(call, metadata, build)
+        if param is None:
+            yield call.lineno, f"cannot tell which parameter gets {metadata}"
+            continue
+        use = _OffsetUse.analyse(build, param)
+        for line, tensor, reason in use.unproven:
+            if tensor != DEVICE_OFFSETS or reason.startswith("writes"):
+                yield call.lineno, f"line {line}: {reason}"
+        if use.device_mutated or use.device_rebound or use.host_mutated:
+            yield call.lineno, "writes the query offsets"
+        if use.build_calls:
+            yield call.lineno, f"hands {param} on to self.{BUILD_METHOD}"
+
+
+def _bound_parameter(
+    call: ast.Call, metadata: str, callee: ast.FunctionDef
+) -> str | None:
+    """The callee's parameter that receives ``metadata`` in ``call``."""
+    positional = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args][1:]]
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None
+        if _is_name(arg, metadata):
+            return positional[index] if index < len(positional) else None
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return None
+        if _is_name(keyword.value, metadata):
+            return keyword.arg
     return None
 
 
 def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
-    """Classify one capture method (None: the module has none)."""
+    """Classify one capture method by its body (None: the module has none).
+
+    :func:`classify_module` adds what only the whole module can show."""
     if method is None:
         return CaptureCode(
             Shape.MISSING, file, None, f"no {BUILDER_CLASS}.{CAPTURE_METHOD}"
@@ -107,8 +248,7 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
             Shape.UNKNOWN, file, method.lineno, f"unexpected signature {params}"
         )
     metadata = params[1]
-    visitor = _OffsetUse(metadata)
-    visitor.visit(method)
+    visitor = _OffsetUse.analyse(method, metadata)
     where = f"{file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
     common = {
         "file": file,
@@ -116,6 +256,21 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
         "device_zero_lines": tuple(visitor.device_zeroed),
         "host_mutation_lines": tuple(visitor.host_mutated),
     }
+    if method.decorator_list:
+        return CaptureCode(
+            Shape.UNKNOWN,
+            detail=f"cannot judge {where}: decorated, so the class may not "
+            "keep this body",
+            **common,
+        )
+    if visitor.unproven:
+        return CaptureCode(
+            Shape.UNKNOWN,
+            detail=f"cannot judge {where}: its writes to the query offsets "
+            "cannot all be seen: "
+            + "; ".join(f"line {line}: {why}" for line, _, why in visitor.unproven),
+            **common,
+        )
     if visitor.device_rebound:
         return CaptureCode(
             Shape.UNKNOWN,
@@ -153,15 +308,19 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
 
 
 def leaves_offsets_alone(method: ast.FunctionDef) -> bool:
-    """Whether ``method`` neither changes nor rebinds either offsets tensor
-    of its metadata argument (the capture of 0.29.0's AITER unified builder)."""
+    """Whether ``method`` provably neither changes nor rebinds either offsets
+    tensor of its metadata argument (the capture of 0.29.0's AITER unified
+    builder). ``self.build`` is the inherited ROCm one: its judgement is the
+    ROCm capture's (:func:`classify_module`)."""
     params = [a.arg for a in method.args.args]
-    if len(params) < 2:
+    if len(params) < 2 or method.decorator_list:
         return False
-    visitor = _OffsetUse(params[1])
-    visitor.visit(method)
+    visitor = _OffsetUse.analyse(method, params[1])
     return not (
-        visitor.device_mutated or visitor.device_rebound or visitor.host_mutated
+        visitor.unproven
+        or visitor.device_mutated
+        or visitor.device_rebound
+        or visitor.host_mutated
     )
 
 
@@ -173,72 +332,234 @@ def inspect_capture_tree(tree: Path) -> CaptureCode:
     return inspect_capture_source(file.read_bytes(), file)
 
 
-class _OffsetUse(ast.NodeVisitor):
-    """Records zeroing and other mutation of ``<metadata>.<offsets>``."""
+def top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
+    """Module-level statements that bind ``name`` (inside if/try/with too)."""
+    found: list[ast.stmt] = []
 
-    def __init__(self, metadata: str) -> None:
-        self.metadata = metadata
-        self.device_zeroed: list[int] = []
-        self.device_mutated: list[int] = []
-        """Every in-place call on the device offsets (zeroing included)."""
-        self.device_rebound = False
-        self.host_zeroed: list[int] = []
-        self.host_mutated: list[int] = []
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if binds(statement, name):
+                found.append(statement)
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(statement, ast.ClassDef):
+                continue
+            for attr in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(statement, attr, None)
+                if isinstance(inner, list):
+                    visit([s for s in inner if isinstance(s, ast.stmt)])
+                    for handler in inner:
+                        if isinstance(handler, ast.ExceptHandler):
+                            visit(handler.body)
 
-    def _offsets_attr(self, node: ast.AST) -> str | None:
-        """``query_start_loc`` or ``..._cpu`` if node is (a slice of) one."""
-        while isinstance(node, ast.Subscript):
-            node = node.value
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == self.metadata
-            and node.attr in (DEVICE_OFFSETS, HOST_OFFSETS)
+    visit(module.body)
+    return found
+
+
+def binds(statement: ast.stmt, name: str) -> bool:
+    """Whether the statement itself (not a nested scope) binds ``name``."""
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return statement.name == name
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return any(
+            (alias.asname or alias.name.split(".")[0]) == name
+            for alias in statement.names
+        )
+    targets: list[ast.AST] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+        targets = [statement.target]
+    elif isinstance(statement, ast.With | ast.AsyncWith):
+        targets = [i.optional_vars for i in statement.items if i.optional_vars]
+    elif isinstance(statement, ast.Delete):
+        targets = list(statement.targets)
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and node.id == name:
+                return True
+    # A walrus binds in the enclosing scope; counting nested ones too only
+    # errs towards "unknown".
+    return any(
+        isinstance(node, ast.NamedExpr) and node.target.id == name
+        for node in ast.walk(statement)
+    )
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_self_build(func: ast.AST) -> bool:
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == BUILD_METHOD
+        and _is_name(func.value, "self")
+    )
+
+
+@dataclass
+class _OffsetUse:
+    """Every use of ``<metadata>`` and of the offsets tensors in a function:
+    the writes it can see, and the uses it cannot prove harmless."""
+
+    metadata: str
+    device_zeroed: list[int] = field(default_factory=list)
+    device_mutated: list[int] = field(default_factory=list)
+    """Every in-place call on the device offsets (zeroing included)."""
+    device_rebound: bool = False
+    host_zeroed: list[int] = field(default_factory=list)
+    host_mutated: list[int] = field(default_factory=list)
+    unproven: list[tuple[int, str, str]] = field(default_factory=list)
+    """(line, offsets tensor or "", why) for each use that may write unseen."""
+    build_calls: list[ast.Call] = field(default_factory=list)
+    """``self.build(...)`` calls that receive the metadata."""
+
+    @classmethod
+    def analyse(cls, func: ast.FunctionDef, metadata: str) -> _OffsetUse:
+        use = cls(metadata)
+        parents = {
+            child: node
+            for node in ast.walk(func)
+            for child in ast.iter_child_nodes(node)
+        }
+        for node in ast.walk(func):
+            use._node(node, parents, func)
+        return use
+
+    def _doubt(self, node: ast.AST, tensor: str, why: str) -> None:
+        self.unproven.append((getattr(node, "lineno", 0), tensor, why))
+
+    def _node(
+        self, node: ast.AST, parents: dict[ast.AST, ast.AST], func: ast.FunctionDef
+    ) -> None:
+        if isinstance(node, ast.Name) and node.id == self.metadata:
+            self._metadata_use(node, parents)
+        elif isinstance(node, ast.Attribute) and node.attr in OFFSETS:
+            self._offsets_use(node, parents)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FRAME_ACCESS
         ):
-            return node.attr
-        return None
+            self._doubt(node, "", f"{node.func.id}() reaches local names")
+        elif (
+            isinstance(node, ast.Global | ast.Nonlocal) and self.metadata in node.names
+        ):
+            self._doubt(node, "", f"declares {self.metadata} {type(node).__name__}")
+        elif (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            and node is not func
+            and any(_is_name(n, self.metadata) for n in ast.walk(node))
+        ):
+            self._doubt(node, "", f"a nested function uses {self.metadata}")
 
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr.endswith("_"):
-            target = self._offsets_attr(func.value)
-            whole = not isinstance(func.value, ast.Subscript)
-            zeroing = whole and (
-                func.attr == "zero_"
-                or (
-                    func.attr == "fill_"
-                    and len(node.args) == 1
-                    and isinstance(node.args[0], ast.Constant)
-                    and node.args[0].value == 0
-                )
+    def _metadata_use(self, node: ast.Name, parents: dict[ast.AST, ast.AST]) -> None:
+        parent = parents.get(node)
+        if not isinstance(node.ctx, ast.Load):
+            self._doubt(node, "", f"rebinds {self.metadata}")
+        elif isinstance(parent, ast.Attribute) and parent.value is node:
+            if parent.attr in OFFSETS:
+                return  # judged as the offsets use it is
+            called = isinstance(parents.get(parent), ast.Call) and (
+                parents[parent].func is parent  # type: ignore[attr-defined]
             )
-            if target == DEVICE_OFFSETS:
-                self.device_mutated.append(node.lineno)
-                if zeroing:
-                    self.device_zeroed.append(node.lineno)
-            elif target == HOST_OFFSETS:
-                self.host_mutated.append(node.lineno)
-                if zeroing:
-                    self.host_zeroed.append(node.lineno)
-        self.generic_visit(node)
-
-    def _assigned(self, target: ast.AST, lineno: int) -> None:
-        if isinstance(target, ast.Tuple | ast.List):
-            for element in target.elts:
-                self._assigned(element, lineno)
+            if parent.attr.startswith("__") or called:
+                self._doubt(node, "", f"uses {ast.unparse(parent)}")
+        elif isinstance(parent, ast.Compare) and all(
+            isinstance(op, ast.Is | ast.IsNot) for op in parent.ops
+        ):
             return
-        attr = self._offsets_attr(target)
-        if attr == HOST_OFFSETS:
-            self.host_mutated.append(lineno)
-        elif attr == DEVICE_OFFSETS:
-            # Rebinding or a slice write: not the whole tensor zeroed in place.
-            self.device_rebound = True
+        elif isinstance(parent, ast.keyword):
+            self._passed(node, parents.get(parent))
+        elif isinstance(parent, ast.Call) and node in parent.args:
+            self._passed(node, parent)
+        else:
+            self._doubt(node, "", f"{self.metadata} escapes: {_context(parent)}")
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._assigned(target, node.lineno)
-        self.generic_visit(node)
+    def _passed(self, node: ast.Name, call: ast.AST | None) -> None:
+        if isinstance(call, ast.Call) and _is_self_build(call.func):
+            self.build_calls.append(call)
+        elif not _harmless_call(call):
+            self._doubt(node, "", f"passes {self.metadata} on: {_context(call)}")
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._assigned(node.target, node.lineno)
-        self.generic_visit(node)
+    def _offsets_use(
+        self, node: ast.Attribute, parents: dict[ast.AST, ast.AST]
+    ) -> None:
+        """``<x>.<offsets>``: a seen write, a new-value read, or a doubt."""
+        own = _is_name(node.value, self.metadata)
+        tensor = node.attr
+        expr: ast.AST = node
+        while isinstance(parents.get(expr), ast.Subscript) and (
+            parents[expr].value is expr  # type: ignore[attr-defined]
+        ):
+            expr = parents[expr]
+        whole = expr is node
+        parent = parents.get(expr)
+        label = ast.unparse(node)
+        ctx = getattr(expr, "ctx", None)
+        if isinstance(ctx, ast.Store):
+            if not own:
+                self._doubt(node, tensor, f"writes {label}, which may alias")
+            elif tensor == HOST_OFFSETS:
+                self.host_mutated.append(node.lineno)
+            else:
+                self.device_rebound = True
+        elif isinstance(ctx, ast.Del):
+            self._doubt(node, tensor, f"deletes {label}")
+        elif isinstance(parent, ast.Attribute) and parent.value is expr:
+            call = parents.get(parent)
+            in_place = (
+                parent.attr.endswith("_")
+                and not parent.attr.startswith("__")
+                and isinstance(call, ast.Call)
+                and call.func is parent
+            )
+            if in_place and own:
+                assert isinstance(call, ast.Call)
+                self._in_place(call, parent.attr, tensor, whole)
+            elif in_place:
+                self._doubt(node, tensor, f"writes {label}, which may alias")
+            elif parent.attr not in NEW_VALUE_READS:
+                self._doubt(node, tensor, f"{label} escapes: {_context(parent)}")
+        elif not _new_value(expr, parent):
+            self._doubt(node, tensor, f"{label} escapes: {_context(parent)}")
+
+    def _in_place(self, call: ast.Call, method: str, tensor: str, whole: bool) -> None:
+        zeroing = whole and (
+            method == "zero_"
+            or (
+                method == "fill_"
+                and len(call.args) == 1
+                and isinstance(call.args[0], ast.Constant)
+                and call.args[0].value == 0
+            )
+        )
+        if tensor == DEVICE_OFFSETS:
+            self.device_mutated.append(call.lineno)
+            if zeroing:
+                self.device_zeroed.append(call.lineno)
+        else:
+            self.host_mutated.append(call.lineno)
+            if zeroing:
+                self.host_zeroed.append(call.lineno)
+
+
+def _new_value(expr: ast.AST, parent: ast.AST | None) -> bool:
+    """Whether ``parent`` only reads ``expr`` into a new value (or drops it)."""
+    if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare | ast.Expr):
+        return True
+    return _harmless_call(parent) and expr in parent.args  # type: ignore[union-attr]
+
+
+def _harmless_call(call: ast.AST | None) -> bool:
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id in HARMLESS_BUILTINS
+    )
+
+
+def _context(node: ast.AST | None) -> str:
+    text = ast.unparse(node) if isinstance(node, ast.AST) else "?"
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -74,7 +74,9 @@ def plan_fix(method: ast.FunctionDef, code: CaptureCode) -> FixPlan:
     """Plan the removal of the host zeroing from a BUGGY ``method``."""
     where = f"{code.file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
     if code.shape is not Shape.BUGGY:
-        raise FixRefused(f"{where}: shape {code.shape}, not the known bug")
+        raise FixRefused(
+            f"{where}: shape {code.shape}, not the known bug ({code.detail})"
+        )
     if method.decorator_list:
         raise FixRefused(f"{where}: decorated; the overlay only edits a plain method")
     metadata = method.args.args[1].arg

@@ -25,8 +25,7 @@ from vllm_overlay.aiter_shape import AiterCode
 from vllm_overlay.capture_shape import (
     CaptureCode,
     Shape,
-    classify_method,
-    find_capture_method,
+    classify_module,
     parse_source,
 )
 from vllm_overlay.fix import FIX_MARKER, FixPlan, FixRefused, fixed_function, plan_fix
@@ -125,8 +124,7 @@ def assess_file(source: Path, version: str) -> InstallState:
     module = parse_source(source.read_bytes(), source)
     if isinstance(module, CaptureCode):
         return _left_alone(version, module, f"{source}:{module.line}: {module.detail}")
-    method = find_capture_method(module)
-    code = classify_method(method, source)
+    method, code = classify_module(module, source)
     action = action_for(code.shape)
     if action is Action.INSTALLED:
         assert method is not None

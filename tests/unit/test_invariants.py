@@ -153,3 +153,159 @@ def test_regression_test_invariant_rejects_near_misses(
     result = check_invariant("rocm-capture-regression-test-present", tree)
     assert not result.holds
     assert "no test in tests/v1/attention" in result.detail
+
+
+# Issue "Right on the checkouts users have", item 6: the host zeroing written
+# another way must never read as FIXED. A fixed method (0.29.0's) with the
+# zeroing put back in some other spelling; `build` is in the class, as in
+# every release.
+FIXED_MODULE = """\
+import torch
+{before}
+
+class RocmAttentionMetadataBuilder:
+    def build_for_cudagraph_capture(self, common_attn_metadata):
+        attn_metadata = self.build(0, common_attn_metadata)
+        attn_metadata.seq_lens.fill_(1)
+        common_attn_metadata.query_start_loc.zero_()
+{body}
+        return attn_metadata
+
+    def build(self, common_prefix_len, common_attn_metadata, fast_build=False):
+{build}
+        query_start_loc = common_attn_metadata.query_start_loc
+        return Metadata(query_start_loc, common_attn_metadata.seq_lens)
+{after}
+"""
+BUGGY_CAPTURE = """
+    def build_for_cudagraph_capture(self, common_attn_metadata):
+        attn_metadata = self.build(0, common_attn_metadata)
+        common_attn_metadata.query_start_loc.zero_()
+        common_attn_metadata.query_start_loc_cpu.zero_()
+        return attn_metadata
+"""
+
+
+def fixed_module(
+    body: str = "", before: str = "", build: str = "", after: str = ""
+) -> str:
+    return FIXED_MODULE.format(
+        before=before,
+        body=textwrap.indent(body, " " * 8),
+        build=textwrap.indent(build, " " * 8),
+        after=after,
+    )
+
+
+def test_the_fixed_module_itself_is_fixed() -> None:
+    code = inspect_capture_source(fixed_module(), Path("rocm_attn.py"))
+    assert code.shape is Shape.FIXED and code.judged
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(
+            fixed_module(
+                "host = common_attn_metadata.query_start_loc_cpu\nhost.zero_()"
+            ),
+            id="local-alias",
+        ),
+        pytest.param(
+            fixed_module(
+                "torch.Tensor.zero_(common_attn_metadata.query_start_loc_cpu)"
+            ),
+            id="torch.Tensor.zero_(x)",
+        ),
+        pytest.param(
+            fixed_module("common_attn_metadata.query_start_loc_cpu.data.zero_()"),
+            id=".data.zero_()",
+        ),
+        pytest.param(
+            fixed_module(
+                'getattr(common_attn_metadata, "query_start_loc_cpu").zero_()'
+            ),
+            id="getattr-constant",
+        ),
+        pytest.param(
+            fixed_module(
+                'getattr(common_attn_metadata, "query_" + "start_loc_cpu").zero_()'
+            ),
+            id="getattr-computed",
+        ),
+        pytest.param(
+            fixed_module(
+                "_zero_offsets(common_attn_metadata)",
+                before="def _zero_offsets(m):\n    m.query_start_loc_cpu.zero_()\n",
+            ),
+            id="module-helper-with-the-metadata",
+        ),
+        pytest.param(
+            fixed_module(
+                "_zero(common_attn_metadata.query_start_loc_cpu)",
+                before="def _zero(t):\n    t.zero_()\n",
+            ),
+            id="module-helper-with-the-tensor",
+        ),
+        pytest.param(
+            fixed_module(
+                "meta = common_attn_metadata\nmeta.query_start_loc_cpu.zero_()"
+            ),
+            id="alias-of-the-metadata",
+        ),
+        pytest.param(
+            fixed_module("common_attn_metadata.query_start_loc_cpu.numpy()[:] = 0"),
+            id="numpy-view",
+        ),
+        pytest.param(
+            fixed_module(build="common_attn_metadata.query_start_loc_cpu.zero_()"),
+            id="zeroed-in-build",
+        ),
+        pytest.param(
+            fixed_module(
+                after="\n\nRocmAttentionMetadataBuilder.build_for_cudagraph_capture"
+                " = _capture\n"
+            ),
+            id="method-replaced-after-the-class",
+        ),
+        pytest.param(
+            fixed_module(after="\n    build_for_cudagraph_capture = _capture\n"),
+            id="method-rebound-in-the-class",
+        ),
+        pytest.param(
+            fixed_module().replace(
+                "    def build_for_cudagraph_capture",
+                "    @zeroes_host_offsets\n    def build_for_cudagraph_capture",
+            ),
+            id="decorated",
+        ),
+    ],
+)
+def test_host_zeroing_written_another_way_cannot_be_judged(source: str) -> None:
+    code = inspect_capture_source(source, Path("rocm_attn.py"))
+    assert code.shape is Shape.UNKNOWN, code
+    assert not code.judged and not code.affected
+    assert "cannot judge" in code.detail or "unrecognised" in code.detail
+
+
+def test_a_second_buggy_method_below_a_fixed_one_is_the_one_judged() -> None:
+    """Python keeps the last definition: that is the method that runs."""
+    source = fixed_module(after=BUGGY_CAPTURE)
+    code = inspect_capture_source(source, Path("rocm_attn.py"))
+    assert code.shape is Shape.BUGGY and code.affected
+    lines = source.splitlines()
+    defs = [n for n, line in enumerate(lines, 1) if "def build_for_cuda" in line]
+    assert len(defs) == 2 and code.line == defs[-1]
+
+
+def test_the_invariant_does_not_hold_for_an_aliased_host_zeroing(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "vllm/v1/attention/backends/rocm_attn.py"
+    file.parent.mkdir(parents=True)
+    file.write_text(
+        fixed_module("host = common_attn_metadata.query_start_loc_cpu\nhost.zero_()")
+    )
+    result = check_invariant("rocm-capture-zeroes-device-offsets-only", tmp_path)
+    assert not result.holds
+    assert "line 9: common_attn_metadata.query_start_loc_cpu escapes" in result.detail

@@ -27,9 +27,10 @@ from vllm_overlay.aiter_shape import (
     AiterShape,
     inspect_aiter_source,
 )
-from vllm_overlay.capture_shape import CaptureCode, Shape
+from vllm_overlay.capture_shape import ROCM_ATTN, CaptureCode, Shape
 from vllm_overlay.fix import FixRefused
 from vllm_overlay.install import Action
+from vllm_patchkit.invariants import check_invariant
 
 FILE = Path("/v/rocm_aiter_unified_attn.py")
 HEADER = """\
@@ -135,6 +136,25 @@ def test_the_known_shapes() -> None:
             ),
             "is not one method that leaves both query offsets alone",
         ),
+        # The device zeroing written another way (issue "Right on the
+        # checkouts users have", item 6): never "own builder".
+        (
+            OWN.replace(
+                "        attn_metadata.seq_lens.fill_(1)\n",
+                "        attn_metadata.seq_lens.fill_(1)\n"
+                "        dev = common_attn_metadata.query_start_loc\n"
+                "        dev.zero_()\n",
+            ),
+            "is not one method that leaves both query offsets alone",
+        ),
+        (
+            OWN.replace(
+                "        attn_metadata.seq_lens.fill_(1)\n",
+                "        attn_metadata.seq_lens.fill_(1)\n"
+                "        torch.Tensor.zero_(common_attn_metadata.query_start_loc)\n",
+            ),
+            "is not one method that leaves both query offsets alone",
+        ),
         (
             SHARED.replace(
                 "    @staticmethod\n    def get_builder_cls() -> type",
@@ -148,6 +168,7 @@ def test_the_known_shapes() -> None:
 def test_anything_else_is_unknown_naming_the_line(source: str, why: str) -> None:
     code = inspect_aiter_source(source, FILE)
     assert code.shape is AiterShape.UNKNOWN, code
+    assert not code.judged
     assert why in code.detail
     assert code.line is not None
 
@@ -288,3 +309,37 @@ def test_each_fix_is_decided_on_its_own_for_a_tree(tmp_path: Path) -> None:
     (tmp_path / AITER_UNIFIED_ATTN).unlink()
     capture, aiter = assess_tree(tmp_path, "vendor")
     assert capture.action is Action.INSTALLED and aiter.action is Action.ABSENT
+
+
+ROCM_FIXED = """\
+class RocmAttentionMetadataBuilder:
+    def build_for_cudagraph_capture(self, common_attn_metadata):
+        attn_metadata = self.build(0, common_attn_metadata)
+        attn_metadata.seq_lens.fill_(1)
+        common_attn_metadata.query_start_loc.zero_()
+        return attn_metadata
+"""
+
+
+@pytest.mark.parametrize(
+    ("aliased", "holds"),
+    [(False, True), (True, False)],
+    ids=["own-builder", "own-builder-zeroing-through-an-alias"],
+)
+def test_the_0003_invariant_does_not_hold_through_an_alias(
+    tmp_path: Path, aliased: bool, holds: bool
+) -> None:
+    """check/apply's upstreamed detection of 0003 uses the same proof."""
+    aiter = OWN
+    if aliased:
+        aiter = OWN.replace(
+            "        attn_metadata.seq_lens.fill_(1)\n",
+            "        attn_metadata.seq_lens.fill_(1)\n"
+            "        dev = common_attn_metadata.query_start_loc\n"
+            "        dev.zero_()\n",
+        )
+    (tmp_path / AITER_UNIFIED_ATTN).parent.mkdir(parents=True)
+    (tmp_path / AITER_UNIFIED_ATTN).write_text(aiter)
+    (tmp_path / ROCM_ATTN).write_text(ROCM_FIXED)
+    result = check_invariant("rocm-aiter-unified-capture-keeps-offsets", tmp_path)
+    assert result.holds is holds, result

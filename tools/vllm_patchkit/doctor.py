@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_overlay.aiter_shape import inspect_aiter_tree
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.fixes import assess_tree
 from vllm_overlay.install import Action, assess_file
@@ -41,7 +42,8 @@ class FixStatus:
 
     fix: str
     affected: bool | None
-    """None: cannot judge (the file does not parse)."""
+    """None: cannot judge (the file does not parse, or its shape is not
+    proven)."""
     detail: str
     patch: str
     patch_state: str
@@ -55,7 +57,8 @@ class Diagnosis:
     target: str
     vllm_version: str
     affected: bool | None
-    """None: cannot judge (the file does not parse)."""
+    """None: cannot judge (the file does not parse, or what the capture does
+    to the offsets is not proven)."""
     shape: str
     reason: str
     file: str
@@ -120,6 +123,8 @@ def fix_statuses(
             detail = code.detail
         elif not (root / AITER_FILE).is_file():
             affected, detail = False, f"no {AITER_FILE}: no AITER unified backend"
+        elif not (aiter := inspect_aiter_tree(root)).judged:
+            affected, detail = None, aiter.detail
         else:
             result = check_invariant(invariant, root)
             affected, detail = not result.holds, result.detail

@@ -19,6 +19,7 @@ from vllm_overlay.capture_shape import (
     Shape,
     inspect_capture_source,
     inspect_capture_tree,
+    leaves_offsets_alone,
 )
 
 __all__ = [
@@ -302,7 +303,6 @@ def check_invariant(name: str, tree: Path) -> InvariantResult:
 
 AITER_UNIFIED = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
 AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
-_OFFSETS = ("query_start_loc", "query_start_loc_cpu")
 
 
 def rocm_aiter_unified_capture_keeps_offsets(tree: Path) -> InvariantResult:
@@ -367,9 +367,9 @@ def _aiter_capture_shape(module: ast.Module) -> tuple[bool, str, int | None]:
     for node in ast.walk(capture):
         if _delegates_capture(node):
             return False, f"{where} calls the ROCm builder's capture", node.lineno
-        written = _written_offsets(node)
-        if written:
-            return False, f"{where} writes {written}", node.lineno
+    if not leaves_offsets_alone(capture):
+        why = "writes the query offsets, or uses them where writes go unseen"
+        return False, f"{where} {why}", capture.lineno
     if not any(_fills_seq_lens_with_one(n) for n in ast.walk(capture)):
         return False, f"{where} does not fill seq_lens with 1", capture.lineno
     return True, f"{where} keeps both query offsets", capture.lineno
@@ -379,35 +379,6 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
     for item in cls.body:
         if isinstance(item, ast.FunctionDef) and item.name == name:
             return item
-    return None
-
-
-def _offsets_in(node: ast.AST) -> str | None:
-    """``query_start_loc`` or ``..._cpu`` if ``node`` is (a slice of) one."""
-    while isinstance(node, ast.Subscript):
-        node = node.value
-    if isinstance(node, ast.Attribute) and node.attr in _OFFSETS:
-        return node.attr
-    return None
-
-
-def _written_offsets(node: ast.AST) -> str | None:
-    """The offsets tensor ``node`` writes in place or rebinds, if any."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        method = node.func.attr
-        if method.endswith("_") and not method.endswith("__"):
-            return _offsets_in(node.func.value)
-    targets: list[ast.AST] = []
-    if isinstance(node, ast.Assign):
-        targets = list(node.targets)
-    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-        targets = [node.target]
-    while targets:
-        target = targets.pop()
-        if isinstance(target, ast.Tuple | ast.List):
-            targets.extend(target.elts)
-        elif found := _offsets_in(target):
-            return found
     return None
 
 
