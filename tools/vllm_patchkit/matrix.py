@@ -57,6 +57,7 @@ from vllm_overlay.capture_shape import inspect_capture_tree
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.checkout import classify_tree, invariant_holds
 from vllm_patchkit.doctor import fix_statuses
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
@@ -156,12 +157,12 @@ class Row:
 def select_versions(first: str, last: str) -> list[str]:
     versions = release_versions()
     if not versions:
-        raise ValueError("the package index lists no vLLM source releases")
+        raise InputError("the package index lists no vLLM source releases")
     last = versions[-1] if last == "latest" else last
     low, high = version_key(first), version_key(last)
     chosen = [v for v in versions if low <= version_key(v) <= high]
     if not chosen:
-        raise ValueError(f"no vLLM release between {first} and {last} on the index")
+        raise InputError(f"no vLLM release between {first} and {last} on the index")
     return chosen
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.matrix import Cell, Row
 from vllm_patchkit.paths import PROJECT_ROOT
 
@@ -88,7 +89,7 @@ def with_table(readme: str, rows: list[Row]) -> str:
     """
     start, end = readme.find(README_START), readme.find(README_END)
     if start < 0 or end < start:
-        raise ValueError(
+        raise InputError(
             f"the README has no '{README_START}' ... '{README_END}' block for the table"
         )
     head = readme[: start + len(README_START)]
