@@ -11,6 +11,7 @@ from typing import Any
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.matrix import Cell, Row
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.regression.verdict import CANNOT_JUDGE
 
 WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
 
@@ -72,7 +73,7 @@ def cell_text(cell: Cell) -> str:
     """The cell's text, with the reason of a judgement that could not be made
     where the text lacks it (an overlay probe that could not run)."""
     why = str(cell.detail.get("why") or "")
-    if cell.status == "cannot judge" and why and why not in cell.text:
+    if cell.status == CANNOT_JUDGE and why and why not in cell.text:
         return f"{cell.text}: {why}"
     return cell.text
 
