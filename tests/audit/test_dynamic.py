@@ -9,7 +9,11 @@ on a line number is read from the tree's source, never written down here.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -304,3 +308,56 @@ def test_unseeded_writes_of_the_mutant_are_those_of_0_29(
         if (f.file, f.line) not in seeded
     }
     assert mutant_own == {shifted(f) for f in effect.classify(fixed_result)}
+
+
+# --- a tree that starts a process at import ----------------------------------
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Ids of the live processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_process_the_tree_starts_at_import_is_neither_waited_for_nor_left(
+    tmp_path: Path,
+) -> None:
+    """A tree whose ``import vllm`` starts a process that inherits stdout
+    (then fails): the pass reports the failure as soon as the child exits,
+    not a timeout, and the process it started is gone with it."""
+    source = release_tree("0.29.0")
+    tree = tmp_path / "vllm-0.29.0-spawns"
+    tree.mkdir()
+    shutil.copytree(source / "vllm", tree / "vllm")
+    marker = f"vllm-patchkit-leak-{uuid.uuid4().hex}"
+    init = tree / "vllm" / "__init__.py"
+    init.write_text(
+        "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
+        f"{marker!r}])\n"
+        "raise ImportError('this tree stops at import')\n" + init.read_text()
+    )
+    timeout = 60
+    start = time.monotonic()
+    try:
+        result = run_dynamic(tree, timeout=timeout)
+        took = time.monotonic() - start
+        left = _processes_with(marker)
+    finally:
+        for pid in _processes_with(marker):  # the test's own: the old code left it
+            os.kill(pid, signal.SIGKILL)
+    assert result.error is not None
+    assert "ran past" not in result.error, result.error
+    assert "this tree stops at import" in result.error
+    assert took < timeout / 2, took
+    assert left == []

@@ -7,10 +7,13 @@ right statement, not at a number copied from its own output.
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
+from vllm_patchkit.audit.run import audit_tree
 from vllm_patchkit.audit.static import StaticResult, analyse_tree
 from vllm_patchkit.releases import release_tree
 
@@ -94,3 +97,34 @@ def test_the_host_zeroing_is_gone_on_0_29_0(
     assert writes_at(result, ROCM, "query_start_loc_cpu") == []
     assert writes_at(result, ROCM, "query_start_loc") == [(device, CAPTURE, "zero_")]
     assert not [w for w in result.writes if w.field == "query_start_loc_cpu"]
+
+
+def test_a_module_past_the_size_bound_is_not_read_and_is_named(
+    tmp_path: Path,
+) -> None:
+    """A 2.5 MB module of one-line builder classes (a write in the first) in
+    a copy of 0.29.0's vllm/: not read, so no finding of it, and the audit
+    names it as a check that could not run (it cannot judge, never passes)."""
+    tree = tmp_path / "vllm-0.29.0-huge"
+    shutil.copytree(release_tree("0.29.0") / "vllm", tree / "vllm")
+    huge = "vllm/v1/attention/backends/huge_builders.py"
+    head = (
+        "from vllm.v1.attention.backends.utils import AttentionMetadataBuilder\n"
+        "class HugeBuilder0(AttentionMetadataBuilder):\n"
+        "    def build(self, common_prefix_len, common_attn_metadata):\n"
+        "        common_attn_metadata.query_start_loc_cpu.zero_()\n"
+    )
+    body = "".join(
+        f"class HugeBuilder{i}(HugeBuilder0): pass\n" for i in range(1, 80_000)
+    )
+    (tree / huge).write_text(head + body)
+    assert (tree / huge).stat().st_size > 2_500_000
+
+    start = time.monotonic()
+    report = audit_tree(tree, dynamic=False)
+    took = time.monotonic() - start
+    assert not [f for f in report.findings if f.file == huge]
+    (check,) = [c for c in report.could_not_run if huge in c.name]
+    assert "past the 2 MB bound" in check.why and "not read" in check.why
+    assert report.verdict == "cannot judge"
+    assert took < 60, took

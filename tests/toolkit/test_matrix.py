@@ -330,3 +330,76 @@ def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
     layout = project / "tools/vllm_patchkit/matrix_table.py"
     layout.write_text(layout.read_text() + change)
     assert _row(project, "0.29.0") == {"keys": keys, "cached": True}
+
+
+def _own_cache(tmp_path: Path) -> dict[str, str]:
+    """A cache directory of the test's own (no matrix cell or applied clone
+    of another run) that shares the release trees and downloads."""
+    shared = Path(release_tree("0.28.0")).parents[1]
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in ("trees", "sdists", "extras"):
+        if (shared / name).is_dir():
+            (cache / name).symlink_to(shared / name)
+    return {"VLLM_OVERLAY_CACHE": str(cache)}
+
+
+def test_an_overlay_cell_that_cannot_be_judged_makes_the_exit_3(
+    tmp_path: Path,
+) -> None:
+    """A logging level vLLM refuses makes both probe runs fail at import on
+    0.28.0: the overlay cell cannot judge, and the exit says so (it was 0:
+    the cell said "cannot judge", the exit rule looked for "cannot-judge")."""
+    env = {**_own_cache(tmp_path), "VLLM_LOGGING_LEVEL": "NO-SUCH-LEVEL"}
+    proc = patchkit(
+        "matrix", "--from", "0.28.0", "--to", "0.28.0", "--steps", "overlay",
+        "--output-dir", str(tmp_path), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    (row,) = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    assert row["overlay"]["status"] == CANNOT_JUDGE, row["overlay"]["text"]
+    assert row["overlay"]["text"].startswith("cannot judge")
+    assert "1 cell(s) could not be judged (each says why): 0.28.0 overlay" in (
+        proc.stderr
+    )
+
+
+def test_an_apply_the_environment_failed_is_exit_3_and_never_cached(
+    tmp_path: Path,
+) -> None:
+    """A ``git am`` that fails for want of disk (a pre-applypatch hook that
+    says so, as git does) on 0.29.0: the series cell cannot run and the exit
+    is 3; once the fault is gone, the next run (no --refresh) applies and
+    measures it, and only the deterministic stock cell comes from the cache."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    hook = hooks / "pre-applypatch"
+    hook.write_text(
+        "#!/bin/sh\necho 'error: unable to write file: No space left on device' >&2\n"
+        "exit 1\n"
+    )
+    hook.chmod(0o755)
+    fault = {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.hooksPath",
+        "GIT_CONFIG_VALUE_0": str(hooks),
+    }
+    cache = _own_cache(tmp_path)
+    args = ["matrix", "--from", "0.29.0", "--to", "0.29.0", "--steps", "stock,series"]
+    args += ["--output-dir", str(tmp_path)]
+
+    first = patchkit(*args, env={**cache, **fault})
+    assert first.returncode == 3, first.stderr
+    (row,) = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    assert row["applied"]["status"] == "cannot run", row["applied"]["text"]
+    assert "No space left on device" in row["applied"]["text"]
+    assert "0.29.0 series" in first.stderr
+    assert row["stock"]["status"] == "passes"
+
+    second = patchkit(*args, env=cache)
+    assert second.returncode == 0, second.stderr
+    (row,) = json.loads((tmp_path / "matrix.json").read_text())["rows"]
+    assert row["stock"]["cached"]
+    assert not row["applied"]["cached"]
+    assert row["applied"]["detail"]["apply"]["status"] == "applied"
+    assert row["applied"]["status"] == "passes", row["applied"]["text"]

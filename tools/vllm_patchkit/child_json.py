@@ -55,26 +55,58 @@ def run_json_child(
     read whatever the exit status; a report that is not JSON raises
     ``ValueError`` (a child that writes half a report is a bug to see, not a
     result). Only a timeout is caught: the child is killed and the result
-    says so.
+    says so. What the child started is killed with it, when it exits.
     """
     with tempfile.TemporaryDirectory(prefix=scratch_prefix) as scratch:
         output = Path(scratch) / output_name
         argv = (sys.executable, "-m", module, *args(output))
-        try:
-            proc = subprocess.run(
-                argv,
-                cwd=scratch,
-                env=dict(env),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired as exc:
-            # On a timeout subprocess hands back bytes, text=True or not.
-            log = _text(exc.stdout) + _text(exc.stderr)
-            return ChildResult(argv, None, None, log)
+        returncode, log = _run_in_own_group(argv, Path(scratch), env, timeout_s)
         data = json.loads(output.read_text()) if output.is_file() else None
-    return ChildResult(argv, proc.returncode, data, proc.stdout + proc.stderr)
+    return ChildResult(argv, returncode, data, log)
+
+
+def _run_in_own_group(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float
+) -> tuple[int | None, str]:
+    """Run ``argv`` in a process group of its own; its exit status (None past
+    the timeout) and its stdout then stderr.
+
+    The code run may start processes of its own (a tree that starts one at
+    import). They are in the group, which is killed once the child exits or
+    times out (or this process is interrupted), so none is left behind; and
+    their output goes to files this function owns, never to a pipe whose
+    other end they could hold open past the child's exit.
+    """
+    out_path, err_path = cwd / ".child-stdout", cwd / ".child-stderr"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            process_group=0,
+        )
+        try:
+            returncode: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        finally:
+            _kill_group(proc)
+    log = _text(out_path.read_bytes()) + _text(err_path.read_bytes())
+    return returncode, log
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's whole process group and reap the child."""
+    import contextlib
+    import os
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _text(stream: str | bytes | None) -> str:

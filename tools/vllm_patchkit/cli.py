@@ -2,10 +2,11 @@
 
 Each subcommand lives in :mod:`vllm_patchkit.commands` (or beside the
 library it drives) and registers itself with ``add_parser``. This module
-only maps exceptions to exit codes, in one place, and makes SIGTERM and
-SIGHUP unwind like Ctrl-C. A :class:`~vllm_patchkit.errors.PatchkitError`
-carries its own code; the few other exception types below are mapped once;
-a JSON or encoding error is an error (3), never "refused, nothing changed".
+maps exceptions to exit codes in one place (:func:`error_handler`) and
+makes SIGTERM and SIGHUP unwind like Ctrl-C. A
+:class:`~vllm_patchkit.errors.PatchkitError` carries its own code and
+status word; anything else is an error (3) with its traceback in a log
+file, never "not fixed" (1) nor "refused, nothing changed" (2).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
-    EXIT_REFUSED,
     emit_json,
 )
 from vllm_patchkit.errors import PatchkitError
@@ -43,6 +43,7 @@ from vllm_patchkit.paths import PATCHES_DIR
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 COMMANDS = (
@@ -173,66 +174,126 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-# The exception types below are imported when an exception is being matched,
-# not at start-up: the libraries that define them (yaml, the package index
-# client) load only for the commands that use them.
-
-
-def _decode_errors() -> tuple[type[Exception], ...]:
-    import json
-
-    return (json.JSONDecodeError, UnicodeError)
-
-
-def _refusals() -> tuple[type[Exception], ...]:
-    from vllm_patchkit.series import SeriesError
-
-    return (SeriesError, ValueError, FileExistsError)
-
-
-def _environment_errors() -> tuple[type[Exception], ...]:
-    import subprocess
-
-    from vllm_patchkit.index import PackageIndexError
-    from vllm_patchkit.precommit import PrecommitEnvironmentError
-
-    return (
-        PackageIndexError,
-        PrecommitEnvironmentError,
-        OSError,
-        subprocess.SubprocessError,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
+    return error_handler(args, args.handler)
+
+
+def error_handler(
+    args: argparse.Namespace, command: Callable[[argparse.Namespace], int]
+) -> int:
+    """Run ``command``; the one path from anything it raises to an exit code.
+
+    A :class:`PatchkitError` carries its code and status word; Ctrl-C (and
+    SIGTERM, SIGHUP) is 130; anything else is a bug or an environment
+    failure nobody anticipated: 3, never 1 ("not fixed") nor 2 ("refused,
+    nothing changed"), with the traceback in a log file named on stderr.
+    With ``--json`` stdout still gets one object. A reader that closes
+    stdout early (``apply | head -1``) does not turn the command's own
+    result into an error: the rest of its output goes to the null device.
+    """
+    stdout = sys.stdout
+    quiet = _QuietStdout(stdout)
+    sys.stdout = quiet  # type: ignore[assignment]
     try:
-        return args.handler(args)
+        code = command(args)
+        quiet.flush()
+        return code
     except KeyboardInterrupt:
         # Outside a CheckoutGuard: nothing of a checkout was being changed.
         return _fail(args, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except PatchkitError as exc:
         return _fail(args, exc.status, exc, exc.code)
-    except _decode_errors() as exc:
-        return _fail(args, "error", exc, EXIT_ERROR)
-    except _refusals() as exc:
-        # Input errors of modules that do not raise a PatchkitError yet.
-        return _fail(args, "refused", exc, EXIT_REFUSED)
-    except _environment_errors() as exc:
-        return _fail(args, "error", exc, EXIT_ERROR)
+    except Exception as exc:  # noqa: BLE001 - the one place that maps the rest
+        log = _write_traceback(exc)
+        where = f"traceback in {log}" if log else "traceback above"
+        text = f"unexpected {type(exc).__name__}: {_text(exc)} ({where})"
+        return _fail(args, "error", text, EXIT_ERROR, log=log)
+    finally:
+        quiet.flush()
+        sys.stdout = stdout
+
+
+class _QuietStdout:
+    """stdout whose reader may go away: a closed pipe sends the rest of the
+    output to the null device, as Python's documentation recommends, and the
+    command goes on to its own exit code (SIGPIPE is ignored by Python)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+        except ValueError:  # closed by the command itself
+            pass
+
+    def _to_devnull(self) -> None:
+        import contextlib  # only once a reader has gone away
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+        with contextlib.suppress(OSError):
+            self._stream.flush()  # what was buffered goes to the null device
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _text(exc: BaseException) -> str:
+    notes = getattr(exc, "__notes__", [])
+    return "; ".join([str(exc), *notes])
+
+
+def _write_traceback(exc: BaseException) -> Path | None:
+    """The traceback of ``exc`` in a new file under the cache directory; on
+    stderr instead (None) when that cannot be written."""
+    import time
+    import traceback
+
+    from vllm_patchkit.paths import cache_dir
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = cache_dir() / "logs" / f"error-{stamp}-{os.getpid()}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"vllm-patchkit {' '.join(sys.argv[1:])}\n{text}")
+    except OSError:
+        print(text, file=sys.stderr, end="")
+        return None
+    return path
 
 
 def _fail(
-    args: argparse.Namespace, status: str, exc: Exception | str, code: int
+    args: argparse.Namespace,
+    status: str,
+    exc: Exception | str,
+    code: int,
+    log: Path | None = None,
 ) -> int:
     """Say why on stderr; with --json, stdout still gets its one object."""
-    notes = getattr(exc, "__notes__", [])
-    text = "; ".join([str(exc), *notes])
+    text = exc if isinstance(exc, str) else _text(exc)
     if getattr(args, "json", False):
-        emit_json({"status": status, "error": text})
+        payload = {"status": status, "error": text}
+        if log is not None:
+            payload["log"] = str(log)
+        emit_json(payload)
     label = "error" if status in ("error", "refused") else status
     print(f"vllm-patchkit: {label}: {text}", file=sys.stderr)
     return code

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_patchkit.child_json import run_json_child
+from vllm_patchkit.errors import EnvironmentFailure
 
 _JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 _CHUNK = 1 << 20
 
 
-class PackageIndexError(RuntimeError):
+class PackageIndexError(EnvironmentFailure, RuntimeError):
     """No configured index offers the requested file, or the download failed."""
 
 

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, init_repo
 
 _BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".a", ".bin", ".cubin", ".hsaco")
@@ -84,7 +85,7 @@ def copy_installed_vllm(dest: Path, package_dir: Path | None = None) -> Git:
     """Make ``dest`` a one-commit git tree holding a copy of installed vLLM."""
     source = package_dir or installed_vllm_dir()
     if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest} exists and is not empty")
+        raise InputError(f"{dest} exists and is not empty")
 
     def copy_or_link(src: str, dst: str) -> str:
         if src.endswith(_BINARY_SUFFIXES):

@@ -57,6 +57,7 @@ from vllm_overlay.capture_shape import inspect_capture_tree
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.checkout import classify_tree, invariant_holds
 from vllm_patchkit.doctor import fix_statuses
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
@@ -67,6 +68,13 @@ from vllm_patchkit.series import Series
 from vllm_patchkit.verify import fixes_not_counted
 
 STEPS = ("static", "stock", "series", "overlay", "audit")
+CANNOT_RUN = "cannot run"
+UNJUDGED = frozenset({CANNOT_JUDGE, CANNOT_RUN})
+"""The cell statuses of a measured step that could not be judged (exit 3).
+A cell says ``cannot judge`` in its text; its status is the verdict word."""
+_STATUS_WORDS = {"cannot judge": CANNOT_JUDGE}
+"""Other spellings of a status (the overlay probe's, cells written before
+one vocabulary: docs/matrix.json has both) -> the one word."""
 MEASURED = ("stock", "series", "overlay", "audit")
 """The steps that run code on the tree (``--no-suite`` skips them)."""
 
@@ -99,6 +107,13 @@ class Cell:
     """Checks that ran, passed, failed, and those that could not run (why)."""
     detail: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
+    transient: bool = False
+    """The environment may have decided it (an exception, a child that gave
+    no report, an apply that failed although the patch applies): never
+    cached, so the next run measures again."""
+
+    def __post_init__(self) -> None:
+        self.status = _STATUS_WORDS.get(self.status, self.status)
 
 
 @dataclass
@@ -156,12 +171,12 @@ class Row:
 def select_versions(first: str, last: str) -> list[str]:
     versions = release_versions()
     if not versions:
-        raise ValueError("the package index lists no vLLM source releases")
+        raise InputError("the package index lists no vLLM source releases")
     last = versions[-1] if last == "latest" else last
     low, high = version_key(first), version_key(last)
     chosen = [v for v in versions if low <= version_key(v) <= high]
     if not chosen:
-        raise ValueError(f"no vLLM release between {first} and {last} on the index")
+        raise InputError(f"no vLLM release between {first} and {last} on the index")
     return chosen
 
 
@@ -351,6 +366,7 @@ def suite_cell(
             f"cannot judge: the suite did not report (exit {run.returncode}): {tail}",
             seconds,
             detail={"runtime": runtime},
+            transient=True,
         )
     counts = tally(run.report["checks"])
     ran = f"{counts.ran} ran"
@@ -388,8 +404,9 @@ def suite_cell(
 def _cannot_run(exc: BaseException, seconds: float) -> Cell:
     """A step that could not happen: the error's own words (exit 3 semantics)."""
     name = type(exc).__name__
-    status = "cannot run" if name == "RuntimeUnavailable" else CANNOT_JUDGE
-    return Cell(status, f"{status}: {exc}", seconds, detail={"error": name})
+    status = CANNOT_RUN if name == "RuntimeUnavailable" else CANNOT_JUDGE
+    text = f"{status.replace('-', ' ')}: {exc}"
+    return Cell(status, text, seconds, detail={"error": name}, transient=True)
 
 
 def _timed(step: Callable[[], Cell]) -> Cell:
@@ -424,26 +441,52 @@ def applied_tree(version: str, tree: Path, series: Series) -> tuple[Path, Any]:
     record = dest.parent / f"{name}.json"
     with locked(f"matrix-applied-{name}"):
         if (dest / ".git").is_dir() and record.is_file():
-            return dest, json.loads(record.read_text())
-        with staged_dir(dest, f".{name}-") as staging:
-            Git(staging.parent).run(
-                "clone", "--quiet", "--local", str(tree), str(staging)
-            )
-            result = apply_series(staging, series)
-            outcome = {
-                "status": str(result.status),
-                "message": result.message,
-                "applied": [
-                    {"name": r.name, "status": str(r.status), "files": []}
-                    for r in result.patches
-                ],
-            }
-            by_name = {p.name: p for p in series.patches}
-            for item in outcome["applied"]:
-                patch = by_name.get(item["name"])
-                item["files"] = list(patch.files) if patch else []
-        record.write_text(json.dumps(outcome))
-    return dest, outcome
+            kept = json.loads(record.read_text())
+            # An older version kept transient outcomes too: never trust one.
+            if kept["status"] not in _TRANSIENT_APPLY:
+                return dest, kept
+        try:
+            return dest, _apply_clone(tree, series, dest, name)
+        except _TransientApply as exc:  # nothing kept: the next run tries again
+            record.unlink(missing_ok=True)
+            return dest, exc.outcome
+
+
+_TRANSIENT_APPLY = (Status.ERROR, Status.REFUSED)
+"""Apply outcomes the environment decided (a hook, the disk, permissions, a
+busy clone): the clone and its record are not kept."""
+
+
+class _TransientApply(Exception):
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__(outcome["message"])
+        self.outcome = outcome
+
+
+def _apply_clone(tree: Path, series: Series, dest: Path, name: str) -> dict[str, Any]:
+    """Clone ``tree`` to ``dest`` and apply the series there; the outcome,
+    recorded beside it. A transient outcome raises _TransientApply and
+    leaves nothing at ``dest``."""
+    record = dest.parent / f"{name}.json"
+    with staged_dir(dest, f".{name}-") as staging:
+        Git(staging.parent).run("clone", "--quiet", "--local", str(tree), str(staging))
+        result = apply_series(staging, series)
+        outcome = {
+            "status": str(result.status),
+            "message": result.message,
+            "applied": [
+                {"name": r.name, "status": str(r.status), "files": []}
+                for r in result.patches
+            ],
+        }
+        by_name = {p.name: p for p in series.patches}
+        for item in outcome["applied"]:
+            patch = by_name.get(item["name"])
+            item["files"] = list(patch.files) if patch else []
+        if result.status in _TRANSIENT_APPLY:
+            raise _TransientApply(outcome)
+    record.write_text(json.dumps(outcome))
+    return outcome
 
 
 def run_series(version: str, tree: Path, series: Series, stock: Cell) -> Cell:
@@ -456,6 +499,14 @@ def run_series(version: str, tree: Path, series: Series, stock: Cell) -> Cell:
         if status in (Status.NOT_CARRIED, Status.UPSTREAMED):
             why = f"series {status}: nothing to apply, stock run reused"
             return _reuse(stock, why, outcome)
+        if status in _TRANSIENT_APPLY:
+            return Cell(
+                CANNOT_RUN,
+                f"cannot run: the series apply failed in this environment "
+                f"({status}): {outcome['message']}",
+                detail={"apply": outcome},
+                transient=True,
+            )
         if status != Status.APPLIED:
             return Cell(
                 "does not apply",
@@ -504,6 +555,10 @@ def run_overlay(tree: Path) -> Cell:
             text += f": {result.why}"
         data = result.to_json()
         data["log"] = data.get("log", [])[:8]
+        if result.status == module.CANNOT_JUDGE:
+            # A probe run that gave no report, or a runtime that could not
+            # be given: the environment's doing as much as the tree's.
+            return Cell(CANNOT_JUDGE, text, detail=data, transient=True)
         return Cell(result.status, text, detail=data)
 
     return _timed(step)
@@ -593,6 +648,8 @@ class StepCache:
         if path.is_file() and not self.refresh:
             return json.loads(path.read_text()), True
         value = compute()
+        if isinstance(value, dict) and value.get("transient"):
+            return value, False  # the environment's doing: measured again next run
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_suffix(f".{threading.get_ident()}.tmp")
         scratch.write_text(json.dumps(value))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.matrix import Cell, Row
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.regression.verdict import CANNOT_JUDGE
 
 WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
 
@@ -71,7 +73,7 @@ def cell_text(cell: Cell) -> str:
     """The cell's text, with the reason of a judgement that could not be made
     where the text lacks it (an overlay probe that could not run)."""
     why = str(cell.detail.get("why") or "")
-    if cell.status == "cannot judge" and why and why not in cell.text:
+    if cell.status == CANNOT_JUDGE and why and why not in cell.text:
         return f"{cell.text}: {why}"
     return cell.text
 
@@ -88,7 +90,7 @@ def with_table(readme: str, rows: list[Row]) -> str:
     """
     start, end = readme.find(README_START), readme.find(README_END)
     if start < 0 or end < start:
-        raise ValueError(
+        raise InputError(
             f"the README has no '{README_START}' ... '{README_END}' block for the table"
         )
     head = readme[: start + len(README_START)]

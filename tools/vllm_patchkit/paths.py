@@ -42,7 +42,9 @@ def writable_series(directory: Path) -> Path:
     site-packages, where pip would later remove or overwrite the change.
     """
     if directory.resolve() == PACKAGED_PATCHES_DIR.resolve():
-        raise ValueError(
+        from vllm_patchkit.errors import InputError
+
+        raise InputError(
             f"{directory} is the series installed with vllm-patchkit; give "
             "--patches DIR (the patches/ of a vllm-overlay checkout) to write it"
         )

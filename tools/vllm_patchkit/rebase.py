@@ -41,6 +41,7 @@ from vllm_patchkit.checkout import (
     open_checkout,
     refusal,
 )
+from vllm_patchkit.errors import InputError, RefusedError
 from vllm_patchkit.gitcmd import Git, GitError
 from vllm_patchkit.guard import CheckoutGuard, restore
 from vllm_patchkit.invariants import check_invariant
@@ -98,7 +99,7 @@ def resolve_target(git: Git, onto: str, upstream: str | None) -> str:
         check_revision(onto, "--onto")
         commit = git.commit_of(onto)
         if commit is None:
-            raise ValueError(f"{onto!r} is not a commit in {git.root} (use --upstream)")
+            raise InputError(f"{onto!r} is not a commit in {git.root} (use --upstream)")
         return commit
     check_ref_name(onto, "--onto")
     check_repository(upstream, "--upstream")
@@ -120,7 +121,7 @@ def resolve_target(git: Git, onto: str, upstream: str | None) -> str:
         return git.out("rev-parse", "--verify", f"{FETCHED_REF}^{{commit}}")
     except GitError as exc:
         detail = exc.stderr.strip()
-        raise ValueError(f"cannot fetch {onto!r} from {upstream}: {detail}") from exc
+        raise InputError(f"cannot fetch {onto!r} from {upstream}: {detail}") from exc
     finally:
         git.run("update-ref", "-d", FETCHED_REF, check=False)
 
@@ -142,7 +143,7 @@ def rebase_series(
         if base is not None:
             check_revision(base, "--base")
         git = open_checkout(path)
-    except ValueError as exc:
+    except RefusedError as exc:
         return RebaseResult("refused", str(exc))
     with CheckoutGuard(git, "rebase") as guard:
         notes = [guard.recovered] if guard.recovered else []
@@ -154,7 +155,7 @@ def rebase_series(
         try:
             steps = plan(git, series, base)
             target = resolve_target(git, onto, upstream)
-        except ValueError as exc:
+        except RefusedError as exc:
             return RebaseResult("refused", str(exc), head_before=head, notes=notes)
         result = RebaseResult("rebased", "", target, head, head, branch, notes=notes)
         new_head = _replay(git, steps, target, result)
@@ -173,7 +174,7 @@ def rebase_series(
 
 
 def plan(git: Git, series: Series, base: str | None) -> list[Step]:
-    """What to replay, in order; ValueError when the branch cannot be replayed.
+    """What to replay, in order; InputError when the branch cannot be replayed.
 
     Every commit after the base, the series' and the user's, with each
     series patch that has no commit here put in from its file at its place
@@ -182,19 +183,19 @@ def plan(git: Git, series: Series, base: str | None) -> list[Step]:
     base_rev = base if base is not None else BASE_REF
     base_commit = git.commit_of(base_rev)
     if base_commit is None:
-        raise ValueError(
+        raise InputError(
             f"{git.root}: no series base ({base_rev} is unknown): rebase replays "
             "the commits after it; run `vllm-patchkit apply` first, or pass --base"
         )
     below = git.run("merge-base", "--is-ancestor", base_commit, "HEAD", check=False)
     if below.returncode != 0:
-        raise ValueError(
+        raise InputError(
             f"{git.root}: the series base {base_commit[:12]} ({base_rev}) is not "
             "below HEAD, so the commits to replay are unknown; pass --base"
         )
     merges = git.out("rev-list", "--merges", f"{base_commit}..HEAD", "--")
     if merges:
-        raise ValueError(
+        raise InputError(
             f"{git.root}: commit {merges.split()[0][:12]} after the base is a merge; "
             "rebase replays a linear history only (rebase it by hand with git)"
         )

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, init_repo
 from vllm_patchkit.index import download, find_sdist
 from vllm_patchkit.paths import cache_dir
@@ -30,7 +31,7 @@ RELEASE_DATE = "2000-01-01T00:00:00+0000"
 
 def check_version(version: str) -> str:
     if not _VERSION.match(version):
-        raise ValueError(f"{version!r} is not a vLLM release version such as 0.28.0")
+        raise InputError(f"{version!r} is not a vLLM release version such as 0.28.0")
     return version
 
 
@@ -123,7 +124,7 @@ def clone_release(version: str, dest: Path) -> Git:
     """A fresh working clone of the release tree at ``dest`` (on branch main)."""
     source = release_tree(version)
     if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest} exists and is not empty")
+        raise InputError(f"{dest} exists and is not empty")
     dest.parent.mkdir(parents=True, exist_ok=True)
     Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
     return Git(dest, tuple(TOOL_IDENTITY.items()))

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.versions import Release, ReleaseRange, parse_range
@@ -36,7 +37,7 @@ _DIFF_GIT = re.compile(r"^diff --git a/(.+) b/(.+)$")
 _MAIL_START = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 
 
-class SeriesError(ValueError):
+class SeriesError(InputError):
     """The series file or one of its patches is malformed or unsafe."""
 
 

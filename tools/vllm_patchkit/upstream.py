@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.releases import (
@@ -29,11 +30,11 @@ def default_upstream_path(versions: list[str]) -> Path:
 def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
     """A bare repository holding ``versions`` as a tagged chain of commits."""
     if not versions:
-        raise ValueError("give at least one vLLM release version")
+        raise InputError("give at least one vLLM release version")
     for version in versions:
         check_version(version)
     if len(set(versions)) != len(versions):
-        raise ValueError(f"a version is listed twice: {versions}")
+        raise InputError(f"a version is listed twice: {versions}")
     dest = dest or default_upstream_path(versions)
     with locked("upstream-" + dest.name):
         if (dest / "HEAD").is_file() and _has_tags(Git(dest), versions):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.checkout import BASE_REF
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.regression.runner import run_scenarios
 from vllm_patchkit.regression.verdict import (
@@ -175,7 +176,7 @@ class VerifyResult:
     test_files: list[str] = field(default_factory=list)
 
 
-class NotATreeError(ValueError):
+class NotATreeError(InputError):
     """The path holds no vLLM source tree."""
 
 

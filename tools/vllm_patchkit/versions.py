@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git
 
 _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\+[0-9A-Za-z.]+)?$")
@@ -52,16 +53,16 @@ class ReleaseRange:
 
 
 def parse_range(text: str) -> ReleaseRange:
-    """``A..B`` or ``A..`` of plain releases, ``A <= B``; ValueError otherwise."""
+    """``A..B`` or ``A..`` of plain releases, ``A <= B``; InputError otherwise."""
     first_text, dots, last_text = text.strip().partition("..")
     first = parse_release(first_text)
     last = parse_release(last_text) if last_text else None
     if not dots or first is None or (last_text and last is None):
-        raise ValueError(
+        raise InputError(
             f"{text!r} is not a release range such as 0.11.1..0.28.0 or 0.29.0.."
         )
     if last is not None and last < first:
-        raise ValueError(f"{text!r}: the range ends before it starts")
+        raise InputError(f"{text!r}: the range ends before it starts")
     return ReleaseRange(first, last)
 
 

@@ -43,6 +43,7 @@ def audit_tree(
     static = analyse_tree(tree)
     report.seconds["static"] = round(time.monotonic() - start, 2)
     report.checks.append(_static_check(static))
+    report.checks.extend(_too_large_checks(static))
     report.runtime["static"] = {
         "metadata_class": static.metadata_class,
         "fields": static.fields,
@@ -163,6 +164,22 @@ def _static_check(static: StaticResult) -> Check:
         f"{len(static.builders)} builder class(es) read; "
         f"{len(static.writes)} write(s) found",
     )
+
+
+def _too_large_checks(static: StaticResult) -> list[Check]:
+    """One check that could not run per module too large to read: a write
+    there is unseen, so the audit cannot judge."""
+    from vllm_patchkit.audit.source import MAX_SOURCE_BYTES
+
+    return [
+        Check(
+            f"static read of {path}",
+            False,
+            why=f"{size / 1e6:.1f} MB, past the {MAX_SOURCE_BYTES / 1e6:.0f} MB "
+            "bound on a module the static pass reads: not read",
+        )
+        for path, size in sorted(static.too_large.items())
+    ]
 
 
 def _effect_checks(findings: list[Finding]) -> list[Check]:

@@ -72,6 +72,8 @@ class StaticResult:
     fields: list[str]
     builders: list[str]  # Class names whose entry methods were analysed
     unparsable: list[str]
+    too_large: dict[str, int] = field(default_factory=dict)
+    """Modules not read (past ``MAX_SOURCE_BYTES``) -> their size in bytes."""
 
 
 def analyse_tree(root: Path) -> StaticResult:
@@ -108,6 +110,7 @@ def analyse_tree(root: Path) -> StaticResult:
         fields=sorted(names),
         builders=sorted(set(builders)),
         unparsable=index.unparsable,
+        too_large=index.too_large,
     )
 
 

@@ -39,7 +39,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "every source file and version that decides it: a second run "
             "reads the cache. Progress lines go to stderr. Writes matrix.md "
             "and matrix.json; exits 3 when a measured cell could not be "
-            "judged (cannot judge, cannot run), naming those cells."
+            "judged (cannot judge, cannot run), naming those cells. A cell the "
+            "environment may have decided (an error, a run that gave no "
+            "report) is never cached."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -144,10 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from vllm_patchkit.matrix_table import markdown, summary, to_json, with_table
     from vllm_patchkit.series import load_series
 
-    try:
-        versions = select_versions(args.first, args.last)
-    except ValueError as exc:  # the range selects no release on the index
-        raise MatrixRangeError(str(exc)) from None
+    versions = select_versions(args.first, args.last)  # InputError: none there
     start = time.perf_counter()
     rows = build_matrix(
         load_series(args.patches),
@@ -193,11 +192,11 @@ def run(args: argparse.Namespace) -> int:
 def unjudged_cells(rows: list[Row]) -> list[str]:
     """``VERSION step`` of every measured cell that could not be judged
     (cannot judge, cannot run); a step the user left out is not one."""
-    from vllm_patchkit.regression.verdict import CANNOT_JUDGE
+    from vllm_patchkit.matrix import UNJUDGED
 
     return [
         f"{row.version} {name}"
         for row in rows
         for name, cell in row.cells.items()
-        if cell.status in (CANNOT_JUDGE, "cannot run")
+        if cell.status in UNJUDGED
     ]

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
-    EXIT_ERROR,
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_REFUSED,
     add_json,
     add_path,
     emit_json,
@@ -94,37 +91,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.precommit import (
-        PrecommitEnvironmentError,
-        PrecommitRefused,
-        run_precommit,
-    )
+    # PrecommitRefused (2) and PrecommitEnvironmentError (3) take the CLI's
+    # one error path.
+    from vllm_patchkit.precommit import run_precommit
     from vllm_patchkit.reports import format_precommit
     from vllm_patchkit.series import load_series
 
     series = load_series(args.patches)
     files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))
-    try:
-        result = run_precommit(
-            args.path,
-            files,
-            online=args.online,
-            skip=args.skip,
-            verbose=args.verbose,
-        )
-    except PrecommitRefused as exc:
-        return _error(args, "refused", exc, EXIT_REFUSED)
-    except PrecommitEnvironmentError as exc:
-        return _error(args, "error", exc, EXIT_ERROR)
+    result = run_precommit(
+        args.path, files, online=args.online, skip=args.skip, verbose=args.verbose
+    )
     if args.json:
         emit_json({**to_jsonable(result), "diff": result.diff})
     else:
         print(format_precommit(result))
     return EXIT_OK if result.passed else EXIT_FAILED
-
-
-def _error(args: argparse.Namespace, status: str, exc: Exception, code: int) -> int:
-    if args.json:
-        emit_json({"status": status, "error": str(exc)})
-    print(f"vllm-patchkit: error: {exc}", file=sys.stderr)
-    return code

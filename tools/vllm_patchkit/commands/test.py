@@ -13,6 +13,7 @@ from vllm_patchkit.commands.common import (
     add_path,
     emit_json,
 )
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import TEST_RUNTIME, require
 
 EXIT_BY_VERDICT = {
@@ -68,7 +69,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.baseline and args.no_baseline:
-        raise ValueError("--baseline and --no-baseline contradict each other")
+        raise InputError("--baseline and --no-baseline contradict each other")
     if (code := require(args, "test", TEST_RUNTIME)) is not None:
         return code
     from vllm_patchkit.reports import format_verify

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from identify.identify import tags_from_path
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.precommit.mirrors import Mirror, find_mirror
 
 CONFIG_FILE = ".pre-commit-config.yaml"
@@ -47,7 +48,7 @@ NO_FILES = "no files to check"
 PENDING = "pending"
 
 
-class PrecommitRefused(ValueError):
+class PrecommitRefused(InputError):
     """The checkout or its config cannot be used; nothing was run."""
 
 

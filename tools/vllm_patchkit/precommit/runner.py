@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from vllm_patchkit.errors import EnvironmentFailure
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.precommit.derive import (
     NO_FILES,
@@ -46,7 +47,7 @@ _MISSING_PACKAGE = (
 )
 
 
-class PrecommitEnvironmentError(RuntimeError):
+class PrecommitEnvironmentError(EnvironmentFailure, RuntimeError):
     """pre-commit could not set up a hook (an install from the index failed)."""
 
 
