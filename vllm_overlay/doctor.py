@@ -83,7 +83,7 @@ def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
 
 
 def diagnose(load_plugins: bool = True) -> dict[str, Any]:
-    disabled = plugin.disabled_fixes()
+    disabled, unknown = plugin.disable_setting()
     fixes = [fix_report(state, state.name in disabled) for state in assess_installed()]
     first = fixes[0]
     report: dict[str, Any] = {
@@ -107,8 +107,10 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         },
         "entry_point_registered": entry_point_registered(),
         "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
-        "disabled": plugin.env_flag(plugin.DISABLE_ENV),
+        # True when every fix is off: what the fixes' own entries say.
+        "disabled": disabled == {target.name for target in RECORD},
         "disabled_fixes": sorted(disabled),
+        "disabled_unknown": unknown,
         "strict": plugin.env_flag(plugin.STRICT_ENV),
         "kernel_opt_in": plugin.env_flag(KERNEL_ENV),
         "kernel": None,
@@ -191,8 +193,11 @@ def render(report: dict[str, Any]) -> str:
         ),
         f"allowed by VLLM_PLUGINS: {yes_no[report['allowed_by_vllm_plugins']]}",
         f"disabled ({plugin.DISABLE_ENV}): "
+        + ("all" if report["disabled"] else ", ".join(report["disabled_fixes"]) or "no")
         + (
-            "all" if report["disabled"] else ", ".join(report["disabled_fixes"]) or "no"
+            f" (ignored: {', '.join(report['disabled_unknown'])}, no fix has that name)"
+            if report["disabled_unknown"]
+            else ""
         ),
         f"prefix-prefill kernel ({KERNEL_ENV}): {report['kernel'] or 'upstream'}",
     ]

@@ -11,8 +11,10 @@ modules (CUDA, CPU) it logs nothing above debug level.
 
 Environment:
 
-* ``VLLM_OVERLAY_DISABLE=1``: do nothing. ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``:
-  skip the fixes of those record names (the others still install).
+* ``VLLM_OVERLAY_DISABLE=1`` (or ``all``): do nothing.
+  ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``: skip the fixes of those record names
+  (the others still install); a name that is no fix's is ignored with a
+  warning that names the fixes, on every platform (it is the user's setting).
 * ``VLLM_OVERLAY_STRICT=1``: raise when the installed vLLM's code is not
   recognised (or the overlay fails), instead of warning.
 * ``VLLM_OVERLAY_PREFIX_PREFILL=1``: opt in to the overlay's capture-safe
@@ -47,6 +49,7 @@ from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, REC
 DISABLE_ENV = "VLLM_OVERLAY_DISABLE"
 STRICT_ENV = "VLLM_OVERLAY_STRICT"
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
 
 _states: dict[str, InstallState] = {}
 """What :func:`register` did in this process, by fix name (empty: not yet)."""
@@ -60,12 +63,30 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
 
 
+def disable_setting() -> tuple[set[str], list[str]]:
+    """What ``VLLM_OVERLAY_DISABLE`` turns off (record names; all of them for
+    "1" or "all"), and the names in it that are no fix's (ignored)."""
+    known = {target.name for target in RECORD}
+    value = os.environ.get(DISABLE_ENV, "").strip()
+    if value.lower() in _TRUE | {"all"}:
+        return known, []
+    if value.lower() in _FALSE:
+        return set(), []
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    return names & known, sorted(names - known)
+
+
 def disabled_fixes() -> set[str]:
-    """The record names ``VLLM_OVERLAY_DISABLE`` turns off (all for "1")."""
-    if env_flag(DISABLE_ENV):
-        return {target.name for target in RECORD}
-    value = os.environ.get(DISABLE_ENV, "")
-    return {name.strip() for name in value.split(",") if name.strip()}
+    """The record names ``VLLM_OVERLAY_DISABLE`` turns off."""
+    return disable_setting()[0]
+
+
+def unknown_names_warning(unknown: list[str]) -> str:
+    known = ", ".join(target.name for target in RECORD)
+    return (
+        f"vllm-overlay: {DISABLE_ENV} names no fix: {', '.join(unknown)}; ignored "
+        f"(the fixes: {known}; or 1 for all)"
+    )
 
 
 def current_state() -> InstallState | None:
@@ -89,10 +110,9 @@ def register() -> None:
     if _states:
         return
     strict = env_flag(STRICT_ENV)
-    disabled = disabled_fixes()
-    unknown = disabled - {target.name for target in RECORD}
-    if unknown and not env_flag(DISABLE_ENV):
-        logger.debug("vllm-overlay: %s names no fix: %s", DISABLE_ENV, unknown)
+    disabled, unknown = disable_setting()
+    if unknown:
+        logger.warning("%s", unknown_names_warning(unknown))
     capture = _register_fix(
         CAPTURE_HOST_OFFSETS.name,
         UPSTREAM_MODULE,

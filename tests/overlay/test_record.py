@@ -131,3 +131,49 @@ def test_a_disabled_fix_is_reported_on_its_own() -> None:
     # Affected and not protected: the doctor says so by its exit status.
     assert proc.returncode == 1
     assert report["disabled_fixes"] == [RECORD[1].name]
+
+
+def _doctor_with_disable(value: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_overlay", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "VLLM_OVERLAY_DISABLE": value},
+        timeout=600,
+    )
+
+
+def _disabled_lines(text: str) -> tuple[str, list[str]]:
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("disabled ("))
+    return header, [line.strip() for line in lines if line.startswith("  disabled:")]
+
+
+def test_an_unknown_name_in_disable_is_warned_about_naming_the_fixes() -> None:
+    """A typo in VLLM_OVERLAY_DISABLE disables nothing: vLLM's start-up (the
+    plugin) and the doctor both say so, naming the fixes there are."""
+    proc = _doctor_with_disable("rocm-capture-fix")
+
+    header, fixes = _disabled_lines(proc.stdout)
+    assert fixes == ["disabled: no", "disabled: no"]
+    assert header.startswith("disabled (VLLM_OVERLAY_DISABLE): no")
+    assert "rocm-capture-fix" in header
+    # vLLM's log handler writes where stdout was when vLLM was imported.
+    output = proc.stdout + proc.stderr
+    warning = next(line for line in output.splitlines() if "names no fix" in line)
+    assert "WARNING" in warning and "rocm-capture-fix" in warning
+    assert all(target.name in warning for target in RECORD)
+
+
+def test_the_doctor_header_agrees_with_each_fix() -> None:
+    """The header says "all" only when every fix says it is disabled."""
+    for value in ("1", "all", RECORD[0].name, "rocm-capture-fix"):
+        proc = _doctor_with_disable(value, "--quick")
+        header, fixes = _disabled_lines(proc.stdout)
+        word = header.split(": ", 1)[1]
+        if word == "all":
+            assert fixes == ["disabled: yes"] * len(RECORD), (value, fixes)
+        else:
+            assert "disabled: no" in fixes, (value, header, fixes)
+    report = json.loads(_doctor_with_disable("all", "--quick", "--json").stdout)
+    assert report["disabled"] and all(fix["disabled"] for fix in report["fixes"])

@@ -208,3 +208,38 @@ def test_refusals(checkout: Path, tmp_path: Path) -> None:
     clone_release("0.28.0", stock)
     code, pr = patchkit_json("pr", "--no-test", "--no-precommit", str(stock))
     assert code == 2 and "no series base" in pr["message"]
+
+
+def test_values_that_read_as_options_are_refused(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """A --remote (or branch, base, repo) that git or gh would read as an
+    option is refused, exit 2, before anything runs: ``--receive-pack=CMD``
+    and ``--exec=CMD`` would make ``git push`` run CMD."""
+    remote = tmp_path / "fork.git"
+    Git(tmp_path).run("init", "--quiet", "--bare", str(remote))
+    git = Git(checkout)
+    git.run("remote", "add", "origin", str(remote))
+    ran = tmp_path / "ran"
+    cases = [
+        ("--remote", f"--receive-pack=touch {ran}"),
+        ("--remote", f"--exec=touch {ran}"),
+        ("--remote", f"ext::sh -c touch% {ran}"),
+        ("--remote", f"fd::{3}"),
+        ("--branch", f"--receive-pack=touch {ran}"),
+        ("--branch", "bad..name"),
+        ("--upstream-branch", "--web"),
+        ("--repo", "--web"),
+        ("--base", f"--output={ran}"),
+    ]
+    refs = git.out("for-each-ref", "--format=%(refname) %(objectname)")
+    for flag, value in cases:
+        proc = patchkit(
+            "pr", "--submit", "--signoff", "--no-test", "--no-precommit",
+            "--json", f"{flag}={value}", str(checkout),
+        )  # fmt: skip
+        assert proc.returncode == 2, (flag, value, proc.stdout + proc.stderr)
+        assert json.loads(proc.stdout)["status"] == "refused"
+        assert not ran.exists(), (flag, value)
+        assert git.out("for-each-ref", "--format=%(refname) %(objectname)") == refs
+    assert Git(remote).out("for-each-ref") == ""

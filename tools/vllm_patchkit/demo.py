@@ -20,6 +20,7 @@ from pathlib import Path
 from vllm_patchkit.apply import ApplyResult, Status, apply_series
 from vllm_patchkit.checkout import NotACheckoutError, dirty_reason, open_checkout
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.owned_dirs import mark, remove_owned
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
@@ -31,6 +32,7 @@ from vllm_patchkit.regression.verdict import (
     tally,
 )
 from vllm_patchkit.releases import clone_release
+from vllm_patchkit.revs import check_ref_name
 from vllm_patchkit.series import Series
 
 DEFAULT_VERSION = "0.28.0"
@@ -89,8 +91,10 @@ def run_release_demo(
 ) -> DemoResult:
     """Demo on a fresh clone of the cached release tree under ``workdir``."""
     tree = workdir / f"vllm-{version}"
-    shutil.rmtree(tree, ignore_errors=True)
+    # Only a clone this tool made is replaced; a user's checkout is refused.
+    remove_owned(tree, "the demo's release clone")
     clone_release(version, tree)
+    mark(tree)
     before = run_scenarios(tree)
     applied = apply_series(tree, series)
     after = run_scenarios(tree) if applied.status is Status.APPLIED else None
@@ -103,6 +107,7 @@ def run_checkout_demo(
     series: Series, checkout: Path, branch: str = DEFAULT_BRANCH
 ) -> DemoResult:
     """Demo on a user's checkout; the fixed tree is left on ``branch``."""
+    check_ref_name(branch, "--branch")
     try:
         git = open_checkout(checkout)
     except NotACheckoutError as exc:

@@ -3,27 +3,29 @@
 A release's torch pin is a packaging constraint, not a runtime one: this
 venv's torch runs releases from 0.11.0 on, once they find the few
 pure-Python packages they need and the venv lacks (``gguf`` for 0.14.0).
-This module reads the tree's own requirement files (``requirements/common.txt``
-and ``cpu.txt``, following ``-r``; for an installed release, its dist-info),
-keeps the requirements whose markers hold here and whose distribution this
-venv does not have, and installs those with pip (its own configuration for
-the index, ``--no-deps``, pure-Python wheels only) into a cache directory
-shared by every tree with the same set. Nothing the venv has is replaced or
-re-versioned; torch and the packages built against one torch are never
-installed. What cannot be provided is listed in ``missing`` with the reason;
-the run goes ahead and a check that needs it reports why it could not run.
+This module takes the tree's requirements (:mod:`requirement_files`: plain
+names only, read as untrusted input), keeps those whose distribution this
+venv does not have, and installs them with pip (its own configuration for
+the index, ``--no-deps``, pure-Python wheels only, from an empty directory)
+into a cache directory shared by every tree with the same set. Nothing the
+venv has is replaced or re-versioned: torch and the packages built against
+one torch are never installed, and a package that provides a top-level
+module the venv already has (a ``torch/``, an ``enum/``) is not kept. What
+cannot be provided is listed in ``missing`` with the reason; the run goes
+ahead and a check that needs it reports why it could not run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -33,22 +35,29 @@ from typing import Any
 from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.releases import locked, staged_dir
+from vllm_patchkit.requirement_files import (
+    InvalidRequirement,
+    Requirement,
+    UnreadableRequirements,
+    is_plain,
+    metadata_requirements,
+    tree_requirements,
+)
 from vllm_patchkit.versions import tree_release
 
 try:  # The venv's own packaging, else the copy pip carries.
-    from packaging.markers import InvalidMarker
-    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 except ImportError:  # pragma: no cover - depends on the venv
-    from pip._vendor.packaging.markers import InvalidMarker  # type: ignore[no-redef]
-    from pip._vendor.packaging.requirements import (  # type: ignore[no-redef]
-        InvalidRequirement,
-        Requirement,
-    )
     from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
 
-REQUIREMENT_FILES = ("requirements/cpu.txt", "requirements/common.txt")
-"""Read in this order; cpu.txt includes common.txt (``-r``) where it exists."""
+__all__ = [
+    "RuntimeUnavailable",
+    "TreeRuntime",
+    "UnreadableRequirements",
+    "runtime_for",
+    "tree_requirements",
+    "venv_distributions",
+]
 
 TORCH_BOUND = frozenset(
     canonicalize_name(n)
@@ -67,11 +76,11 @@ TORCH_BOUND = frozenset(
 """Built against one torch (or torch itself): this runtime keeps the venv's."""
 
 MANIFEST = "runtime.json"
-_COMMENT = re.compile(r"(^|\s+)#.*$")
 _DETERMINISTIC = ("No matching distribution found", "Could not find a version")
 _CLOSURE_ROUNDS = 6
-_LAYOUT = 2
-"""Bumped when what a cache entry holds changes (2: unusable packages dropped)."""
+_LAYOUT = 3
+"""Bumped when what a cache entry holds changes (2: unusable packages
+dropped; 3: packages that shadow a venv module dropped)."""
 
 
 class RuntimeUnavailable(PatchkitError):
@@ -153,8 +162,6 @@ def runtime_for(tree: Path) -> TreeRuntime:
                 f"{req}: built against a torch of its own; "
                 f"the runtime keeps torch {torch}"
             )
-        elif req.url:
-            missing.append(f"{req}: a direct URL requirement, not fetched")
         else:
             wanted[name] = req
     extras_dir, extras, failed = _provide(list(wanted.values()))
@@ -167,65 +174,6 @@ def runtime_for(tree: Path) -> TreeRuntime:
         extras=extras,
         missing=tuple(missing + failed),
     )
-
-
-def tree_requirements(tree: Path) -> tuple[list[Requirement], list[str]]:
-    """The requirements of ``tree`` that apply here (markers evaluated), and
-    the lines that could not be read (``line: why``)."""
-    seen: set[Path] = set()
-    requirements: list[Requirement] = []
-    problems: list[str] = []
-    for name in REQUIREMENT_FILES:
-        _read_file(tree / name, seen, requirements, problems)
-    if not seen:
-        for dist_info in sorted(tree.glob("vllm-*.dist-info")):
-            _read_metadata(dist_info / "METADATA", requirements, problems)
-    return requirements, problems
-
-
-def _read_file(
-    path: Path, seen: set[Path], out: list[Requirement], problems: list[str]
-) -> None:
-    path = path.resolve()
-    if path in seen or not path.is_file():
-        return
-    seen.add(path)
-    for line in _logical_lines(path.read_text()):
-        if line.startswith(("-r ", "--requirement ", "-r", "--requirement=")):
-            target = re.sub(r"^(-r|--requirement)[ =]?", "", line).strip()
-            _read_file(path.parent / target, seen, out, problems)
-        elif line.startswith("-"):
-            continue  # pip options (index URLs, constraints): never followed
-        else:
-            _add(line, out, problems)
-
-
-def _read_metadata(path: Path, out: list[Requirement], problems: list[str]) -> None:
-    if not path.is_file():
-        return
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("Requires-Dist:"):
-            _add(line.split(":", 1)[1].strip(), out, problems)
-
-
-def _logical_lines(text: str) -> Iterable[str]:
-    joined = text.replace("\\\n", "")
-    for raw in joined.splitlines():
-        line = _COMMENT.sub("", raw).strip()
-        if line:
-            yield line
-
-
-def _add(text: str, out: list[Requirement], problems: list[str]) -> None:
-    try:
-        req = Requirement(text)
-        applies = req.marker is None or req.marker.evaluate({"extra": ""})
-    except (InvalidRequirement, InvalidMarker) as exc:
-        problems.append(f"{text}: unreadable requirement ({exc})")
-        return
-    if applies:
-        req.marker = None
-        out.append(req)
 
 
 def _pinned(name: str, requirements: list[Requirement]) -> str | None:
@@ -312,6 +260,7 @@ def _install_closure(wanted: list[Requirement], target: Path) -> tuple[list[str]
                 why = "no pure-Python wheel on the configured index"
             failed.append(f"{req}: {why}")
         batch = _unmet(target)
+    failed += _drop_shadowing(target)
     failed += _drop_unusable(target, {_name_of(f) for f in failed})
     return failed, complete
 
@@ -334,8 +283,7 @@ def _drop_unusable(target: Path, unprovided: set[str]) -> list[str]:
     while changed:
         changed = False
         for info in sorted(target.glob("*.dist-info")):
-            requirements: list[Requirement] = []
-            _read_metadata(info / "METADATA", requirements, [])
+            requirements = metadata_requirements(info / "METADATA")
             needs = sorted(
                 {canonicalize_name(r.name) for r in requirements} & unprovided
             )
@@ -355,11 +303,60 @@ def _drop_unusable(target: Path, unprovided: set[str]) -> list[str]:
     return dropped
 
 
+def _drop_shadowing(target: Path) -> list[str]:
+    """Remove the packages that provide a top-level module this venv already
+    has: first on the tree's path, they would replace the venv's (a
+    ``torch/`` in place of its torch) while the report names the venv's."""
+    dropped: list[str] = []
+    for info in sorted(target.glob("*.dist-info")):
+        dist = metadata.PathDistribution(info)
+        shadowed = sorted(m for m in _top_level(dist) if _venv_has(m))
+        if not shadowed:
+            continue
+        name = canonicalize_name(dist.metadata["Name"] or info.name)
+        version = dist.version
+        _remove(target, dist)
+        shutil.rmtree(info, ignore_errors=True)
+        dropped.append(
+            f"{name}=={version}: provides {', '.join(shadowed)}, which this "
+            "venv already has (not kept in the extras)"
+        )
+    return dropped
+
+
+def _top_level(dist: metadata.Distribution) -> set[str]:
+    """The top-level names ``dist`` puts on the path (from its RECORD)."""
+    names = set()
+    for file in dist.files or []:
+        parts = file.parts
+        first = parts[0] if parts else ""
+        if first in ("", "..", "bin", "__pycache__") or first.endswith(
+            (".dist-info", ".data")
+        ):
+            continue
+        names.add(first.split(".")[0] if len(parts) == 1 else first)
+    return names
+
+
+def _venv_has(module: str) -> bool:
+    """``module`` imports in this venv without the extras (or the current
+    directory)."""
+    if module in sys.builtin_module_names or module in sys.stdlib_module_names:
+        return True
+    return importlib.machinery.PathFinder.find_spec(module, _venv_path()) is not None
+
+
+@cache
+def _venv_path() -> list[str]:
+    here = os.getcwd()
+    return [p for p in sys.path if p and os.path.abspath(p) != here]
+
+
 def _remove(target: Path, dist: metadata.Distribution) -> None:
     """Delete the files pip installed for ``dist``, then emptied directories."""
     parents: set[Path] = set()
     for file in dist.files or []:
-        path = Path(str(dist.locate_file(file)))
+        path = Path(os.path.normpath(dist.locate_file(file)))
         if path.is_relative_to(target):
             path.unlink(missing_ok=True)
             parents.update(p for p in path.parents if p.is_relative_to(target))
@@ -377,11 +374,9 @@ def _unmet(target: Path) -> list[Requirement]:
     }
     unmet: dict[str, Requirement] = {}
     for dist_info in target.glob("*.dist-info"):
-        requirements: list[Requirement] = []
-        _read_metadata(dist_info / "METADATA", requirements, [])
-        for req in requirements:
+        for req in metadata_requirements(dist_info / "METADATA"):
             name = canonicalize_name(req.name)
-            if name not in present and name not in TORCH_BOUND and not req.url:
+            if name not in present and name not in TORCH_BOUND and is_plain(req):
                 unmet.setdefault(name, req)
     return list(unmet.values())
 
@@ -426,11 +421,16 @@ def _pip(batch: list[Requirement], target: Path) -> str | None:
         "--python-version",
         python,
         "--target",
-        str(target),
+        str(target.resolve()),
+        "--",
         *(str(req) for req in batch),
     ]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        # From an empty directory: pip installs a name that is a file there.
+        with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pip-") as empty:
+            proc = subprocess.run(
+                command, capture_output=True, text=True, timeout=600, cwd=empty
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"pip did not run: {exc}"
     if proc.returncode == 0:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
+from vllm_patchkit.owned_dirs import check_replaceable, mark
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.releases import (
     RELEASE_DATE,
@@ -39,9 +40,13 @@ def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
     with locked("upstream-" + dest.name):
         if (dest / "HEAD").is_file() and _has_tags(Git(dest), versions):
             return dest
+        # A directory there that this tool did not make (a user's checkout)
+        # is refused, never replaced.
+        check_replaceable(dest, "--dest")
         with staged_dir(dest, ".upstream-") as staging:
             git = Git(staging, tuple(TOOL_IDENTITY.items()))
             git.run("init", "--quiet", "--bare", "--initial-branch=main")
+            mark(staging)
             parent: str | None = None
             dated = {
                 "GIT_AUTHOR_DATE": RELEASE_DATE,

@@ -46,6 +46,12 @@ from vllm_patchkit.pull_request.signoff import (
     upstream_message,
 )
 from vllm_patchkit.reports import format_precommit, format_verify, suite_highlight
+from vllm_patchkit.revs import (
+    ArgumentError,
+    check_ref_name,
+    check_repository,
+    check_revision,
+)
 from vllm_patchkit.series import Series
 from vllm_patchkit.tree_pytest import series_test_files
 from vllm_patchkit.verify import verify_tree
@@ -54,6 +60,8 @@ UPSTREAM_REPO = "vllm-project/vllm"
 _REFERENCE = re.compile(r"vllm-project/vllm#(\d+)")
 # owner/name at the end of an https, ssh or scp-style remote URL.
 _REMOTE_SLUG = re.compile(r"[/:]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+# gh's [HOST/]OWNER/REPO.
+_GH_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+){1,2}$")
 
 
 @dataclass
@@ -106,8 +114,23 @@ class Options:
     """Where --submit pushes; a fork's owner goes into gh's --head."""
 
 
+def check_options(options: Options) -> Options:
+    """Refuse (exit 2) any user-given value that git or gh could read as an
+    option or a remote helper, before anything runs."""
+    check_repository(options.remote, "--remote")
+    if options.branch is not None:
+        check_ref_name(options.branch, "--branch")
+    if options.base is not None:
+        check_revision(options.base, "--base")
+    check_ref_name(options.base_branch, "--upstream-branch")
+    if not _GH_REPO.match(options.repo):
+        raise ArgumentError(f"--repo {options.repo!r} is not [HOST/]OWNER/REPO")
+    return options
+
+
 def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRequest:
     """Everything ``gh pr create`` needs; the checkout is not changed."""
+    check_options(options)
     git = open_checkout(path)
     pr = PullRequest("ready", "", str(git.root), repo=options.repo)
     pr.base_branch = options.base_branch
@@ -205,7 +228,7 @@ def _gh_head(git: Git, remote: str, branch: str, repo: str) -> str:
 
     gh reads a bare branch name as a branch of the target repository.
     """
-    proc = git.run("remote", "get-url", remote, check=False)
+    proc = git.run("remote", "get-url", "--", remote, check=False)
     url = proc.stdout.strip()
     if proc.returncode != 0 or url.startswith(("/", ".", "file:")):
         return branch  # a local repository has no owner on the server
@@ -222,6 +245,9 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
     """Create the branch, push it to ``remote`` and run gh; fail closed."""
     if pr.status != "ready":
         return pr
+    if remote is not None:
+        check_repository(remote, "--remote")
+    check_ref_name(pr.branch, "--branch")
     git = Git(Path(pr.checkout))
     existing = git.commit_of(f"refs/heads/{pr.branch}")
     head = _build_commits(git, pr)
@@ -235,8 +261,9 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
         git.run("update-ref", f"refs/heads/{pr.branch}", head, "")
     pr.head = head
     if remote is not None:
+        refspec = f"refs/heads/{pr.branch}:refs/heads/{pr.branch}"
         push = git.run(
-            "push", "--quiet", remote, f"{pr.branch}:{pr.branch}", check=False
+            "push", "--quiet", "--end-of-options", remote, refspec, check=False
         )
         if push.returncode != 0:
             pr.status = "error"
