@@ -19,25 +19,16 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from vllm_patchkit.errors import PatchkitError
+# packaging is a declared dependency; pip's vendored copy is never used:
+# importing pip in-process breaks a later ``import setuptools`` (pip_config.py).
+from packaging.markers import (
+    InvalidMarker,
+    UndefinedComparison,
+    UndefinedEnvironmentName,
+)
+from packaging.requirements import InvalidRequirement, Requirement
 
-try:  # The venv's own packaging, else the copy pip carries.
-    from packaging.markers import (
-        InvalidMarker,
-        UndefinedComparison,
-        UndefinedEnvironmentName,
-    )
-    from packaging.requirements import InvalidRequirement, Requirement
-except ImportError:  # pragma: no cover - depends on the venv
-    from pip._vendor.packaging.markers import (  # type: ignore[no-redef]
-        InvalidMarker,
-        UndefinedComparison,
-        UndefinedEnvironmentName,
-    )
-    from pip._vendor.packaging.requirements import (  # type: ignore[no-redef]
-        InvalidRequirement,
-        Requirement,
-    )
+from vllm_patchkit.errors import PatchkitError
 
 _MARKER_ERRORS = (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName)
 

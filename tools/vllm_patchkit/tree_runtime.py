@@ -32,6 +32,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.releases import locked, staged_dir
@@ -44,11 +46,6 @@ from vllm_patchkit.requirement_files import (
     tree_requirements,
 )
 from vllm_patchkit.versions import tree_release
-
-try:  # The venv's own packaging, else the copy pip carries.
-    from packaging.utils import canonicalize_name
-except ImportError:  # pragma: no cover - depends on the venv
-    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
 
 __all__ = [
     "RuntimeUnavailable",
