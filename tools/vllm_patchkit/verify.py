@@ -50,7 +50,7 @@ from vllm_patchkit.regression.verdict import (
 )
 from vllm_patchkit.series import Patch, Series
 from vllm_patchkit.tree_pytest import PytestRun, run_tree_tests, series_test_files
-from vllm_patchkit.versions import parse_release, tree_release
+from vllm_patchkit.versions import parse_release, tag_release, tree_release
 
 
 @dataclass
@@ -316,6 +316,7 @@ def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> Tree
         subprocess.run(
             ["tar", "-x", "-C", str(export)], input=archive.stdout, check=True
         )
+        _claim_release(tree, commit, export)
         # The upstream test comes from the tree under test: it is what must
         # fail on the base.
         for name in test_files:
@@ -328,3 +329,14 @@ def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> Tree
     run.tree = f"{tree} at {commit[:12]}"
     run.revision = f"{base}: {_describe(tree, commit)}"
     return run
+
+
+def _claim_release(tree: Path, commit: str, export: Path) -> None:
+    """Give an export of a checkout the ``_version.py`` an install would
+    write: outside git, the base's release tag is otherwise lost."""
+    version_file = export / "vllm" / "_version.py"
+    if version_file.exists():
+        return
+    release = tag_release(Git(tree), commit)
+    if release is not None:
+        version_file.write_text(f"__version__ = version = {release!r}\n")
