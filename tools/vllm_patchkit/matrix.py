@@ -55,7 +55,7 @@ import vllm_overlay
 import vllm_patchkit.regression
 from vllm_overlay.capture_shape import inspect_capture_tree
 from vllm_patchkit.apply import Status, apply_series
-from vllm_patchkit.checkout import classify_tree, invariant_holds
+from vllm_patchkit.checkout import classify_path, invariant_holds
 from vllm_patchkit.doctor import fix_statuses
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
@@ -248,12 +248,12 @@ def decider_files(step: str) -> list[Path]:
     suite = [_source(run_scenarios), _source(fixes_not_counted)]
     suite += _package_files(_source(vllm_patchkit.regression))
     if step == "static":
-        seeds += [_source(o) for o in (classify_tree, invariant_holds, fix_statuses)]
+        seeds += [_source(o) for o in (classify_path, invariant_holds, fix_statuses)]
         seeds += [_source(inspect_capture_tree), _source(Series), *overlay]
     elif step in ("stock", "series"):
         seeds += suite
         if step == "series":
-            seeds += [_source(apply_series), _source(classify_tree)]
+            seeds += [_source(apply_series), _source(classify_path)]
     elif step in ("overlay", "audit"):
         source = _source(step_module(step))
         seeds += _package_files(source) if source.name == "__init__.py" else [source]
@@ -565,7 +565,7 @@ def torch_pin(tree: Path) -> str | None:
 
 def static_facts(tree: Path, series: Series) -> dict[str, Any]:
     code = inspect_capture_tree(tree)
-    reports = classify_tree(tree, series)
+    reports = classify_path(tree, series)
     statuses = fix_statuses(tree, series, reports)
     return {
         "affected": code.affected,
