@@ -32,7 +32,7 @@ from typing import Any
 
 from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.gitcmd import Git, git_executable
-from vllm_patchkit.regression.runner import run_scenarios
+from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
     CORE_BY_FIX,
@@ -194,9 +194,8 @@ def verify_tree(
     base = baseline or _recorded_base(tree)
     base_commit = _commit(tree, base) if base is not None and compare else None
     test_files = series_test_files(series)
-    after = run_tree(tree, "after", test_files)
+    after = judge_tree(tree, series, run_scenarios(tree))
     after.revision = _describe(tree, "HEAD")
-    after.not_counted = fixes_not_counted(series, tree)
     before = None
     if base is not None and base_commit is not None:
         before = _run_base(tree, base, base_commit, test_files)
@@ -233,9 +232,36 @@ def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
     return skipped
 
 
+def judge_tree(
+    tree: Path,
+    series: Series,
+    report: TreeReport,
+    label: str = "after",
+    *,
+    upstream_test: bool = True,
+) -> TreeRun:
+    """The run ``test`` judges ``tree`` by, from a suite ``report`` already
+    made there: the tree's upstream test runs, and the fixes the series does
+    not carry for its release are set aside. Its :meth:`TreeRun.judgement`
+    is the verdict every command gives for the tree (demo, pr, the nightly
+    gate through ``test``; the matrix, whose cells are the suite alone, with
+    ``upstream_test=False``)."""
+    files = series_test_files(series) if upstream_test else None
+    run = tree_run(tree.resolve(), label, files, report)
+    run.not_counted = fixes_not_counted(series, tree)
+    return run
+
+
 def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
+    return tree_run(tree, label, test_files, run_scenarios(tree))
+
+
+def tree_run(
+    tree: Path, label: str, test_files: list[str] | None, report: TreeReport
+) -> TreeRun:
+    """A :class:`TreeRun` of ``report`` (the suite on ``tree``), with the
+    tree's upstream test run beside it (not with ``test_files`` None)."""
     run = TreeRun(label, str(tree))
-    report = run_scenarios(tree)
     if report.runtime is not None:
         run.runtime = report.runtime.to_json()
     run.stand_ins = list((report.report or {}).get("stand_ins") or [])
@@ -259,7 +285,8 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
             "is the tree complete?"
         )
         return run
-    run.upstream_test = run_tree_tests(tree, test_files)
+    if test_files is not None:
+        run.upstream_test = run_tree_tests(tree, test_files)
     return run
 
 
