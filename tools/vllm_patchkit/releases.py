@@ -159,7 +159,9 @@ USER_WORK = "examples/local_notes.md"
 def user_commit(git: Git) -> str:
     """Commit a change of a user's own on top of a clone (as a user's
     checkout has: the tag's release, with commits on top); its id."""
-    (git.root / USER_WORK).write_text("Local notes, not part of vLLM.\n")
+    notes = git.root / USER_WORK
+    with notes.open("a") as handle:  # each call commits one more line
+        handle.write("A local note, not part of vLLM.\n")
     git.run("add", USER_WORK)
     git.run("commit", "--quiet", "--no-verify", "-m", "Local notes")
     return git.out("rev-parse", "HEAD")
