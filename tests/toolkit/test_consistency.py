@@ -12,8 +12,8 @@ applied by a user's ``git am`` with and without a commit on top.
 - state: ``check``, ``doctor PATH`` and ``apply`` (a no-op on a tree that
   already has what the series carries; on stock, the states it leaves).
 
-The suite runs once per distinct tree content (the report cache): six runs
-in all, the rest are reused.
+The suite runs once per distinct tree content (the report cache); the
+other commands reuse those runs.
 """
 
 from __future__ import annotations
