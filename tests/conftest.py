@@ -89,6 +89,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 LONGEST_FIRST = (
     "tests/toolkit/test_verify_tree.py",
+    "tests/toolkit/test_consistency.py",
     "tests/overlay/test_logging.py",
     "tests/toolkit/test_rebase_refresh.py",
     "tests/overlay/test_plugin.py",
@@ -121,6 +122,7 @@ are in the report cache. Other files follow in collection order."""
 SPLIT_ACROSS_WORKERS = frozenset(
     {
         "tests/toolkit/test_verify_tree.py",
+        "tests/toolkit/test_consistency.py",
         "tests/toolkit/test_matrix.py",
         "tests/kernels/test_differential.py",
         "tests/toolkit/test_checkout_safety.py",
