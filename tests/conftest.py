@@ -22,7 +22,7 @@ from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.installed import copy_installed_vllm
 from vllm_patchkit.regression import report_cache
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.releases import clone_release
+from vllm_patchkit.releases import clone_release, user_commit
 from vllm_patchkit.series import Series, load_series
 
 pytest_plugins = ("tests.interpreter_state",)
@@ -115,6 +115,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 LONGEST_FIRST = (
     "tests/toolkit/test_verify_tree.py",
+    "tests/toolkit/test_consistency.py",
     "tests/overlay/test_logging.py",
     "tests/toolkit/test_rebase_refresh.py",
     "tests/overlay/test_plugin.py",
@@ -147,6 +148,7 @@ are in the report cache. Other files follow in collection order."""
 SPLIT_ACROSS_WORKERS = frozenset(
     {
         "tests/toolkit/test_verify_tree.py",
+        "tests/toolkit/test_consistency.py",
         "tests/toolkit/test_matrix.py",
         "tests/kernels/test_differential.py",
         "tests/toolkit/test_checkout_safety.py",
@@ -280,11 +282,20 @@ def scenario_reports(patched_installed_tree: Path) -> dict[str, TreeReport]:
 
 @pytest.fixture
 def release_clone(tmp_path: Path):
-    """Factory: a fresh working clone of a cached release tree."""
+    """Factory: a fresh working clone of vLLM ``version`` as its users have
+    it: a git checkout of the tag ``v<version>`` (vLLM's ``.gitignore`` keeps
+    ``vllm/_version.py`` out), with a commit of the user's own on top.
+    ``shape="release"``: the release tree as its sdist ships it
+    (``_version.py`` committed), ``shape="tag"``: the checkout without the
+    user's commit."""
 
-    def make(version: str) -> Path:
+    def make(version: str, shape: str = "checkout") -> Path:
+        if shape not in ("checkout", "tag", "release"):
+            raise ValueError(f"unknown tree shape {shape!r}")
         dest = tmp_path / f"vllm-{version}"
-        clone_release(version, dest)
+        git = clone_release(version, dest, checkout=shape != "release")
+        if shape == "checkout":
+            user_commit(git)
         return dest
 
     return make

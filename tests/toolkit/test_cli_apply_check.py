@@ -179,18 +179,37 @@ def test_a_release_the_series_carries_nothing_for(
     assert snapshot(tree) == before
 
 
-def test_a_development_version_is_never_not_carried(
+def test_a_development_version_is_its_tag_s_release(
     release_clone: Callable[[str], Path],
 ) -> None:
-    """A tree that says it is a development version (upstream main) gets
-    every patch tried: 0003 is judged by git, here a conflict, not skipped."""
-    tree = release_clone("0.25.0")
+    """An install's development version (``_version.py`` of a checkout past
+    a tag) is the release of the tag under it: 0003 is not-carried on this
+    0.25.0 checkout, whatever next release the version guesses."""
+    tree = release_clone("0.25.0", "release")
     git = Git(tree)
     version_file = tree / "vllm/_version.py"
     text = version_file.read_text()
     assert "0.25.0" in text
     version_file.write_text(text.replace("0.25.0", "0.29.1.dev7+g0123abcd"))
     git.run("-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-qam", "x")
+
+    code, checked = patchkit_json("check", str(tree))
+
+    assert code == 0, checked
+    assert [p["status"] for p in checked["patches"]] == CARRIED["0.25.0"][0]
+
+
+def test_a_tree_of_unknown_release_is_never_not_carried(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A checkout with neither ``_version.py`` nor a release tag (a fork
+    with tags of its own) gets every patch tried: 0003 is judged by git,
+    here a conflict, not skipped."""
+    tree = release_clone("0.25.0")
+    git = Git(tree)
+    git.run("tag", "-d", "v0.25.0")
+    git.run("tag", "fork-2026.1")
+    assert not (tree / "vllm/_version.py").exists()
     before = snapshot(tree)
 
     code, checked = patchkit_json("check", str(tree))

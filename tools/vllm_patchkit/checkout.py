@@ -367,13 +367,30 @@ def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, 
     return PatchState.CONFLICT, "; ".join(errors[:3]) or "does not apply"
 
 
+def classify_path(root: Path, series: Series) -> list[PatchReport]:
+    """Every patch's :class:`PatchState` in whatever tree ``root`` is, the
+    same answer check and apply give for it: a clean git checkout is
+    classified by :func:`classify` (its history says what is applied); any
+    other tree, or a checkout with uncommitted changes, by its files
+    (:func:`classify_tree`)."""
+    try:
+        git = open_checkout(root)
+    except NotACheckoutError:
+        return classify_tree(root, series)
+    if dirty_reason(git) is not None:
+        return classify_tree(root, series)
+    return classify(git, series)
+
+
 def classify_tree(root: Path, series: Series) -> list[PatchReport]:
     """Every patch's :class:`PatchState` in a tree that may not be a git
     checkout (a release's files, an installed vLLM), reading only.
 
-    The same order as :func:`classify`: upstreamed (invariant), applied (the
+    Without a history, applied and upstreamed look alike (0.29.0 carries
+    the series verbatim): upstreamed (invariant) first, then applied (the
     patch reverses cleanly), not carried, then ``git apply --check`` against
-    the files as they are (each patch alone; ``--check`` never writes).
+    the files as they are (each patch alone; ``--check`` never writes). A
+    clean git checkout goes to :func:`classify` (see :func:`classify_path`).
     """
     git = Git(root)
     version, release = tree_release(root)

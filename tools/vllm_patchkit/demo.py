@@ -5,9 +5,11 @@ release tree. Given a user's checkout, it runs the "before" scenarios on it
 read-only, applies the series in a temporary git worktree, and keeps the
 result as a new branch; the user's branch and files are never touched.
 
-The verdict is the suite's own (:func:`vllm_patchkit.regression.verdict.judge`)
-on the tree the answer is about: FIXED needs the core checks to have run
-there, and every check that could not run is counted and named.
+The verdict is ``test``'s (:func:`vllm_patchkit.verify.judge_tree`) on the
+tree the answer is about: the suite with the tree's upstream test, over the
+fixes the series carries for its release (a fix not carried there is shown
+and decides nothing); FIXED needs the core checks to have run there, and
+every check that could not run is counted and named.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from vllm_patchkit.errors import InputError
 from vllm_patchkit.owned_dirs import mark, remove_owned
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
-    CANNOT_JUDGE,
     FAILED,
     FIXED,
     NOT_FIXED,
@@ -34,6 +35,7 @@ from vllm_patchkit.regression.verdict import (
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.revs import check_ref_name
 from vllm_patchkit.series import Series
+from vllm_patchkit.verify import TreeRun, judge_tree
 
 DEFAULT_VERSION = "0.28.0"
 """The last affected release, the one the series is made on."""
@@ -51,39 +53,45 @@ class DemoResult:
     before: TreeReport
     apply: ApplyResult
     after: TreeReport | None
+    judged: TreeRun | None = None
+    """``test``'s run of the tree the verdict is about: the patched tree, or
+    the stock one when upstream already carries the series; None when the
+    series did not apply."""
     branch: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
-    def judged(self) -> TreeReport | None:
-        """The run the verdict is about: the patched tree, or the stock one
-        when upstream already carries the series."""
-        if self.apply.status is Status.UPSTREAMED:
-            return self.before
-        return self.after
-
-    @property
     def verdict(self) -> str:
-        """fixed, not-fixed or cannot-judge."""
-        judged = self.judged
-        if judged is None:
+        """fixed, not-fixed or cannot-judge: ``test``'s, on the judged tree."""
+        if self.judged is None:
             return NOT_FIXED  # the series did not apply
-        if judged.report is None:
-            return CANNOT_JUDGE  # the suite did not report
-        return str(judged.report["verdict"])
+        return self.judged.judgement()[0]
 
     @property
     def why(self) -> str:
-        judged = self.judged
-        if judged is None:
+        if self.judged is None:
             return f"the series did not apply ({self.apply.status})"
-        if judged.report is None:
-            return f"the regression suite did not report (exit {judged.returncode})"
-        return str(judged.report["why"])
+        return self.judged.judgement()[1]
 
     @property
     def ok(self) -> bool:
         return self.verdict == FIXED
+
+
+def _judge(
+    series: Series,
+    stock: Path,
+    patched: Path,
+    applied: ApplyResult,
+    before: TreeReport,
+    after: TreeReport | None,
+) -> TreeRun | None:
+    """``test``'s run of the tree the answer is about (see DemoResult.judged)."""
+    if applied.status is Status.UPSTREAMED:
+        return judge_tree(stock, series, before)
+    if after is None:
+        return None
+    return judge_tree(patched, series, after)
 
 
 def run_release_demo(
@@ -98,8 +106,9 @@ def run_release_demo(
     before = run_scenarios(tree)
     applied = apply_series(tree, series)
     after = run_scenarios(tree) if applied.status is Status.APPLIED else None
+    judged = _judge(series, tree, tree, applied, before, after)
     return DemoResult(
-        tree, f"vLLM {version} release tree (cached)", before, applied, after
+        tree, f"vLLM {version} release tree (cached)", before, applied, after, judged
     )
 
 
@@ -134,13 +143,17 @@ def run_checkout_demo(
         if applied.status is Status.APPLIED:
             after = run_scenarios(worktree)
             kept = branch
+        # Judged before the worktree goes: the upstream test runs there.
+        judged = _judge(series, git.root, worktree, applied, before, after)
     finally:
         git.run("worktree", "remove", "--force", str(worktree), check=False)
         git.run("worktree", "prune", check=False)
         shutil.rmtree(scratch, ignore_errors=True)
         if kept is None:
             git.run("branch", "-D", branch, check=False)
-    result = DemoResult(git.root, f"checkout {git.root}", before, applied, after, kept)
+    result = DemoResult(
+        git.root, f"checkout {git.root}", before, applied, after, judged, kept
+    )
     if kept:
         result.notes.append(
             f"the patched tree is on branch {kept} (git switch {kept}); "
@@ -196,6 +209,8 @@ def summary(result: DemoResult) -> str:
             lines.append(f"{label}: {counts.line()}")
             lines += counts.not_run_lines(f"{label}:   ")
     lines.extend(result.notes)
+    if result.judged is not None:
+        lines += result.judged.fix_lines()
     if result.ok:
         lines.append("verdict: FIXED")
     else:

@@ -2,7 +2,8 @@
 
 Works on a git checkout, a release tree or the installed vLLM; nothing is
 imported from the target (so it is fast and safe on any tree) and nothing
-in it changes: patch applicability is checked with ``git apply --check``.
+in it changes. Each patch's state is the one check and apply give for the
+same tree (:func:`vllm_patchkit.checkout.classify_path`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.fixes import assess_tree
 from vllm_overlay.install import Action, assess_file
 from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, RECORD
-from vllm_patchkit.checkout import PatchReport, classify_tree
+from vllm_patchkit.checkout import PatchReport, classify_path
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.installed import entry_point_registered, installed_vllm_dir
 from vllm_patchkit.invariants import check_invariant
@@ -140,7 +141,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         raise NotAVllmTreeError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
     code = inspect_capture_tree(root)
     version = tree_version(root)
-    patches = classify_tree(root, series)
+    patches = classify_path(root, series)
     overlay = assess_file(code.file, version) if code.file.is_file() else None
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",

@@ -55,17 +55,23 @@ import vllm_overlay
 import vllm_patchkit.regression
 from vllm_overlay.capture_shape import inspect_capture_tree
 from vllm_patchkit.apply import Status, apply_series
-from vllm_patchkit.checkout import classify_tree, invariant_holds
+from vllm_patchkit.checkout import classify_path, invariant_holds
 from vllm_patchkit.doctor import fix_statuses
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.regression.verdict import CANNOT_JUDGE, FIXED, NOT_FIXED, tally
+from vllm_patchkit.regression.verdict import (
+    CANNOT_JUDGE,
+    FIXED,
+    HOST_FIX,
+    NOT_FIXED,
+    tally,
+)
 from vllm_patchkit.releases import locked, release_tree, staged_dir
 from vllm_patchkit.series import Series
-from vllm_patchkit.verify import fixes_not_counted
+from vllm_patchkit.verify import judge_tree
 
 STEPS = ("static", "stock", "series", "overlay", "audit")
 CANNOT_RUN = "cannot run"
@@ -260,15 +266,15 @@ def decider_files(step: str) -> list[Path]:
     seeds = [_source(sys.modules[__name__]), _source(release_tree)]
     seeds.append(_source(step_module("tree_runtime")))
     overlay = _package_files(_source(vllm_overlay))
-    suite = [_source(run_scenarios), _source(fixes_not_counted)]
+    suite = [_source(run_scenarios), _source(judge_tree)]
     suite += _package_files(_source(vllm_patchkit.regression))
     if step == "static":
-        seeds += [_source(o) for o in (classify_tree, invariant_holds, fix_statuses)]
+        seeds += [_source(o) for o in (classify_path, invariant_holds, fix_statuses)]
         seeds += [_source(inspect_capture_tree), _source(Series), *overlay]
     elif step in ("stock", "series"):
         seeds += suite
         if step == "series":
-            seeds += [_source(apply_series), _source(classify_tree)]
+            seeds += [_source(apply_series), _source(classify_path)]
     elif step in ("overlay", "audit"):
         source = _source(step_module(step))
         seeds += _package_files(source) if source.name == "__init__.py" else [source]
@@ -350,14 +356,12 @@ class Progress:
 
 
 def suite_cell(
-    run: TreeReport, seconds: float = 0.0, not_counted: dict[str, str] | None = None
+    tree: Path, series: Series, run: TreeReport, seconds: float = 0.0
 ) -> Cell:
-    """A suite run as a cell: the verdict, then the counts it rests on.
-
-    The verdict is over the fixes the series expects on the release (as
-    ``test`` judges): a fix in ``not_counted`` (the series does not carry
-    it there) is reported beside the verdict and decides nothing.
-    """
+    """A suite run as a cell: ``test``'s verdict on the tree
+    (:func:`vllm_patchkit.verify.judge_tree`, the suite alone), then the
+    counts it rests on. A fix the series does not carry for the release is
+    reported beside the verdict and decides nothing."""
     runtime = run.runtime.to_json() if run.runtime is not None else None
     if run.report is None:
         tail = " ".join(run.log.strip().splitlines()[-2:])[-300:]
@@ -368,36 +372,29 @@ def suite_cell(
             detail={"runtime": runtime},
             transient=True,
         )
+    judged = judge_tree(tree, series, run, upstream_test=False)
+    verdict, why = judged.judgement()
     counts = tally(run.report["checks"])
     ran = f"{counts.ran} ran"
     if counts.not_run:
         ran += f", {len(counts.not_run)} could not run"
     fixes = run.report.get("fixes") or {}
-    skipped = {f: why for f, why in (not_counted or {}).items() if f in fixes}
-    counted = {f: v for f, v in fixes.items() if f not in skipped} or fixes
-    verdicts = {v["verdict"] for v in counted.values()}
-    detail = {"verdict": run.report.get("verdict"), "fixes": fixes}
-    detail["not_counted"] = skipped
+    skipped = judged.not_counted
+    detail = {"verdict": verdict, "suite_verdict": run.report.get("verdict")}
+    detail |= {"fixes": fixes, "not_counted": skipped}
     detail["runtime"] = run.report.get("runtime") or runtime
-    if run.bug_reproduced:
+    if verdict == NOT_FIXED and run.bug_reproduced and HOST_FIX not in skipped:
         status = "bug reproduced"
         text = f"bug reproduced ({ran}: {counts.failed} failed)"
-    elif NOT_FIXED in verdicts:
-        status = "fails"
-        why = "; ".join(
-            f"{f}: {v['why']}" for f, v in counted.items() if v["verdict"] == NOT_FIXED
-        )
-        text = f"fails ({ran}): {why}"
-    elif verdicts == {FIXED}:
+    elif verdict == NOT_FIXED:
+        status, text = "fails", f"fails ({ran}): {why}"
+    elif verdict == FIXED:
         status, text = "passes", f"passes ({ran})"
     else:
-        status = CANNOT_JUDGE
-        why = "; ".join(
-            f"{f}: {v['why']}" for f, v in counted.items() if v["verdict"] != FIXED
-        )
-        text = f"cannot judge ({ran}): {why}"
-    for fix, why in skipped.items():
-        text += f"; {fix} {why}: {fixes[fix]['verdict'].replace('-', ' ')}"
+        status, text = CANNOT_JUDGE, f"cannot judge ({ran}): {why}"
+    for fix, reason in skipped.items():
+        if fix in fixes:
+            text += f"; {fix} {reason}: {fixes[fix]['verdict'].replace('-', ' ')}"
     return Cell(status, text, seconds, counts.to_json(), detail)
 
 
@@ -425,11 +422,7 @@ def _timed(step: Callable[[], Cell]) -> Cell:
 
 
 def run_suite(tree: Path, series: Series) -> Cell:
-    return _timed(
-        lambda: suite_cell(
-            run_scenarios(tree), not_counted=fixes_not_counted(series, tree)
-        )
-    )
+    return _timed(lambda: suite_cell(tree, series, run_scenarios(tree)))
 
 
 def applied_tree(version: str, tree: Path, series: Series) -> tuple[Path, Any]:
@@ -525,9 +518,7 @@ def run_series(version: str, tree: Path, series: Series, stock: Cell) -> Cell:
                 "stock vllm/, stock run reused"
             )
             return _reuse(stock, why, outcome)
-        cell = suite_cell(
-            run_scenarios(target), not_counted=fixes_not_counted(series, target)
-        )
+        cell = suite_cell(target, series, run_scenarios(target))
         cell.detail["apply"] = outcome
         return cell
 
@@ -620,7 +611,7 @@ def torch_pin(tree: Path) -> str | None:
 
 def static_facts(tree: Path, series: Series) -> dict[str, Any]:
     code = inspect_capture_tree(tree)
-    reports = classify_tree(tree, series)
+    reports = classify_path(tree, series)
     statuses = fix_statuses(tree, series, reports)
     return {
         "affected": code.affected,

@@ -78,20 +78,38 @@ def sdist_path(version: str) -> Path:
 
 
 def release_tree(version: str) -> Path:
-    """The cached git tree of vLLM ``version`` (read-only by convention)."""
+    """The cached git tree of vLLM ``version`` (read-only by convention):
+    the released source, ``vllm/_version.py`` included."""
+    return _cached_tree(version, checkout=False)
+
+
+def checkout_tree(version: str) -> Path:
+    """The cached tree of vLLM ``version`` as a git checkout of its tag has
+    it (read-only by convention): vLLM's own ``.gitignore`` keeps
+    ``vllm/_version.py`` (written by an install) out of git and so out of
+    the tree; the release is known only by the tag ``v<version>``."""
+    return _cached_tree(version, checkout=True)
+
+
+def _cached_tree(version: str, *, checkout: bool) -> Path:
     check_version(version)
-    dest = cache_dir() / "trees" / f"vllm-{version}"
-    with locked(f"tree-{version}"):
+    shape = "-checkout" if checkout else ""
+    name = f"vllm-{version}{shape}"
+    dest = cache_dir() / "trees" / name
+    with locked(f"tree-{version}{shape}"):
         if (dest / ".git").is_dir() and _tagged(dest, version):
             return dest
         archive = sdist_path(version)
-        print(f"building the vLLM {version} release tree", file=sys.stderr)
-        with staged_dir(dest, f".vllm-{version}-") as staging:
+        print(f"building the vLLM {version} tree ({name})", file=sys.stderr)
+        with staged_dir(dest, f".{name}-") as staging:
             _extract(archive, staging, f"vllm-{version}")
             git = init_repo(staging)
-            # -f: the tree is the released source, files vLLM's .gitignore
-            # names (vllm/_version.py) included.
-            git.run("add", "-f", "-A")
+            if checkout:
+                git.run("add", "-A")
+            else:
+                # -f: the tree is the released source, files vLLM's
+                # .gitignore names (vllm/_version.py) included.
+                git.run("add", "-f", "-A")
             dated = {
                 "GIT_AUTHOR_DATE": RELEASE_DATE,
                 "GIT_COMMITTER_DATE": RELEASE_DATE,
@@ -100,6 +118,9 @@ def release_tree(version: str) -> Path:
                 "commit", "--quiet", "--no-verify", "-m", f"vLLM {version}", env=dated
             )
             git.run("tag", f"v{version}")
+            if checkout:
+                # A checkout has only what git holds: ignored files go.
+                git.run("clean", "--quiet", "-f", "-d", "-X")
     return dest
 
 
@@ -120,11 +141,28 @@ def _extract(archive: Path, dest: Path, top: str) -> None:
         tar.extractall(dest, members=members, filter="data")
 
 
-def clone_release(version: str, dest: Path) -> Git:
-    """A fresh working clone of the release tree at ``dest`` (on branch main)."""
-    source = release_tree(version)
+def clone_release(version: str, dest: Path, *, checkout: bool = False) -> Git:
+    """A fresh working clone at ``dest`` (on branch main) of the release
+    tree, or with ``checkout`` of :func:`checkout_tree` (no ``_version.py``;
+    the tag ``v<version>`` comes along)."""
+    source = checkout_tree(version) if checkout else release_tree(version)
     if dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
     dest.parent.mkdir(parents=True, exist_ok=True)
     Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
     return Git(dest, tuple(TOOL_IDENTITY.items()))
+
+
+USER_WORK = "examples/local_notes.md"
+"""The file :func:`user_commit` adds: a user's own work, outside ``vllm/``."""
+
+
+def user_commit(git: Git) -> str:
+    """Commit a change of a user's own on top of a clone (as a user's
+    checkout has: the tag's release, with commits on top); its id."""
+    notes = git.root / USER_WORK
+    with notes.open("a") as handle:  # each call commits one more line
+        handle.write("A local note, not part of vLLM.\n")
+    git.run("add", USER_WORK)
+    git.run("commit", "--quiet", "--no-verify", "-m", "Local notes")
+    return git.out("rev-parse", "HEAD")

@@ -33,7 +33,7 @@ from typing import Any
 from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
-from vllm_patchkit.regression.runner import run_scenarios
+from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
     CORE_BY_FIX,
@@ -51,7 +51,7 @@ from vllm_patchkit.regression.verdict import (
 )
 from vllm_patchkit.series import Patch, Series
 from vllm_patchkit.tree_pytest import PytestRun, run_tree_tests, series_test_files
-from vllm_patchkit.versions import parse_release, tree_release
+from vllm_patchkit.versions import parse_release, tag_release, tree_release
 
 
 @dataclass
@@ -195,9 +195,8 @@ def verify_tree(
     base = baseline or _recorded_base(tree)
     base_commit = _commit(tree, base) if base is not None and compare else None
     test_files = series_test_files(series)
-    after = run_tree(tree, "after", test_files)
+    after = judge_tree(tree, series, run_scenarios(tree))
     after.revision = _describe(tree, "HEAD")
-    after.not_counted = fixes_not_counted(series, tree)
     before = None
     if base is not None and base_commit is not None:
         before = _run_base(tree, base, base_commit, test_files)
@@ -234,9 +233,36 @@ def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
     return skipped
 
 
+def judge_tree(
+    tree: Path,
+    series: Series,
+    report: TreeReport,
+    label: str = "after",
+    *,
+    upstream_test: bool = True,
+) -> TreeRun:
+    """The run ``test`` judges ``tree`` by, from a suite ``report`` already
+    made there: the tree's upstream test runs, and the fixes the series does
+    not carry for its release are set aside. Its :meth:`TreeRun.judgement`
+    is the verdict every command gives for the tree (demo, pr, the nightly
+    gate through ``test``; the matrix, whose cells are the suite alone, with
+    ``upstream_test=False``)."""
+    files = series_test_files(series) if upstream_test else None
+    run = tree_run(tree.resolve(), label, files, report)
+    run.not_counted = fixes_not_counted(series, tree)
+    return run
+
+
 def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
+    return tree_run(tree, label, test_files, run_scenarios(tree))
+
+
+def tree_run(
+    tree: Path, label: str, test_files: list[str] | None, report: TreeReport
+) -> TreeRun:
+    """A :class:`TreeRun` of ``report`` (the suite on ``tree``), with the
+    tree's upstream test run beside it (not with ``test_files`` None)."""
     run = TreeRun(label, str(tree))
-    report = run_scenarios(tree)
     if report.runtime is not None:
         run.runtime = report.runtime.to_json()
     run.stand_ins = list((report.report or {}).get("stand_ins") or [])
@@ -260,7 +286,8 @@ def run_tree(tree: Path, label: str, test_files: list[str]) -> TreeRun:
             "is the tree complete?"
         )
         return run
-    run.upstream_test = run_tree_tests(tree, test_files)
+    if test_files is not None:
+        run.upstream_test = run_tree_tests(tree, test_files)
     return run
 
 
@@ -317,6 +344,7 @@ def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> Tree
         subprocess.run(
             ["tar", "-x", "-C", str(export)], input=archive.stdout, check=True
         )
+        _claim_release(tree, commit, export)
         # The upstream test comes from the tree under test: it is what must
         # fail on the base.
         for name in test_files:
@@ -329,3 +357,14 @@ def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> Tree
     run.tree = f"{tree} at {commit[:12]}"
     run.revision = f"{base}: {_describe(tree, commit)}"
     return run
+
+
+def _claim_release(tree: Path, commit: str, export: Path) -> None:
+    """Give an export of a checkout the ``_version.py`` an install would
+    write: outside git, the base's release tag is otherwise lost."""
+    version_file = export / "vllm" / "_version.py"
+    if version_file.exists():
+        return
+    release = tag_release(Git(tree), commit)
+    if release is not None:
+        version_file.write_text(f"__version__ = version = {release!r}\n")

@@ -27,8 +27,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 ATTENTION_METADATA_MODULES = (
@@ -164,11 +166,23 @@ cannot hit the PR's crash; a later or unknown tree without it is a fork
 that removed it, where the crash check could not run."""
 
 
+RELEASE_ENV = "VLLM_PATCHKIT_TREE_RELEASE"
+"""The release of the tree under test as the toolkit reads it (empty:
+unknown), set by the parent (:func:`vllm_patchkit.regression.runner.scenario_env`):
+a checkout has no ``_version.py`` (vLLM's ``__version__`` is then ``dev``),
+its release tag does. Being in the run's environment, it is in the report
+cache's key."""
+
+
 def predates_minimax_m3() -> bool:
     """Whether the imported vLLM is a release before MiniMax-M3 existed."""
     import vllm
 
-    from vllm_patchkit.versions import parse_release
+    from vllm_patchkit.versions import parse_release, tree_release
 
-    release = parse_release(str(getattr(vllm, "__version__", "")))
+    given = os.environ.get(RELEASE_ENV)
+    if given is not None:
+        release = parse_release(given)
+    else:  # the installed vLLM: its _version.py or dist-info says
+        _, release = tree_release(Path(vllm.__file__).resolve().parents[1])
     return release is not None and release < MINIMAX_M3_SINCE

@@ -10,7 +10,9 @@ from typing import Any
 
 from vllm_patchkit.child_json import run_json_child
 from vllm_patchkit.regression import report_cache
+from vllm_patchkit.regression.layout import RELEASE_ENV
 from vllm_patchkit.tree_runtime import TreeRuntime, runtime_for
+from vllm_patchkit.versions import release_text, tree_release
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,11 @@ def scenario_env(
     pure-Python packages its release needs and this venv lacks.
     """
     env = dict(os.environ)
+    env.pop(RELEASE_ENV, None)
     if tree is not None:
         env = (runtime or runtime_for(tree)).env(env)
+        _, release = tree_release(tree)
+        env[RELEASE_ENV] = release_text(release) if release is not None else ""
     # Keep the user's tree free of __pycache__ directories.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""

@@ -1,0 +1,135 @@
+"""One verdict per tree and one state per patch, whichever command asks.
+
+Over trees as users have them (a git checkout of the tag ``vX.Y.Z``, no
+``vllm/_version.py``, a commit of the user's own on top), for a release
+before 0003's range (0.17.0), inside both fixes' ranges (0.28.0) and after
+them (0.29.0): stock, with the series applied by ``apply``, and (0.17.0)
+applied by a user's ``git am`` with and without a commit on top.
+
+- verdict: ``test`` (exit and JSON; the nightly gate is ``test``'s exit),
+  the matrix's suite cell, ``demo PATH`` (about the tree the series makes
+  of PATH) and ``pr``'s test run (0.17.0, where #53821 is not carried).
+- state: ``check``, ``doctor PATH`` and ``apply`` (a no-op on a tree that
+  already has what the series carries; on stock, the states it leaves).
+
+The suite runs once per distinct tree content (the report cache); the
+other commands reuse those runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.toolkit.cli_helpers import patchkit_json, snapshot
+from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
+from vllm_patchkit.matrix import run_suite
+from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.releases import user_commit
+from vllm_patchkit.series import Series
+
+pytestmark = pytest.mark.release_trees
+
+EXIT = {"fixed": 0, "not-fixed": 1, "cannot-judge": 3}
+MATRIX = {
+    "passes": "fixed",
+    "fails": "not-fixed",
+    "bug reproduced": "not-fixed",
+    "cannot judge": "cannot-judge",
+}
+NOT_CARRIED_0003 = ["applies", "applies", "not-carried"]
+EXPECTED = {
+    # release: (stock states, stock verdict, states once applied: then fixed)
+    "0.17.0": (NOT_CARRIED_0003, "not-fixed", ["applied", "applied", "not-carried"]),
+    "0.28.0": (["applies"] * 3, "not-fixed", ["applied"] * 3),
+    "0.29.0": (
+        ["upstreamed", "applies", "upstreamed"],  # upstream has no such test
+        "fixed",
+        ["upstreamed", "applied", "upstreamed"],
+    ),
+}
+
+
+def verdict_of(tree: Path, series: Series) -> str:
+    """``test``'s verdict, after checking its exit and the matrix's cell."""
+    code, result = patchkit_json("test", "--no-baseline", str(tree))
+    verdict = result["verdict"]
+    assert code == EXIT[verdict], result["message"]
+    cell = run_suite(tree, series)
+    assert MATRIX.get(cell.status) == verdict, (tree, verdict, cell.text)
+    return str(verdict)
+
+
+def states_of(tree: Path) -> list[str]:
+    """``check``'s states, after checking that doctor names the same ones."""
+    _, checked = patchkit_json("check", str(tree))
+    _, doctor = patchkit_json("doctor", str(tree))
+    states = [p["status"] for p in checked["patches"]]
+    assert [p["status"] for p in doctor["patches"]] == states, tree
+    return states
+
+
+def apply_states(tree: Path) -> list[str]:
+    """What ``apply`` says of each patch (a no-op here: asserted)."""
+    before = snapshot(tree)
+    code, result = patchkit_json("apply", str(tree))
+    assert code in (0, 5), result
+    assert snapshot(tree) == before
+    return [p["status"] for p in result["patches"]]
+
+
+def clone(source: Path, dest: Path) -> Git:
+    Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
+    return Git(dest, tuple(TOOL_IDENTITY.items()))
+
+
+def git_am(git: Git, names: list[str]) -> None:
+    paths = [str(p) for name in names for p in PATCHES_DIR.glob(f"{name}-*.patch")]
+    git.run("am", "--quiet", "-3", *paths)
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+def test_every_command_gives_one_verdict_and_one_state_per_tree(
+    release_clone: Callable[[str], Path],
+    tmp_path: Path,
+    series: Series,
+    version: str,
+) -> None:
+    stock_states, stock_verdict, applied_states = EXPECTED[version]
+    stock = release_clone(version)
+    assert not (stock / "vllm/_version.py").exists()
+    assert states_of(stock) == stock_states
+    assert verdict_of(stock, series) == stock_verdict
+    by_apply = clone(stock, tmp_path / "by-apply").root
+    code, applied = patchkit_json("apply", str(by_apply))
+    assert code == 0, applied
+    assert [p["status"] for p in applied["patches"]] == applied_states
+    trees = {"apply": by_apply}
+    if version == "0.17.0":
+        by_am = clone(stock, tmp_path / "by-am")
+        git_am(by_am, ["0001", "0002"])
+        trees["git am"] = by_am.root
+        on_top = clone(by_am.root, tmp_path / "am-and-user")
+        user_commit(on_top)
+        trees["git am, user commit on top"] = on_top.root
+    for how, tree in trees.items():
+        assert states_of(tree) == applied_states, how
+        assert apply_states(tree) == applied_states, how
+        assert verdict_of(tree, series) == "fixed", how
+
+    # demo judges the tree the series makes of the stock one.
+    code, demo = patchkit_json("demo", str(stock))
+    assert (code, demo["verdict"]) == (0, "fixed"), demo["why"]
+
+    if version == "0.17.0":
+        checkout = trees["apply"]
+        Git(checkout).run("config", "user.name", "Fork Maintainer")
+        Git(checkout).run("config", "user.email", "fork@example.invalid")
+        Git(checkout).run("remote", "remove", "origin")
+        code, pr = patchkit_json(
+            "pr", "--dry-run", "--signoff", "--no-precommit", str(checkout)
+        )
+        assert code == 0, pr
+        assert [r["returncode"] for r in pr["runs"]] == [EXIT["fixed"]]
