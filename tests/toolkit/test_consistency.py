@@ -27,6 +27,7 @@ from tests.toolkit.cli_helpers import patchkit_json, snapshot
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.matrix import run_suite
 from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.releases import user_commit
 from vllm_patchkit.series import Series
 
@@ -37,7 +38,7 @@ MATRIX = {
     "passes": "fixed",
     "fails": "not-fixed",
     "bug reproduced": "not-fixed",
-    "cannot judge": "cannot-judge",
+    CANNOT_JUDGE: CANNOT_JUDGE,
 }
 NOT_CARRIED_0003 = ["applies", "applies", "not-carried"]
 EXPECTED = {
