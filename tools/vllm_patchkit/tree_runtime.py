@@ -286,15 +286,10 @@ def _drop_unusable(target: Path, unprovided: set[str]) -> list[str]:
             )
             if not needs:
                 continue
-            dist = metadata.PathDistribution(info)
-            name = canonicalize_name(dist.metadata["Name"] or info.name)
-            version = dist.version
-            _remove(target, dist)
-            shutil.rmtree(info, ignore_errors=True)
-            dropped.append(
-                f"{name}=={version}: needs {', '.join(needs)}, which cannot "
-                "be provided (not kept in the extras)"
+            name, said = _drop(
+                target, info, f"needs {', '.join(needs)}, which cannot be provided"
             )
+            dropped.append(said)
             unprovided.add(name)
             changed = True
     return dropped
@@ -310,15 +305,20 @@ def _drop_shadowing(target: Path) -> list[str]:
         shadowed = sorted(m for m in _top_level(dist) if _venv_has(m))
         if not shadowed:
             continue
-        name = canonicalize_name(dist.metadata["Name"] or info.name)
-        version = dist.version
-        _remove(target, dist)
-        shutil.rmtree(info, ignore_errors=True)
-        dropped.append(
-            f"{name}=={version}: provides {', '.join(shadowed)}, which this "
-            "venv already has (not kept in the extras)"
-        )
+        why = f"provides {', '.join(shadowed)}, which this venv already has"
+        dropped.append(_drop(target, info, why)[1])
     return dropped
+
+
+def _drop(target: Path, info: Path, why: str) -> tuple[str, str]:
+    """Remove the distribution ``info`` describes from ``target``: its name,
+    and a line saying what went and why."""
+    dist = metadata.PathDistribution(info)
+    name = canonicalize_name(dist.metadata["Name"] or info.name)
+    version = dist.version
+    _remove(target, dist)
+    shutil.rmtree(info, ignore_errors=True)
+    return name, f"{name}=={version}: {why} (not kept in the extras)"
 
 
 def _top_level(dist: metadata.Distribution) -> set[str]:
