@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mutation.test_mutants import FOOL_THE_AST
+from tests.mutation.test_mutants import FOOL_THE_AST, UNPROVEN_BY_THE_AST
 from vllm_patchkit.mutation.runner import (
     ALL_MUTANTS,
     TIER_PAIR_MUTANTS,
@@ -63,6 +63,9 @@ def test_mutants_that_fool_the_ast_die_at_run_time(
     runs = {r.name: r for r in mutation_report.runs}
     for name in FOOL_THE_AST:
         assert runs[name].invariant_shape == "fixed"
+        assert runs[name].killed and runs[name].failed_checks, name
+    for name in UNPROVEN_BY_THE_AST:
+        assert runs[name].invariant_shape == "unknown"
         assert runs[name].killed and runs[name].failed_checks, name
 
 

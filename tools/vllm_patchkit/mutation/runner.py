@@ -314,7 +314,9 @@ def format_report(report: MutationReport) -> str:
             shown = ", ".join(run.failed_checks[:3])
             more = len(run.failed_checks) - 3
             detail = shown + (f" (+{more})" if more > 0 else "")
-        invariant = "holds (fooled)" if run.invariant_shape == "fixed" else "fails"
+        invariant = {"fixed": "holds (fooled)", "unknown": "cannot judge"}.get(
+            run.invariant_shape, "fails"
+        )
         rows.append((run.name, invariant, verdict, detail, f"{run.seconds:.0f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [

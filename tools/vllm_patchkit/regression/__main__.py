@@ -77,13 +77,19 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     outcomes = run_all(args.scenario, stop=failed)
-    from vllm_patchkit.regression.layout import stand_ins
+    from vllm_patchkit.regression.layout import release_under_test, stand_ins
+    from vllm_patchkit.versions import release_text
 
     checks = fixed_checks(outcomes)
     verdict, why = judge(checks)
     counts = tally(checks)
     report = {
-        "vllm_version": getattr(vllm, "__version__", "unknown"),
+        # The release as the toolkit reads the tree (a checkout's tag; vLLM
+        # itself says "dev" there), else what vLLM says of itself.
+        "vllm_version": release_text(release)
+        if (release := release_under_test()) is not None
+        else getattr(vllm, "__version__", "unknown"),
+        "vllm_own_version": getattr(vllm, "__version__", "unknown"),
         "vllm_file": vllm.__file__,
         "torch": _torch_version(),
         "stand_ins": stand_ins(),

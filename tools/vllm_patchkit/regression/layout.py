@@ -31,7 +31,10 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_patchkit.versions import Release
 
 ATTENTION_METADATA_MODULES = (
     "vllm.v1.attention.backend",  # 0.14.0 on
@@ -174,15 +177,21 @@ its release tag does. Being in the run's environment, it is in the report
 cache's key."""
 
 
-def predates_minimax_m3() -> bool:
-    """Whether the imported vLLM is a release before MiniMax-M3 existed."""
+def release_under_test() -> Release | None:
+    """The release of the vLLM under test: the parent's reading of its tree
+    (:data:`RELEASE_ENV`), else what the installed vLLM's ``_version.py`` or
+    dist-info says. None: not a known release."""
     import vllm
 
     from vllm_patchkit.versions import parse_release, tree_release
 
     given = os.environ.get(RELEASE_ENV)
     if given is not None:
-        release = parse_release(given)
-    else:  # the installed vLLM: its _version.py or dist-info says
-        _, release = tree_release(Path(vllm.__file__).resolve().parents[1])
+        return parse_release(given)
+    return tree_release(Path(vllm.__file__).resolve().parents[1])[1]
+
+
+def predates_minimax_m3() -> bool:
+    """Whether the imported vLLM is a release before MiniMax-M3 existed."""
+    release = release_under_test()
     return release is not None and release < MINIMAX_M3_SINCE
