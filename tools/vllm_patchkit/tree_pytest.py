@@ -149,7 +149,10 @@ def run_tree_tests(
     return run
 
 
-_NO_MODULE = re.compile(r"No module named '(vllm(?:\.\w+)*)'")
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '(vllm(?:\.\w+)*)'")
+"""An import that failed: the exception, not the same words elsewhere (on a
+checkout without ``_version.py``, vLLM warns "Failed to read commit hash:"
+followed by "No module named 'vllm._version'" and goes on as ``dev``)."""
 
 
 def absent_vllm_modules(tree: Path, output: str) -> list[str]:
