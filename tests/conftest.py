@@ -59,7 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=Path,
         metavar="DIR",
         help="share suite reports with other pytest runs of the same code "
-        "through DIR, kept after the run (.ci/run's passes, each file alone); "
+        "through DIR, kept after the run (.ci/run's passes, each file alone; "
+        "give it as one token, --reports-dir=DIR); "
         "default: a fresh directory of this run's, removed at its end",
     )
 

@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     files = test_files()
     logs = Path(tempfile.mkdtemp(prefix="vllm-overlay-files-alone-"))
-    pytest_args = ["--reports-dir", str(args.reports_dir), *extra]
+    # One token: pytest reads a separate value of a conftest option as a path
+    # (and then never loads the conftest that defines the option).
+    pytest_args = [f"--reports-dir={args.reports_dir}", *extra]
     print(f"files alone: {len(files)} files, {args.jobs} at a time; logs in {logs}")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         runs = list(pool.map(lambda f: run_file(f, pytest_args, logs), files))
