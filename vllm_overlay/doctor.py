@@ -6,7 +6,7 @@ then imports each module an armed fix patches, to confirm the fix is really
 on vLLM's loaded code. ``--quick`` answers from the source alone (no vLLM
 import). Both end with the overlay's record: what it patches, why, how, and
 when that goes. The top-level verdict fields of ``--json`` are the #51585
-fix's (as before there was a second fix); ``fixes`` holds every fix's.
+fix's; ``fixes`` holds every fix's.
 """
 
 from __future__ import annotations
@@ -216,13 +216,17 @@ def healthy(report: dict[str, Any]) -> bool:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vllm_overlay", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--quick", action="store_true", help="read the source only; do not import vLLM"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     # vLLM's log handler writes to the sys.stdout it finds when vLLM is first
     # imported (here, inside diagnose): with --json that is stderr, so stdout
     # holds the one JSON object.

@@ -42,3 +42,12 @@ def lazy_help(
     parser.add_argument(
         "-h", "--help", action=_LazyHelp, fill=fill, help="show this help and exit"
     )
+
+
+def complete_help(parser: argparse.ArgumentParser) -> None:
+    """Fill in ``parser``'s library-derived help text now, as ``--help``
+    would, for a reader of the help that does not print it (the CLI
+    reference page)."""
+    for action in parser._actions:  # argparse keeps its actions only here
+        if isinstance(action, _LazyHelp):
+            action.fill(parser)
