@@ -92,9 +92,13 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
 
     table = (tmp_path / "matrix.md").read_text()
     assert (
-        "| 0.28.0 | **yes** | **yes** | applies, applies, applies "
-        f"| {stock['text']} | {applied['text']} |"
+        "| [0.28.0](#vllm-0280) | **yes** | **yes** | applies, applies, applies "
+        f"| bug ({ran} ran) | passes ({applied['counts']['ran']} ran) "
+        "| skipped | skipped |"
     ) in table
+    # Each cell's full text is in the release's details below the table.
+    assert f"- stock: {stock['text']}" in table
+    assert f"- series: {applied['text']}" in table
     assert "not run (pins" not in table
     assert "| 0.29.0 | 2.13.0 | 2.13.0" in table
     # Progress: which release, which step, elapsed.

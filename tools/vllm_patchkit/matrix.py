@@ -46,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -172,6 +172,18 @@ class Row:
         data["cached"] = self.cached
         data["seconds"] = round(self.cost, 1)
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Row:
+        """The row :meth:`to_json` wrote (``matrix.json``'s rows), to render
+        again; the derived ``cached`` and ``seconds`` are computed anew."""
+        names = {f.name for f in fields(cls)}
+        cell_names = {f.name for f in fields(Cell)}
+        values = {k: v for k, v in data.items() if k in names}
+        for step in ("stock", "applied", "overlay", "audit"):
+            cell = data[step]
+            values[step] = Cell(**{k: v for k, v in cell.items() if k in cell_names})
+        return cls(**values)
 
 
 def select_versions(first: str, last: str) -> list[str]:

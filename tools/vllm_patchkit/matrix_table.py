@@ -97,40 +97,93 @@ def with_table(readme: str, rows: list[Row]) -> str:
     return head + "\n" + "\n".join(table(rows)) + "\n" + readme[end:]
 
 
+LEGEND = """\
+Each release's source tree, run with this project's torch (what else it
+needed is under "What ran each release"). Column words:
+
+- **#51585**, **#53821**: does the release need that fix (read from its code).
+- **series**: each patch's state on the release (`applies`, `upstreamed`,
+  `not-carried`, `conflict`), in series order.
+- **stock suite**, **series applied**: the regression suite on the stock tree
+  and on a clone with the series applied: `bug` (the crash of #51585
+  reproduced), `passes`, `fails`, `cannot judge`, `cannot run`; the number of
+  checks that ran. `reused`: the series changes nothing the suite imports,
+  so the stock run stands for it.
+- **overlay**: the overlay loaded by vLLM's own plugin loader, without and
+  with it: `fixes` (bug without, passes with), `inert` (passes both ways,
+  nothing installed), `fails`, `cannot judge`.
+- **audit**: harmful shared-metadata writes the audit found (`none`, `N
+  harmful`, `cannot judge`).
+- **seconds**: what computing the row took, per step in the details.
+
+A release's details (every cell's full text, what it rests on) follow the
+table; `matrix.json` has every count and reason.
+"""
+
+SHORT = {"bug reproduced": "bug"}
+
+
+def _short(cell: Cell) -> str:
+    """A cell's verdict word, with the number of checks it rests on."""
+    word = SHORT.get(cell.status, cell.status.replace("-", " "))
+    if cell.status == "harmful":
+        word = cell.text.split(":", 1)[0]
+    ran = (cell.counts or {}).get("ran")
+    if cell.detail.get("reused"):
+        word += ", reused"
+    elif ran is not None and cell.status not in ("harmful", "none"):
+        word += f" ({ran} ran)"
+    return word
+
+
+def _anchor(version: str) -> str:
+    """The heading slug of a release's details, as mkdocs and GitHub make it."""
+    return "vllm-" + version.replace(".", "")
+
+
 def table(rows: list[Row]) -> list[str]:
-    """The matrix's main table, one row per release."""
+    """The matrix's main table, one row per release, one word a cell."""
     lines = [
         (
-            "| vLLM | #51585 | #53821 | series | stock suite | suite, series applied "
-            "| overlay (real plugin loading) | harmful findings (audit) | seconds |"
+            "| vLLM | #51585 | #53821 | series | stock suite | series applied "
+            "| overlay | audit | seconds |"
         ),
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         fixes = row.fixes or {}
-        lines.append(
-            "| "
-            + " | ".join(
-                _cell(x)
-                for x in (
-                    row.version,
-                    WORDS[fixes.get("#51585", row.affected)],
-                    WORDS[fixes.get("#53821")],
-                    row.series,
-                    row.stock.text,
-                    row.applied.text,
-                    cell_text(row.overlay),
-                    row.audit.text,
-                    timing(row),
-                )
-            )
-            + " |"
+        cells = (
+            f"[{row.version}](#{_anchor(row.version)})",
+            WORDS[fixes.get("#51585", row.affected)],
+            WORDS[fixes.get("#53821")],
+            _cell(row.series),
+            *(_short(cell) for cell in row.cells.values()),
+            f"{row.cost:.0f}",
         )
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def markdown(rows: list[Row], run: dict[str, Any]) -> str:
-    lines = [*table(rows), "", *run_lines(run), "", *runtime_table(rows)]
+def details(rows: list[Row]) -> list[str]:
+    """Per release, every cell's full text and the seconds per step."""
+    lines = ["## Details", ""]
+    for row in rows:
+        lines += [f"### vLLM {row.version}", ""]
+        lines.append(
+            f"- commit: `{row.commit}`; overlay plan: {_cell(row.overlay_plan)}"
+        )
+        for name, cell in row.cells.items():
+            lines.append(f"- {name}: {_cell(cell_text(cell))}")
+        lines += [f"- seconds: {timing(row)}", ""]
+    return lines
+
+
+def markdown(rows: list[Row]) -> str:
+    """The page: a pure function of the rows (this run's wall time and cache
+    use go to the JSON only), so the same rows give the same page however
+    they were computed."""
+    lines = ["# vLLM releases: the bug, the series, the overlay, the audit", ""]
+    lines += [LEGEND, *table(rows), "", *details(rows), *runtime_table(rows)]
     lines += not_run_notes(rows)
     return "\n".join(lines) + "\n"
 
@@ -145,26 +198,11 @@ def timing(row: Row) -> str:
     return total + (f" ({', '.join(parts)})" if parts else "")
 
 
-def run_lines(run: dict[str, Any]) -> list[str]:
-    by_step = ", ".join(
-        f"{k} {v:.0f} s" for k, v in run["compute_seconds_by_step"].items()
-    )
-    return [
-        (
-            f"This run: {run['releases']} releases in {run['seconds']:.0f} s with "
-            f"--jobs {run['jobs']} ({run['rows_computed']} rows computed, "
-            f"{run['rows_cached']} read from the cache). Computing every cell took "
-            f"{run['compute_seconds']:.0f} s of step time ({by_step}); the seconds "
-            "column is each row's, per step."
-        ),
-    ]
-
-
 def runtime_table(rows: list[Row]) -> list[str]:
     lines = [
         (
-            "What ran each release (the venv's torch, beside it the release's "
-            "missing pure-Python requirements):"
+            "## What ran each release\n\nThe venv's torch, beside it the release's "
+            "missing pure-Python requirements:"
         ),
         "",
         "| vLLM | pins torch | ran with torch | extra packages | could not provide |",
@@ -195,7 +233,13 @@ def not_run_notes(rows: list[Row]) -> list[str]:
                 seen.setdefault(row.version, set()).add(step)
     if not where:
         return []
-    lines = ["", "Checks that could not run (the releases each reason hit):", ""]
+    lines = [
+        "",
+        "## Checks that could not run",
+        "",
+        "Each reason, with the releases it hit:",
+        "",
+    ]
     for (name, why), seen in sorted(where.items()):
         versions = [
             version

@@ -46,8 +46,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--from", dest="first", default="0.11.0", metavar="VERSION")
-    parser.add_argument("--to", dest="last", default="latest", metavar="VERSION")
+    parser.add_argument(
+        "--from",
+        dest="first",
+        default="0.11.0",
+        metavar="VERSION",
+        help="the oldest source release to measure (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--to",
+        dest="last",
+        default="latest",
+        metavar="VERSION",
+        help="the newest one (default: the newest on the package index)",
+    )
     parser.add_argument(
         "--no-suite",
         action="store_true",
@@ -163,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                 cell.text = f"skipped ({why})"
     run_info = summary(rows, time.perf_counter() - start, args.jobs)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    table = markdown(rows, run_info)
+    table = markdown(rows)
     (args.output_dir / "matrix.md").write_text(table)
     payload = to_json(rows, run_info)
     (args.output_dir / "matrix.json").write_text(json.dumps(payload, indent=2) + "\n")
