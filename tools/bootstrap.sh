@@ -12,6 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${VLLM_OVERLAY_VENV:-$root/.venv}
 pins=$root/requirements/constraints.txt
+docs_pins=$root/requirements/docs.txt
 python=${PYTHON:-$(command -v python3.11 || command -v python3)}
 
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
@@ -22,7 +23,7 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 }
 
 stamp=$({
-    cat "$pins" "$root/pyproject.toml" "$root/tools/pyproject.toml" "$root/tools/setup.py"
+    cat "$pins" "$docs_pins" "$root/pyproject.toml" "$root/tools/pyproject.toml" "$root/tools/setup.py"
     "$python" -VV
 } | sha256sum | cut -d' ' -f1)
 if [[ -f $venv/.bootstrap-stamp && $(<"$venv/.bootstrap-stamp") == "$stamp" ]]; then
@@ -54,6 +55,8 @@ pip_step "installing torch (pinned)" install --disable-pip-version-check \
     -c "$pins" "$(grep -E '^torch==' "$pins")"
 pip_step "installing vLLM and the dev tools (pinned)" install \
     --disable-pip-version-check -r "$pins"
+pip_step "installing the documentation tools (pinned)" install \
+    --disable-pip-version-check -c "$pins" -r "$docs_pins"
 # PyPI's torchvision cannot load beside the CPU torch, and transformers then
 # breaks `import vllm`; nothing here needs these three.
 pip_step "removing torchvision, torchaudio, torchcodec" uninstall -y \
