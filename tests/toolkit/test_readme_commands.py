@@ -91,3 +91,12 @@ def test_every_readme_command_runs_as_written(
             pytest.fail(f"the README shows {line!r}, which this test cannot run")
         ran.append(line)
     assert any(line.startswith("vllm-patchkit") for line in ran)
+
+
+def test_every_link_in_the_readme_leads_to_a_file() -> None:
+    """The README is read on the forge, outside the site's strict build: its
+    relative links must name files that exist."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    relative = [link for link in links if "://" not in link]
+    assert relative
+    assert [link for link in relative if not (PROJECT_ROOT / link).exists()] == []
