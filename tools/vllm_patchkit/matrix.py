@@ -321,9 +321,29 @@ def cache_key(series: Series, step: str) -> str:
         add("series", series_hash(series).encode())
     for source in decider_files(step):
         add(f"source {source.parent.name}/{source.name}", source.read_bytes())
-    add("python", sys.version.encode())
-    add("torch", _local_version("torch").encode())
-    add("git", _git_version().encode())
+    for name, version in environment().items():
+        add(name, version.encode())
+    return digest.hexdigest()[:16]
+
+
+def environment() -> dict[str, str]:
+    """The Python, torch and git versions every cache key holds (in order)."""
+    return {
+        "python": sys.version,
+        "torch": _local_version("torch"),
+        "git": _git_version(),
+    }
+
+
+def code_digest(series: Series) -> str:
+    """Every step's deciders and the series, the code half of the cache keys:
+    rows from runs of different code are never put in one table."""
+    digest = hashlib.sha256(f"series\0{series_hash(series)}\0".encode())
+    files = {f for step in STEPS for f in decider_files(step)}
+    for source in sorted(files, key=lambda f: (f.parent.name, f.name, str(f))):
+        data = source.read_bytes()
+        digest.update(f"{source.parent.name}/{source.name}\0{len(data)}\0".encode())
+        digest.update(data)
     return digest.hexdigest()[:16]
 
 

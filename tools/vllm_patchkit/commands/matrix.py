@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from vllm_patchkit.commands.common import (
 )
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
+
+ROW_FILE = "matrix-rows.json"
+"""What a sharded run (--releases, --shard) writes in --output-dir."""
 
 TYPE_CHECKING = False  # the matrix library loads only when the command runs
 if TYPE_CHECKING:
@@ -41,7 +45,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "and matrix.json; exits 3 when a measured cell could not be "
             "judged (cannot judge, cannot run), naming those cells. A cell the "
             "environment may have decided (an error, a run that gave no "
-            "report) is never cached."
+            "report) is never cached. To spread the releases over machines "
+            "(one GitHub Actions job each: docs/matrix-sharding.md), run "
+            "subsets with --releases or --shard and put their row files "
+            "together with --merge: the same table, byte for byte."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -93,6 +100,47 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="also replace the table between PATH's matrix markers",
     )
+    subset = parser.add_mutually_exclusive_group()
+    subset.add_argument(
+        "--releases",
+        metavar="LIST",
+        help=(
+            "comma-separated releases of the --from/--to range to run (one "
+            "GitHub Actions job each, .github/workflows/matrix.yml); writes "
+            f"{ROW_FILE} in --output-dir instead of the table, for --merge"
+        ),
+    )
+    subset.add_argument(
+        "--shard",
+        metavar="K/N",
+        help=(
+            "run shard K of N of the range: every N-th release from the K-th, "
+            "in index order (the same range always gives the same shards); "
+            f"writes {ROW_FILE} in --output-dir instead of the table"
+        ),
+    )
+    subset.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "run nothing: merge the row files of --releases/--shard runs into "
+            "matrix.md and matrix.json exactly as one unsharded run writes "
+            "them (the range comes from the files). Refused (exit 2) unless "
+            "every file ran the same code digest, environment and steps on "
+            "the same release list, and each release has exactly one row "
+            "(no duplicate, no gap)"
+        ),
+    )
+    subset.add_argument(
+        "--list",
+        action="store_true",
+        help=(
+            "run nothing: print the releases of the range, one a line (with "
+            "--json, a JSON list: the workflow's job matrix)"
+        ),
+    )
     add_json(parser)
     parser.set_defaults(handler=run)
 
@@ -135,7 +183,14 @@ def _steps(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.merge is not None:
+        return merge(args)
     check_range(args.first, args.last)
+    sharded = args.releases is not None or args.shard is not None
+    if args.readme is not None and sharded:
+        raise InputError("--readme takes the whole table: give it to --merge")
+    if args.list:
+        return list_releases(args)
     hint = "--no-suite skips the suite"
     if (
         not args.no_suite
@@ -146,22 +201,24 @@ def run(args: argparse.Namespace) -> int:
     steps = _steps(args)
     if args.jobs < 1:
         raise InputError(f"--jobs {args.jobs}: at least one release at a time")
-    if args.readme is not None:
-        from vllm_patchkit.matrix_table import README_START
-
-        if README_START not in args.readme.read_text():
-            raise InputError(f"{args.readme}: no '{README_START}' marker")
-    import json
+    check_readme(args)
     import time
 
+    from vllm_patchkit import matrix_shards as shards
     from vllm_patchkit.matrix import Progress, build_matrix, select_versions
-    from vllm_patchkit.matrix_table import markdown, summary, to_json, with_table
+    from vllm_patchkit.matrix_table import summary
     from vllm_patchkit.series import load_series
 
-    versions = select_versions(args.first, args.last)  # InputError: none there
+    everything = select_versions(args.first, args.last)  # InputError: none there
+    versions = everything
+    if args.releases is not None:
+        versions = shards.pick_releases(everything, args.releases)
+    elif args.shard is not None:
+        versions = shards.shard_versions(everything, *shards.parse_shard(args.shard))
+    series = load_series(args.patches)
     start = time.perf_counter()
     rows = build_matrix(
-        load_series(args.patches),
+        series,
         versions,
         steps=steps,
         progress=Progress(len(versions)),
@@ -174,6 +231,56 @@ def run(args: argparse.Namespace) -> int:
             if cell.status == "skipped":
                 cell.text = f"skipped ({why})"
     run_info = summary(rows, time.perf_counter() - start, args.jobs)
+    if not sharded:
+        return write_table(args, rows, run_info)
+    payload = shards.row_file(rows, run_info, everything, steps, shards.digests(series))
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    path = args.output_dir / ROW_FILE
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    if args.json:
+        emit_json(payload)
+    print(
+        f"{len(rows)} of {len(everything)} releases in {run_info['seconds']:.1f} s: "
+        f"{path} (merge the row files with matrix --merge)",
+        file=sys.stderr,
+    )
+    return _exit(rows)
+
+
+def check_readme(args: argparse.Namespace) -> None:
+    """Refuse a --readme without the markers before anything runs."""
+    if args.readme is not None:
+        from vllm_patchkit.matrix_table import README_START
+
+        if README_START not in args.readme.read_text():
+            raise InputError(f"{args.readme}: no '{README_START}' marker")
+
+
+def list_releases(args: argparse.Namespace) -> int:
+    from vllm_patchkit.matrix import select_versions
+
+    versions = select_versions(args.first, args.last)
+    if args.json:
+        emit_json(versions)
+    else:
+        print("\n".join(versions))
+    return EXIT_OK
+
+
+def merge(args: argparse.Namespace) -> int:
+    """The table of sharded runs' row files, written as one run writes it."""
+    from vllm_patchkit.matrix_shards import merge as merge_rows
+
+    check_readme(args)
+    rows, run_info = merge_rows(args.merge)
+    return write_table(args, rows, run_info)
+
+
+def write_table(args: argparse.Namespace, rows: list[Row], run_info: dict) -> int:
+    """matrix.md, matrix.json and the README's table from ``rows``: the one
+    tail of an unsharded run and of a merge, so the two write the same bytes."""
+    from vllm_patchkit.matrix_table import markdown, to_json, with_table
+
     args.output_dir.mkdir(parents=True, exist_ok=True)
     table = markdown(rows)
     (args.output_dir / "matrix.md").write_text(table)
@@ -189,6 +296,10 @@ def run(args: argparse.Namespace) -> int:
             f"{len(rows)} releases in {run_info['seconds']:.1f} s",
             file=sys.stderr,
         )
+    return _exit(rows)
+
+
+def _exit(rows: list[Row]) -> int:
     unjudged = unjudged_cells(rows)
     if unjudged:
         # The table is written either way; the exit says it is not whole.
