@@ -1,0 +1,26 @@
+"""Build one release's tree and its runtime, before any of its code runs.
+
+The matrix job saves the release-tree and pip caches right after this step,
+so what the next run restores was made by this project's code alone (the
+release's code, run by the steps after, cannot poison it).
+
+    python tools/ci/matrix_prepare.py VERSION
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vllm_patchkit.releases import release_tree
+from vllm_patchkit.tree_runtime import runtime_for
+
+
+def main(version: str) -> int:
+    tree = release_tree(version)
+    print(f"vLLM {version}: {tree}")
+    print(runtime_for(tree).line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
