@@ -953,3 +953,277 @@ def test_gate_judges_main_with_the_tree_runtime(tmp_path: Path) -> None:
     torch = metadata.version("torch")
     assert f"runtime: torch {torch} (the release pins torch 2.14.0" in log
     assert outputs(gate_report(out).stdout) == {"failed": ""}
+
+
+# --- the matrix workflow: one job per release, one merged table -------------
+
+MATRIX = WORKFLOWS / "matrix.yml"
+MATRIX_BREAKAGES = {
+    # the publish job reading an output the merge job does not declare.
+    "unknown-job-output": (
+        "needs.merge.outputs.changed ==",
+        "needs.merge.outputs.change ==",
+        'property "change" is not defined',
+    ),
+    # a release job reading a matrix key that does not exist.
+    "unknown-matrix-key": (
+        "VERSION: ${{ matrix.version }}",
+        "VERSION: ${{ matrix.release }}",
+        'property "release" is not defined',
+    ),
+    # shellcheck, through actionlint: an unquoted variable in a run: script.
+    "unquoted-variable": (
+        '"$RUNNER_TEMP/rows" "$RUNNER_TEMP/matrix-docs"',
+        '$RUNNER_TEMP/rows "$RUNNER_TEMP/matrix-docs"',
+        "SC2086",
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(MATRIX_BREAKAGES))
+def test_actionlint_reports_a_broken_matrix_workflow(
+    tmp_path: Path, breakage: str
+) -> None:
+    old, new, expected = MATRIX_BREAKAGES[breakage]
+    text = MATRIX.read_text()
+    assert old in text, f"matrix.yml no longer contains {old!r}"
+    broken = tmp_path / ".github" / "workflows" / MATRIX.name
+    broken.parent.mkdir(parents=True)
+    broken.write_text(text.replace(old, new, 1))
+
+    proc = actionlint(broken, cwd=tmp_path)
+
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert expected in proc.stdout, proc.stdout
+
+
+def test_matrix_workflow_fans_out_per_release_and_keeps_the_token_apart() -> None:
+    doc = load_workflow(MATRIX)
+    on = triggers(doc)
+    assert [s["cron"] for s in on["schedule"]] == ["41 4 * * 1"]  # weekly
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert inputs["from"]["default"] == "0.11.0"
+    assert inputs["to"]["default"] == "latest"
+    assert doc["permissions"] == {}
+    jobs = doc["jobs"]
+    assert list(jobs) == ["releases", "release", "merge", "publish"]
+    for name in ("releases", "release", "merge"):
+        assert jobs[name]["permissions"] == {"contents": "read"}, name
+    publish = jobs["publish"]
+    assert publish["permissions"] == {"contents": "write", "pull-requests": "write"}
+    for job in jobs.values():
+        assert 0 < job["timeout-minutes"] <= 60
+        checkout = next(s for s in job["steps"] if "checkout" in s.get("uses", ""))
+        assert checkout["with"]["persist-credentials"] is False
+
+    # One job per release of the listed range.
+    release = jobs["release"]
+    assert release["needs"] == "releases"
+    assert release["strategy"]["fail-fast"] is False
+    assert release["strategy"]["matrix"]["version"] == (
+        "${{ fromJSON(needs.releases.outputs.versions) }}"
+    )
+    assert release["env"]["LAST"] == "${{ needs.releases.outputs.last }}"
+    names = [s.get("uses", "") + s.get("run", "") for s in release["steps"]]
+
+    def at(needle: str) -> int:
+        hits = [i for i, n in enumerate(names) if needle in n]
+        assert hits, needle
+        return hits[0]
+
+    # Every cache is saved before release code runs, never by a post step.
+    measure = at("tools/ci/matrix-shard.sh")
+    saves = [i for i, n in enumerate(names) if "actions/cache/save" in n]
+    assert len(saves) == 3 and max(saves) < measure
+    assert at("tools/ci/matrix_prepare.py") < min(saves[1:])
+    assert not any("actions/cache@" in n for n in names)
+    paths = "\n".join(
+        s["with"]["path"] for s in release["steps"] if "cache/" in s.get("uses", "")
+    )
+    assert "trees/vllm-${{ matrix.version }}" in paths and "~/.cache/pip" in paths
+    upload = release["steps"][at("upload-artifact")]
+    assert upload["with"]["name"] == "matrix-rows-${{ matrix.version }}"
+    assert at("upload-artifact") > measure
+
+    # The merge runs even when a release job failed, and names the gap.
+    merge = jobs["merge"]
+    assert merge["needs"] == ["releases", "release"]
+    assert "!cancelled()" in merge["if"]
+    assert "tools/ci/matrix-merge.sh" in "\n".join(
+        s.get("run", "") for s in merge["steps"]
+    )
+
+    # The write token: no venv, no vllm-patchkit, the artifact as data.
+    assert publish["needs"] == "merge"
+    assert publish["env"]["BRANCH"] == "bot/matrix"
+    runs = "\n".join(s.get("run", "") for s in publish["steps"])
+    for banned in ("vllm-patchkit", "bootstrap", ".venv", "python", "GITHUB_PATH"):
+        assert banned not in runs, banned
+    for script in ("install-matrix.sh", "commit-bot-branch.sh", "open-bot-pr.sh"):
+        assert f"tools/ci/{script}" in runs
+    assert "docs/matrix.md docs/matrix.json" in runs
+    with_token = [s for s in publish["steps"] if "GH_TOKEN" in s.get("env", {})]
+    assert len(with_token) == 1 and "GH_TOKEN" not in publish["env"]
+    text = MATRIX.read_text()
+    assert not re.search(r"\w+://", text)
+    assert not re.search(r"\b[\w-]+\.(com|org|net|io|dev)\b", text)
+
+
+def test_pre_commit_actionlint_hook_covers_the_matrix_workflow() -> None:
+    config = yaml.safe_load((PROJECT_ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = {h["id"]: h for repo in config["repos"] for h in repo["hooks"]}
+    assert re.search(hooks["actionlint"]["files"], ".github/workflows/matrix.yml")
+
+
+@pytest.fixture
+def docs_repo(tmp_path: Path) -> Path:
+    """A repository with this project's docs/matrix.* and a bare remote."""
+    origin = tmp_path / "docs-origin.git"
+    repo = tmp_path / "docs-repo"
+    Git(tmp_path).run("init", "--quiet", "--bare", "--initial-branch=main", str(origin))
+    Git(tmp_path).run("init", "--quiet", "--initial-branch=main", str(repo))
+    (repo / "docs").mkdir()
+    for name in ("matrix.md", "matrix.json", "audit.md"):
+        shutil.copy(PROJECT_ROOT / "docs" / name, repo / "docs" / name)
+    git = as_user(repo)
+    git.run("add", "docs")
+    git.run("commit", "--quiet", "-m", "The docs")
+    git.run("remote", "add", "origin", str(origin))
+    git.run("push", "--quiet", "origin", "main")
+    return repo
+
+
+def _matrix_cache(tmp_path: Path) -> dict[str, str]:
+    """A cache of the test's own sharing the release trees and downloads."""
+    from vllm_patchkit.releases import release_tree
+
+    shared = Path(release_tree("0.28.0")).parents[1]
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in ("trees", "sdists", "extras", "locks"):
+        if (shared / name).is_dir():
+            (cache / name).symlink_to(shared / name)
+    return {"VLLM_OVERLAY_CACHE": str(cache)}
+
+
+@pytest.mark.release_trees
+def test_matrix_scripts_list_measure_merge_and_publish(
+    tmp_path: Path, docs_repo: Path
+) -> None:
+    """The workflow's scripts end to end on 0.28.0..0.29.0 (trees read only):
+    the job matrix, one row file per release job, the merge and its PR texts,
+    the artifact installed as data, the bot branch pushed, and a second run
+    with the same table pushing nothing."""
+    env = _matrix_cache(tmp_path)
+    listed = ci("matrix-releases.sh", "0.28.0", "0.29.0", patches=PATCHES_DIR, **env)
+    assert listed.returncode == 0, listed.stderr
+    keys = outputs(listed.stdout)
+    assert json.loads(keys["versions"]) == ["0.28.0", "0.29.0"]
+    assert keys["last"] == "0.29.0" and "\n" not in keys["versions"]
+
+    rows = tmp_path / "rows"  # as download-artifact lays out matrix-rows-*
+    for version in json.loads(keys["versions"]):
+        out = rows / f"matrix-rows-{version}"
+        job = ci(
+            "matrix-shard.sh", "0.28.0", keys["last"], version, str(out), "none",
+            patches=PATCHES_DIR, **env,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr
+        assert (out / "matrix-rows.json").is_file()
+
+    merged = tmp_path / "matrix-docs"
+    args = [str(rows), str(merged), str(docs_repo / "docs"), "run-42"]
+    proc = ci("matrix-merge.sh", *args, patches=PATCHES_DIR, **env)
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(proc.stdout) == {"changed": "true"}
+    title = (merged / "pr-title.txt").read_text()
+    assert title == "Compatibility matrix: vLLM 0.28.0 to 0.29.0 (2 releases)\n"
+    body = (merged / "pr-body.md").read_text()
+    assert "of 2 jobs, one per release" in body and "Run: run-42" in body
+    assert "0.28.0 (stock, series, overlay, audit)" in body  # skipped now
+    # The same table as one run of the range.
+    whole = tmp_path / "whole"
+    one = subprocess.run(
+        [tool("vllm-patchkit"), "matrix", "--from", "0.28.0", "--to", "0.29.0",
+         "--no-suite", "--output-dir", str(whole)],
+        capture_output=True, text=True, env={**os.environ, **env}, timeout=900,
+    )  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    assert (merged / "matrix.md").read_bytes() == (whole / "matrix.md").read_bytes()
+
+    # A release job that failed: the merge names the gap, writes nothing.
+    shutil.move(rows / "matrix-rows-0.29.0", tmp_path / "held-back")
+    gap = ci("matrix-merge.sh", str(rows), str(tmp_path / "gap"), "docs",
+             patches=PATCHES_DIR, **env)  # fmt: skip
+    assert gap.returncode == 2, gap.stderr
+    assert "gap: no row file has 0.29.0" in gap.stderr
+    assert not (tmp_path / "gap" / "matrix.md").exists()
+
+    # The publish job: the artifact as data, the bot branch, twice.
+    origin = Git(tmp_path / "docs-origin.git")
+    for night, expected in (("first", 0), ("second", 1)):
+        clone = tmp_path / night
+        Git(tmp_path).run(
+            "clone", "--quiet", str(tmp_path / "docs-origin.git"), str(clone)
+        )
+        installed = ci("install-matrix.sh", str(merged), str(clone / "docs"),
+                       patches=PATCHES_DIR)  # fmt: skip
+        assert installed.returncode == 0, installed.stderr
+        pushed = ci(
+            "commit-bot-branch.sh", str(clone), "bot/matrix",
+            str(merged / "commit-message.txt"), "origin",
+            "docs/matrix.md", "docs/matrix.json", patches=PATCHES_DIR,
+        )  # fmt: skip
+        assert pushed.returncode == expected, pushed.stderr
+    head = origin.out("rev-parse", "refs/heads/bot/matrix")
+    assert origin.out("rev-parse", f"{head}^") == origin.out("rev-parse", "main")
+    changed = origin.out("diff", "--name-only", "main", head).splitlines()
+    assert changed == ["docs/matrix.json", "docs/matrix.md"]
+    assert origin.out("show", f"{head}:docs/matrix.md") == (
+        (merged / "matrix.md").read_text().rstrip("\n")
+    )
+    logged = origin.out("log", "-1", "--format=%B", head)
+    assert logged.startswith("docs: the matrix measured on vLLM 0.28.0 to 0.29.0")
+
+
+INSTALL_MATRIX_REFUSALS = {
+    "missing-md": lambda d: (d / "matrix.md").unlink(),
+    "symlink": lambda d: (
+        (d / "matrix.md").unlink(),
+        (d / "matrix.md").symlink_to("/etc/passwd"),
+    ),
+    "not-the-document": lambda d: (d / "matrix.json").write_text('{"rows": 1}\n'),
+    "not-json": lambda d: (d / "matrix.json").write_text("rm -rf /\n"),
+}
+
+
+@pytest.mark.parametrize("refusal", sorted(INSTALL_MATRIX_REFUSALS))
+def test_install_matrix_refuses_anything_else(tmp_path: Path, refusal: str) -> None:
+    source = tmp_path / "artifact"
+    source.mkdir()
+    (source / "matrix.md").write_text("| new |\n")
+    (source / "matrix.json").write_text('{"run": {}, "rows": []}\n')
+    dest = tmp_path / "docs"
+    dest.mkdir()
+    (dest / "matrix.md").write_text("old\n")
+    ok = ci("install-matrix.sh", str(source), str(dest), patches=PATCHES_DIR)
+    assert ok.returncode == 0, ok.stderr
+    assert (dest / "matrix.md").read_text() == "| new |\n"
+    before = {p.name: p.read_text() for p in dest.iterdir()}
+    INSTALL_MATRIX_REFUSALS[refusal](source)
+
+    proc = ci("install-matrix.sh", str(source), str(dest), patches=PATCHES_DIR)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "nothing installed" in proc.stderr
+    assert {p.name: p.read_text() for p in dest.iterdir()} == before
+
+
+def test_bot_branch_refuses_a_path_outside_the_repository(docs_repo: Path) -> None:
+    message = docs_repo / "message.txt"
+    message.write_text("x\n")
+    for path in ("../outside", "/etc/passwd"):
+        proc = ci("commit-bot-branch.sh", str(docs_repo), "bot/matrix", str(message),
+                  "origin", path, patches=PATCHES_DIR)  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert "not a path inside the repository" in proc.stderr
