@@ -210,7 +210,7 @@ def test_docs_rows_split_three_ways_merge_back_exactly(tmp_path: Path) -> None:
     assert "0.33.0 overlay" in proc.stderr
     merged = json.loads((tmp_path / "matrix.json").read_text())
     assert merged["rows"] == to_json(rows, docs["run"])["rows"]
-    assert (tmp_path / "matrix.md").read_text() == markdown(rows, docs["run"])
+    assert (tmp_path / "matrix.md").read_text() == markdown(rows)
     assert merged["run"]["compute_seconds"] == docs["run"]["compute_seconds"]
 
 
