@@ -29,7 +29,7 @@ from vllm_patchkit.matrix_shards import (
     row_file,
     shard_versions,
 )
-from vllm_patchkit.matrix_table import markdown, to_json
+from vllm_patchkit.matrix_table import README_END, README_START, markdown, to_json
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.releases import release_tree
 from vllm_patchkit.series import load_series
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.release_trees
 
 RANGE = ["--from", "0.27.0", "--to", "0.29.0", "--no-suite"]
 RELEASES = ["0.27.0", "0.27.1", "0.28.0", "0.29.0"]
-README = PROJECT_ROOT / "README.md"
+README = f"# Releases\n\n{README_START}\nold table\n{README_END}\n\nAfter.\n"
 
 
 def _own_cache(root: Path) -> dict[str, str]:
@@ -70,7 +70,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _ok(patchkit("matrix", *RANGE, "--output-dir", str(root / "warm"), env=env))
     whole = root / "whole"
     whole.mkdir()
-    shutil.copy(README, whole / "README.md")
+    (whole / "README.md").write_text(README)
     readme = ["--readme", str(whole / "README.md")]
     _ok(patchkit("matrix", *RANGE, *readme, "--output-dir", str(whole), env=env))
     shards = {}
@@ -91,7 +91,7 @@ def test_three_shards_merge_to_the_unsharded_table(runs: dict[str, Any]) -> None
     assert dealt == [["0.27.0", "0.29.0"], ["0.27.1"], ["0.28.0"]]
     merged = runs["root"] / "merged"
     merged.mkdir()
-    shutil.copy(README, merged / "README.md")
+    (merged / "README.md").write_text(README)
     # The files in any order: the table is in release order.
     proc = patchkit(
         "matrix",
@@ -107,8 +107,11 @@ def test_three_shards_merge_to_the_unsharded_table(runs: dict[str, Any]) -> None
 
     table = (merged / "matrix.md").read_bytes()
     assert table == (whole / "matrix.md").read_bytes()
-    assert b"| 0.27.1 |" in table and b"| 0.28.0 | **yes** |" in table
-    assert (merged / "README.md").read_bytes() == (whole / "README.md").read_bytes()
+    assert b"| [0.27.1](#vllm-0271) |" in table
+    assert b"| [0.28.0](#vllm-0280) | **yes** |" in table
+    readme = (merged / "README.md").read_text()
+    assert readme == (whole / "README.md").read_text()
+    assert "old table" not in readme and "| [0.27.1](#vllm-0271) |" in readme
     ours, theirs = (
         json.loads((d / "matrix.json").read_text()) for d in (merged, whole)
     )
