@@ -39,3 +39,16 @@ def test_each_release_links_to_its_details() -> None:
         anchor = "vllm-" + row.version.replace(".", "")
         assert f"[{row.version}](#{anchor})" in page
         assert f"### vLLM {row.version}\n" in page
+
+
+def test_a_cell_reads_the_same_from_any_checkout() -> None:
+    """A path inside the checkout that measured it (the venv's torch named
+    in an error) is kept relative, so the page renders byte for byte from
+    a clone elsewhere (CI's, a shard's)."""
+    from vllm_patchkit.matrix import Cell
+
+    where = f"(at {PROJECT_ROOT}/.venv/lib/torch/cuda/__init__.py:522)"
+    cell = Cell("cannot judge", f"cannot judge: {where}", detail={"why": where})
+    assert cell.text == "cannot judge: (at .venv/lib/torch/cuda/__init__.py:522)"
+    assert cell.detail["why"] == "(at .venv/lib/torch/cuda/__init__.py:522)"
+    assert str(PROJECT_ROOT) not in (DOCS / "matrix.json").read_text()
