@@ -59,6 +59,8 @@ class ApplyResult:
     head_after: str | None = None
     patches: list[PatchReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """The patches the user skipped (``--skip``), by file name."""
 
 
 _TO_APPLY = (PatchState.APPLIES, PatchState.CONFLICT)
@@ -73,9 +75,15 @@ _ENVIRONMENT_ERRORS = (
 
 
 def apply_series(
-    path: Path, series: Series, journal_action: JournalAction = JournalAction.AUTO
+    path: Path,
+    series: Series,
+    journal_action: JournalAction = JournalAction.AUTO,
+    skip: frozenset[str] = frozenset(),
 ) -> ApplyResult:
     """Apply ``series`` to the checkout at ``path``; see the module docstring.
+
+    ``skip``: names of patches the user skips (``apply --skip``): each is
+    not-carried here, unless its history already has it.
 
     A refusal is a REFUSED result; a rollback that did not complete raises
     RollbackFailedError, an interrupt Interrupted (both say what state the
@@ -90,8 +98,9 @@ def apply_series(
             reason = refusal(git, branch=branch)
             if reason:
                 return ApplyResult(Status.REFUSED, reason, notes=notes)
-            result = _apply_locked(git, guard, series, head, branch)
+            result = _apply_locked(git, guard, series, head, branch, skip)
             result.notes[:0] = notes
+            result.skipped = [p.name for p in series.patches if p.name in skip]
             return result
     except RefusedError as exc:
         return ApplyResult(Status.REFUSED, str(exc), notes=notes)
@@ -127,14 +136,19 @@ def paths_in_the_way(git: Git, patches: list[Patch]) -> list[str]:
 
 
 def _apply_locked(
-    git: Git, guard: CheckoutGuard, series: Series, head: str, branch: str | None
+    git: Git,
+    guard: CheckoutGuard,
+    series: Series,
+    head: str,
+    branch: str | None,
+    skip: frozenset[str],
 ) -> ApplyResult:
     # A patch that is neither applied, upstreamed nor not-carried is not
     # tried on a scratch index first: git am tries it. Only a failure (or a
     # refusal) needs to know whether it applies, to tell a conflict (4) from
     # a hook, the disk or permissions (3); that is asked once the checkout
     # is back where it was, of the same state as before the run.
-    reports, found = classify_with_history(git, series, try_apply=False)
+    reports, found = classify_with_history(git, series, try_apply=False, skip=skip)
     pending = [
         p for p, r in zip(series.patches, reports, strict=True) if r.status in _TO_APPLY
     ]
@@ -150,7 +164,7 @@ def _apply_locked(
             "it away first; nothing was changed",
             head,
             head,
-            classify(git, series),
+            classify(git, series, skip),
         )
     by_name = {r.name: r for r in reports}
     ids = [found.patch_ids[p.name] for p in pending]
@@ -165,7 +179,7 @@ def _apply_locked(
         if failure is None:
             continue
         where = guard.rollback()
-        expected = _tried(git, series, reports)
+        expected = _tried(git, series, reports, skip)
         environment = _environment_failure(report, expected[patch.name])
         if environment:
             report.status = expected[patch.name]
@@ -197,11 +211,13 @@ def _apply_locked(
     )
 
 
-def _tried(git: Git, series: Series, reports: list[PatchReport]) -> dict[str, str]:
+def _tried(
+    git: Git, series: Series, reports: list[PatchReport], skip: frozenset[str]
+) -> dict[str, str]:
     """After a rollback: each patch's state as :func:`classify` says it, on
     the checkout as it was before the run. The reports of patches git am
     did not reach take it."""
-    tried = {r.name: r for r in classify(git, series)}
+    tried = {r.name: r for r in classify(git, series, skip)}
     for index, report in enumerate(reports):
         if report.detail == UNTRIED:
             reports[index] = tried[report.name]

@@ -17,11 +17,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vllm_patchkit.carry import (
+    Carry,
+    TreeVersion,
+    decide,
+    read_version,
+)
 from vllm_patchkit.errors import RefusedError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Patch, Series
-from vllm_patchkit.versions import Release, tree_release
 
 BASE_REF = "refs/vllm-patchkit/base"
 """The upstream commit the series sits on: written by apply and rebase, read
@@ -37,10 +42,12 @@ class PatchState(enum.StrEnum):
     UPSTREAMED = "upstreamed"
     """Not applied, but its invariant holds without it: upstream carries it."""
     NOT_CARRIED = "not-carried"
-    """Neither, and the tree is a release outside the patch's ``Affects:``
-    range: the series does not carry the patch for it (skipped, not a
-    failure). Never said of a tree whose release is unknown (a development
-    version, upstream main): there the patch is tried."""
+    """Neither, and the series does not carry the patch for this tree
+    (skipped, not a failure): its code lacks the bug's shape (target
+    missing, or the shape of a release the patch is not for), or, where the
+    code cannot be read, its release is outside the patch's ``Affects:``
+    range; or the user skipped it (``apply --skip``). See
+    :func:`vllm_patchkit.carry.decide`."""
     APPLIES = "applies"
     """Neither; it applies on top of the patches before it (cleanly or with a
     3-way merge)."""
@@ -56,6 +63,9 @@ class PatchReport:
     detail: str = ""
     files: list[str] = field(default_factory=list)
     hunks: list[str] = field(default_factory=list)
+    carry: str = ""
+    """Why the series carries the patch here although the tree's version
+    says otherwise (the code decided: :func:`vllm_patchkit.carry.decide`)."""
 
 
 class NotACheckoutError(RefusedError, ValueError):
@@ -227,26 +237,32 @@ def invariant_holds(git: Git, patch: Patch) -> bool | None:
     return check_invariant(patch.invariant, git.root).holds
 
 
-def not_carried_detail(patch: Patch, version: str) -> str:
-    return (
-        f"the series does not carry this patch for vLLM {version} "
-        f"(Affects: {patch.affects})"
-    )
+def carry_of(
+    patch: Patch, root: Path, version: TreeVersion, skip: frozenset[str] = frozenset()
+) -> Carry:
+    """Whether the series carries ``patch`` for the tree at ``root``
+    (:func:`vllm_patchkit.carry.decide`: by its code, or by its version
+    where the code cannot be read); not when the user skips it (``skip``,
+    from ``apply --skip``)."""
+    if patch.name in skip:
+        return Carry(False, SKIPPED_BY_USER)
+    return decide(patch, root, version)
 
 
-def not_carried(
-    patch: Patch, release: Release | None, version: str
-) -> PatchReport | None:
-    """The NOT_CARRIED report when the series does not carry ``patch`` for
-    this release; None when it does (or the release is unknown)."""
-    if patch.carried_for(release):
+SKIPPED_BY_USER = "skipped by the user (--skip)"
+
+
+def not_carried(patch: Patch, root: Path, version: TreeVersion) -> PatchReport | None:
+    """The NOT_CARRIED report when :func:`carry_of` says so; None otherwise."""
+    carry = carry_of(patch, root, version)
+    if carry.carried:
         return None
-    return PatchReport(
-        patch.name, PatchState.NOT_CARRIED, not_carried_detail(patch, version)
-    )
+    return PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why)
 
 
-def classify(git: Git, series: Series) -> list[PatchReport]:
+def classify(
+    git: Git, series: Series, skip: frozenset[str] = frozenset()
+) -> list[PatchReport]:
     """Every patch's :class:`PatchState` in the checkout, reading only.
 
     In order: applied, upstreamed, not carried for the tree's release; a
@@ -254,21 +270,26 @@ def classify(git: Git, series: Series) -> list[PatchReport]:
     ``--3way``) against a scratch index holding HEAD and the patches before
     it; its objects go to a temporary directory.
     """
-    return classify_with_history(git, series)[0]
+    return classify_with_history(git, series, skip=skip)[0]
 
 
 def classify_with_history(
-    git: Git, series: Series, *, try_apply: bool = True
+    git: Git,
+    series: Series,
+    *,
+    try_apply: bool = True,
+    skip: frozenset[str] = frozenset(),
 ) -> tuple[list[PatchReport], History]:
     """:func:`classify`, and the :class:`History` it read on the way.
 
     ``try_apply=False`` leaves a patch that is none of applied, upstreamed
     or not carried as :attr:`PatchState.APPLIES` with the detail
     ``UNTRIED``, without trying it: apply tries it with ``git am`` anyway,
-    and asks :func:`classify` only when that fails.
+    and asks :func:`classify` only when that fails. ``skip``: patch names
+    the user skips (``apply --skip``), not-carried whatever the tree is.
     """
     reports: list[PatchReport] = []
-    version, release = tree_release(git.root)
+    version = read_version(git.root)
     found = history(git, list(series.patches))
     to_try: dict[int, Patch] = {}
     for patch in series.patches:
@@ -277,16 +298,23 @@ def classify_with_history(
         elif invariant_holds(git, patch):
             detail = f"invariant {patch.invariant} holds without the patch"
             reports.append(PatchReport(patch.name, PatchState.UPSTREAMED, detail))
-        elif (skipped := not_carried(patch, release, version)) is not None:
-            reports.append(skipped)
+        elif not (carry := carry_of(patch, git.root, version, skip)).carried:
+            reports.append(PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why))
         else:
             to_try[len(reports)] = patch
             files = list(patch.files)
-            reports.append(PatchReport(patch.name, PatchState.APPLIES, UNTRIED, files))
+            reports.append(
+                PatchReport(
+                    patch.name, PatchState.APPLIES, UNTRIED, files, carry=carry.why
+                )
+            )
     if try_apply and to_try:
         tried = _try_in_order(git, list(to_try.values()))
         for (index, patch), (state, detail) in zip(to_try.items(), tried, strict=True):
-            reports[index] = PatchReport(patch.name, state, detail, list(patch.files))
+            why = reports[index].carry
+            reports[index] = PatchReport(
+                patch.name, state, detail, list(patch.files), carry=why
+            )
     return reports, found
 
 
@@ -393,7 +421,7 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
     clean git checkout goes to :func:`classify` (see :func:`classify_path`).
     """
     git = Git(root)
-    version, release = tree_release(root)
+    version = read_version(root)
     reports = []
     for patch in series.patches:
         if invariant_holds(git, patch):
@@ -401,12 +429,16 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
                 PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
             )
             continue
+        carry = carry_of(patch, root, version)
+        skipped = PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why)
         forward = _check_apply(root, patch.path)
         if forward.returncode == 0:
-            skipped = not_carried(patch, release, version)
             reports.append(
-                skipped
-                or PatchReport(patch.name, PatchState.APPLIES, "git apply --check")
+                PatchReport(
+                    patch.name, PatchState.APPLIES, "git apply --check", carry=carry.why
+                )
+                if carry.carried
+                else skipped
             )
             continue
         if _check_apply(root, patch.path, "--reverse").returncode == 0:
@@ -414,12 +446,15 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
                 PatchReport(patch.name, PatchState.APPLIED, "reverses cleanly")
             )
             continue
-        skipped = not_carried(patch, release, version)
         reports.append(
-            skipped
-            or PatchReport(
-                patch.name, PatchState.CONFLICT, forward.stderr.strip()[:200]
+            PatchReport(
+                patch.name,
+                PatchState.CONFLICT,
+                forward.stderr.strip()[:200],
+                carry=carry.why,
             )
+            if carry.carried
+            else skipped
         )
     return reports
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.apply import am_one, conflict_location
+from vllm_patchkit.carry import read_version
 from vllm_patchkit.checkout import (
     BASE_REF,
     PatchReport,
@@ -51,7 +52,6 @@ from vllm_patchkit.revs import (
     check_revision,
 )
 from vllm_patchkit.series import Patch, Series
-from vllm_patchkit.versions import tree_release
 
 FETCHED_REF = "refs/vllm-patchkit/fetched"
 """Where ``--upstream``'s ref lands for the run (FETCH_HEAD is the user's)."""
@@ -395,8 +395,7 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         # A patch with no commit on the branch comes from its file; on a
         # target release the series does not carry it for, it stays out of
         # the branch (and in the series: this is no drop).
-        version, release = tree_release(work.root)
-        skipped = not_carried(patch, release, version)
+        skipped = not_carried(patch, work.root, read_version(work.root))
         if skipped is not None:
             report.status, report.detail = skipped.status, skipped.detail
             return None

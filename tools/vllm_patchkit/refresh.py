@@ -25,11 +25,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.checkout import BASE_REF, invariant_holds, open_checkout
+from vllm_patchkit.carry import read_version
+from vllm_patchkit.checkout import BASE_REF, carry_of, invariant_holds, open_checkout
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.revs import check_revision
 from vllm_patchkit.series import inside, load_series, series_entries
-from vllm_patchkit.versions import tree_release
 
 FORMAT_PATCH_OPTIONS = (
     "--zero-commit",
@@ -78,13 +78,13 @@ def refresh_series(
     else:
         old_series, entries = None, []
     old_names = [name for _, name in entries if name is not None]
-    _, release = tree_release(git.root)
+    version = read_version(git.root)
     # Upstreamed comes before not-carried, as in classify: a patch upstream
-    # carries here leaves the series even outside its Affects range.
+    # carries here leaves the series even where it is not carried.
     not_carried_here = {
         p.name
         for p in (old_series.patches if old_series else ())
-        if not p.carried_for(release) and not invariant_holds(git, p)
+        if not carry_of(p, git.root, version).carried and not invariant_holds(git, p)
     }
     series_target = inside(patches_dir, "series")
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-refresh-") as scratch:

@@ -129,16 +129,28 @@ def _tagged(tree: Path, version: str) -> bool:
     return proc.returncode == 0
 
 
-def _extract(archive: Path, dest: Path, top: str) -> None:
+def _extract(archive: Path, dest: Path, top: str, only: tuple[str, ...] = ()) -> None:
+    """The sdist's files under ``top/`` into ``dest`` (``only``: just the
+    paths that start with one of these)."""
     with tarfile.open(archive) as tar:
         members = []
         for member in tar.getmembers():
             parts = member.name.split("/", 1)
             if parts[0] != top or len(parts) == 1:
                 continue
+            if only and not parts[1].startswith(only):
+                continue
             member.name = parts[1]
             members.append(member)
         tar.extractall(dest, members=members, filter="data")
+
+
+def release_files(version: str, dest: Path, only: tuple[str, ...]) -> Path:
+    """Some files of vLLM ``version``'s source (the paths starting with one
+    of ``only``) extracted into ``dest``, no git tree built: enough for a
+    check that reads a few files of every release in seconds."""
+    _extract(sdist_path(version), dest, f"vllm-{version}", only)
+    return dest
 
 
 def clone_release(version: str, dest: Path, *, checkout: bool = False) -> Git:

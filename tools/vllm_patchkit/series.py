@@ -89,6 +89,20 @@ class Series:
     def series_file(self) -> Path:
         return self.directory / "series"
 
+    def names(self, wanted: list[str]) -> frozenset[str]:
+        """The file names of the patches ``wanted`` names: each a file name
+        or a prefix of exactly one (``0003``); SeriesError otherwise."""
+        found = set()
+        for text in wanted:
+            matches = [p.name for p in self.patches if p.name.startswith(text)]
+            exact = [name for name in matches if name == text]
+            if len(exact or matches) != 1:
+                listed = ", ".join(p.name for p in self.patches)
+                how = "matches several" if matches else "names no patch"
+                raise SeriesError(f"{text!r} {how} of the series ({listed})")
+            found.add((exact or matches)[0])
+        return frozenset(found)
+
 
 def load_series(directory: Path = PATCHES_DIR) -> Series:
     """Read ``series`` and parse every patch it names; raise SeriesError."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.carry import decide, read_version
 from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
@@ -51,7 +52,7 @@ from vllm_patchkit.regression.verdict import (
 )
 from vllm_patchkit.series import Patch, Series
 from vllm_patchkit.tree_pytest import PytestRun, run_tree_tests, series_test_files
-from vllm_patchkit.versions import parse_release, tag_release, tree_release
+from vllm_patchkit.versions import tag_release
 
 
 @dataclass
@@ -215,21 +216,23 @@ def fix_of_patch(patch: Patch) -> str | None:
 def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
     """The fixes that do not decide ``tree``'s verdict, and why.
 
-    A fix counts when the series carries its patch for the tree's release
-    (always, for an unknown or development version), or when the release is
-    at or after the one its ``Applied-Upstream:`` names.
+    A fix counts when the series carries its patch for the tree, or
+    upstream carries it there (:func:`vllm_patchkit.carry.decide`: by the
+    tree's code, or its version where the code cannot be read).
     """
-    version, release = tree_release(tree)
+    version = read_version(tree)
     skipped = {}
     for fix in FIXES:
         patch = next((p for p in series.patches if fix_of_patch(p) == fix), None)
         if patch is None:
             skipped[fix] = "the series has no patch for it"
             continue
-        since = parse_release((patch.trailer("Applied-Upstream") or "").split(",")[0])
-        upstream = release is not None and since is not None and release >= since
-        if not (patch.carried_for(release) or upstream):
-            skipped[fix] = f"not carried for {version}"
+        carry = decide(patch, tree, version)
+        if not (carry.carried or carry.fixed):
+            said = carry.overrides or not version.trusted
+            skipped[fix] = f"not carried for {version.version}" + (
+                f": {carry.why}" if said else ""
+            )
     return skipped
 
 

@@ -44,13 +44,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "back exactly as it was. A dirty checkout, a detached HEAD or a "
             "checkout another run is working on is refused. Patches already in "
             "the history are skipped, and so are patches the series does not "
-            "carry for the checkout's release (their Affects: trailer names "
-            "other releases; listed as not-carried). If upstream already "
+            "carry for the checkout (listed as not-carried, with the reason). "
+            "Whether a patch is carried is read from the code: its fix's "
+            "classifier must find the bug's shape (a missing target, or the "
+            "shape of a release the patch is not for, is not-carried; the fixed "
+            "shape is upstreamed). Where the code contradicts the version (a "
+            "fork whose tags name an old release) the code wins and the output "
+            "says why; where the code cannot be read, the release's Affects: "
+            "range decides, or, with no trustworthy version, the patch is "
+            "skipped (docs/forks.md). If upstream already "
             "carries every patch the series carries for this release, nothing "
             "changes and the exit code is 5; if the series carries no patch "
-            "for this release, nothing changes, status not-carried, exit 0. A "
-            "checkout of an unknown or development version (upstream main) is "
-            "never not-carried: every patch is tried. A hook, the disk or permissions "
+            "for this release, nothing changes, status not-carried, exit 0. "
+            "A hook, the disk or permissions "
             "failing an apply is exit 3, after the rollback. JSON status: "
             "applied, already-applied, upstreamed, not-carried, conflict, "
             "refused, error, "
@@ -82,6 +88,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         const="discard",
         help="a killed run's journal: delete it and keep the checkout as it is",
     )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="PATCH",
+        help="do not apply PATCH (its file name, or a prefix of one such as "
+        "0003), whatever the checkout's code or version says; repeatable. It "
+        "is reported not-carried, 'skipped by the user (--skip)', and listed "
+        "under skipped in --json. For a fork where you know better than the "
+        "toolkit's reading of the code",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -91,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     from vllm_patchkit.series import load_series
 
     journal = JournalAction(args.journal_action)
-    result = apply_series(args.path, load_series(args.patches), journal)
+    series = load_series(args.patches)
+    result = apply_series(args.path, series, journal, series.names(args.skip))
     if args.json:
         emit_json(result)
     else:
@@ -99,4 +117,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         print(f"{result.status}: {result.message}")
         print("\n".join(patch_lines(result.patches)))
+        if result.skipped:
+            print(f"skipped by --skip: {', '.join(result.skipped)}")
     return exit_by_status()[result.status]

@@ -101,6 +101,8 @@ def patch_lines(patches: list[Any]) -> list[str]:
             f"  {patch.name}: {patch.status}"
             + (f" ({patch.detail})" if patch.detail else "")
         )
+        if getattr(patch, "carry", ""):
+            lines.append(f"    carried by its code: {patch.carry}")
         for hunk in getattr(patch, "hunks", []):
             lines.append(f"    conflict at {hunk}")
     return lines

@@ -163,12 +163,6 @@ def _amdsmi_stand_in() -> types.ModuleType:
     return module
 
 
-MINIMAX_M3_SINCE = (0, 24, 0)
-"""The first release with ``vllm/models/minimax_m3``: a release before it
-cannot hit the PR's crash; a later or unknown tree without it is a fork
-that removed it, where the crash check could not run."""
-
-
 RELEASE_ENV = "VLLM_PATCHKIT_TREE_RELEASE"
 """The release of the tree under test as the toolkit reads it (empty:
 unknown), set by the parent (:func:`vllm_patchkit.regression.runner.scenario_env`):
@@ -189,9 +183,3 @@ def release_under_test() -> Release | None:
     if given is not None:
         return parse_release(given)
     return tree_release(Path(vllm.__file__).resolve().parents[1])[1]
-
-
-def predates_minimax_m3() -> bool:
-    """Whether the imported vLLM is a release before MiniMax-M3 existed."""
-    release = release_under_test()
-    return release is not None and release < MINIMAX_M3_SINCE

@@ -82,9 +82,9 @@ AITER_SCENARIOS = (AITER_CAPTURE, AITER_LOOP)
 """The #53821 scenarios; ROCM_ATTN through its backend is #51585's side."""
 
 MINIMAX_ABSENT = (
-    "not applicable: this release predates MiniMax-M3 (vllm/models/minimax_m3, "
-    "0.24.0 on), so the PR's crash cannot happen here; capture_effects judges "
-    "the host offsets"
+    "not applicable: this tree has no MiniMax-M3 (vllm/models/minimax_m3, in "
+    "releases from 0.24.0), so the PR's crash cannot happen here; "
+    "capture_effects judges the host offsets"
 )
 CORE_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
 """Without these, at every query length, #51585 is never called fixed."""
@@ -118,8 +118,8 @@ class Check:
     fix: str = HOST_FIX
     """The fix this check judges: #51585 or #53821."""
     applies: bool = True
-    """False when the tree lacks what the check exercises (MiniMax-M3 before
-    0.24.0): it still counts as not run, but a core check that does not
+    """False when the tree lacks what the check exercises (a tree without
+    MiniMax-M3): it still counts as not run, but a core check that does not
     apply is not required for a verdict (see :func:`judge`)."""
 
     @property

@@ -1,0 +1,150 @@
+"""Forks whose version says nothing: the series decided by the code (issue #27).
+
+A fork carries a release's code under a history whose tags name a release
+long gone (local-inference-lab/vllm: 0.22.0's code, ``git describe`` says
+0.9.2), or renames the files the series patches (ROCm/vllm: no
+``rocm_attn.py``). Built here from real release sources.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.toolkit.cli_helpers import patchkit
+from vllm_patchkit.carry import NEAR_TAG, Reading, TreeVersion, decide, read_code
+from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.releases import RELEASE_DATE, clone_release, release_files
+from vllm_patchkit.series import Series
+from vllm_patchkit.versions import parse_release
+
+pytestmark = pytest.mark.release_trees
+
+MATRIX = Path(__file__).resolve().parents[2] / "docs" / "matrix.json"
+RELEASES = [row["version"] for row in json.loads(MATRIX.read_text())["rows"]]
+"""Every release the project's matrix covers: 0.11.0 to 0.33.0."""
+CODE = ("vllm/v1/attention/backends/", "vllm/v1/worker/gpu_model_runner.py")
+"""What the code rules read."""
+AITER = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
+OLD_TAG = "v0.9.2"
+
+
+def test_release_list_spans_0_11_0_to_0_33_0() -> None:
+    assert RELEASES[0] == "0.11.0" and RELEASES[-1] == "0.33.0"
+    assert len(RELEASES) == 33
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_version_rule_and_code_rule_agree_on_every_release(
+    tmp_path: Path, series: Series, version: str
+) -> None:
+    """On a release's own code, each patch is carried by its Affects: range
+    exactly when its fix's classifier finds the bug's shape (read from the
+    sdist's files, nothing built or run)."""
+    root = release_files(version, tmp_path, CODE)
+    release = parse_release(version)
+    trusted = TreeVersion(version, release, True, "")
+    for patch in series.patches:
+        code = read_code(patch, root)
+        assert code is not None, f"{patch.name} has no code rule"
+        assert code.reading is not Reading.UNREADABLE, code.why
+        by_code = code.reading is Reading.BUG
+        assert by_code == patch.carried_for(release), (patch.name, code.why)
+        carry = decide(patch, root, trusted)
+        assert carry.carried == by_code and not carry.overrides, carry
+
+
+def fork_of(version: str, dest: Path, *, commits: int = NEAR_TAG + 20) -> Git:
+    """A checkout of ``version``'s code as a fork has it: no ``_version.py``,
+    no tag of its release, a history of ``commits`` commits whose root is
+    tagged with an old release (``v0.9.2``)."""
+    git = clone_release(version, dest, checkout=True)
+    git.run("tag", "-d", f"v{version}")
+    dated = {"GIT_AUTHOR_DATE": RELEASE_DATE, "GIT_COMMITTER_DATE": RELEASE_DATE}
+    empty = git.run("mktree", input_text="").stdout.strip()
+    parent = git.run("commit-tree", empty, "-m", "vLLM 0.9.2", env=dated).stdout
+    git.run("tag", OLD_TAG, parent.strip())
+    for number in range(commits):
+        parent = git.run(
+            "commit-tree",
+            empty if number < commits - 1 else "HEAD^{tree}",
+            "-p",
+            parent.strip(),
+            "-m",
+            f"fork commit {number}",
+            env=dated,
+        ).stdout
+    git.run("reset", "--quiet", "--hard", parent.strip())
+    assert not (dest / "vllm" / "_version.py").exists()
+    assert git.out("describe", "--tags", "--abbrev=0") == OLD_TAG
+    return git
+
+
+def test_fork_of_0_22_applies_0001_0002_and_tests_fixed(
+    tmp_path: Path, series: Series
+) -> None:
+    tree = tmp_path / "fork"
+    fork_of("0.22.0", tree)
+
+    check = patchkit("check", str(tree), "--json")
+    states = [p["status"] for p in json.loads(check.stdout)["patches"]]
+    assert states == ["applies", "applies", "not-carried"], check.stdout
+    assert check.returncode == 0, check.stdout
+
+    proc = patchkit("apply", str(tree))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("applied: applied 2 patch(es)"), proc.stdout
+    lines = proc.stdout.splitlines()
+    assert f"  {series.patches[0].name}: applied (invariant holds)" in lines
+    aiter = next(line for line in lines if line.startswith(f"  {AITER}:"))
+    assert "not-carried" in aiter
+    assert "builds for capture only when capturing" in aiter, aiter
+    # The code won against the tag, and the output says why.
+    assert "carried by its code: the code decides, not the version" in proc.stdout
+    assert "vLLM 0.9.2" in proc.stdout
+
+    test = patchkit("test", str(tree), "--no-baseline")
+    assert test.returncode == 0, test.stdout + test.stderr
+    assert "FIXED" in test.stdout
+    assert "this tree has no MiniMax-M3" in test.stdout or "not applicable" in (
+        test.stdout
+    )
+
+
+def test_fork_without_rocm_attn_carries_nothing(tmp_path: Path) -> None:
+    """ROCm/vllm's shape: rocm_attn.py renamed away. Every patch is
+    not-carried, each with its reason, and check exits 0."""
+    tree = tmp_path / "fork"
+    git = fork_of("0.22.0", tree, commits=3)
+    git.run("rm", "--quiet", "vllm/v1/attention/backends/rocm_attn.py")
+    git.run("commit", "--quiet", "--no-verify", "-m", "Rename the ROCm backend")
+
+    proc = patchkit("check", str(tree), "--json")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    patches = json.loads(proc.stdout)["patches"]
+    assert [p["status"] for p in patches] == ["not-carried"] * 3
+    for report in patches:
+        assert "target missing" in report["detail"], report
+        assert "rocm_attn.py" in report["detail"], report
+
+
+def test_apply_skip_is_recorded(tmp_path: Path, series: Series) -> None:
+    tree = tmp_path / "vllm"
+    git = clone_release("0.28.0", tree, checkout=True)
+    head = git.head()
+
+    proc = patchkit("apply", str(tree), "--skip", "0003", "--json")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["skipped"] == [AITER]
+    states = {p["name"]: (p["status"], p["detail"]) for p in result["patches"]}
+    assert states[AITER] == ("not-carried", "skipped by the user (--skip)")
+    assert git.out("rev-list", "--count", f"{head}..HEAD") == "2"
+
+    unknown = patchkit("apply", str(tree), "--skip", "0009")
+    assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+    assert "'0009' names no patch of the series" in unknown.stderr
