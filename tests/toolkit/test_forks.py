@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
-from vllm_patchkit.carry import NEAR_TAG, Reading, TreeVersion, decide, read_code
+from vllm_patchkit.carry import (
+    NEAR_TAG,
+    Reading,
+    TreeVersion,
+    contradiction,
+    decide,
+    read_code,
+)
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.releases import RELEASE_DATE, clone_release, release_files
 from vllm_patchkit.series import Series
@@ -45,14 +52,18 @@ def test_version_rule_and_code_rule_agree_on_every_release(
     sdist's files, nothing built or run)."""
     root = release_files(version, tmp_path, CODE)
     release = parse_release(version)
-    trusted = TreeVersion(version, release, True, "")
+    assert release is not None
+    # The code is what the release ships: its version can vouch for it.
+    assert contradiction(root, release) is None
+    untrusted = TreeVersion(version, release, False, "read by its code")
     for patch in series.patches:
         code = read_code(patch, root)
         assert code is not None, f"{patch.name} has no code rule"
         assert code.reading is not Reading.UNREADABLE, code.why
         by_code = code.reading is Reading.BUG
         assert by_code == patch.carried_for(release), (patch.name, code.why)
-        carry = decide(patch, root, trusted)
+        # Decided by the code alone, the verdict is the version's.
+        carry = decide(patch, root, untrusted)
         assert carry.carried == by_code and not carry.overrides, carry
 
 

@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_patchkit.carry import read_version
 from vllm_patchkit.checkout import (
     BASE_REF,
     UNTRIED,
@@ -35,7 +36,6 @@ from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.guard import CheckoutGuard, JournalAction
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Patch, Series
-from vllm_patchkit.versions import tree_version
 
 __all__ = ["BASE_REF", "ApplyResult", "Status", "am_one", "apply_series"]
 
@@ -153,7 +153,10 @@ def _apply_locked(
         p for p, r in zip(series.patches, reports, strict=True) if r.status in _TO_APPLY
     ]
     upstreamed = [r.name for r in reports if r.status == PatchState.UPSTREAMED]
-    skipped = _not_carried_note(reports, tree_version(git.root))
+    version = read_version(git.root)
+    skipped = _not_carried_note(
+        reports, f"vLLM {version.version}" if version.trusted else "this tree"
+    )
     if not pending:
         return _nothing_to_apply(reports, upstreamed, skipped, head)
     in_the_way = paths_in_the_way(git, pending)
@@ -224,11 +227,11 @@ def _tried(
     return {name: r.status for name, r in tried.items()}
 
 
-def _not_carried_note(reports: list[PatchReport], version: str) -> str:
+def _not_carried_note(reports: list[PatchReport], tree: str) -> str:
     names = [r.name for r in reports if r.status == PatchState.NOT_CARRIED]
     if not names:
         return ""
-    return f"; not carried for vLLM {version} (skipped): {', '.join(names)}"
+    return f"; not carried for {tree} (skipped): {', '.join(names)}"
 
 
 def _nothing_to_apply(

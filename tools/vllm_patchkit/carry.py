@@ -8,12 +8,13 @@ The one place that decides it (apply, check, doctor, rebase, refresh and
 * the code rule: the patch's fix finds the bug's shape in the tree (per
   patch, keyed by its ``Invariant:``; see :data:`CODE_RULES`).
 
-On every release tree the two agree (a test reads 0.11.0 to 0.33.0). A fork
-carries a version that says little: a tag from long ago, no ``_version.py``,
-or none at all. So the code decides whenever it can be read, and the output
-says so when it contradicts the version. Where the code cannot be read, a
-version the tree can vouch for (:func:`read_version`) decides; otherwise the
-patch is skipped with the reason, never tried blind.
+On every release tree the two agree (a test reads 0.11.0 to 0.33.0). A
+version the tree can vouch for decides (:func:`read_version`: a
+``_version.py`` naming a release, or its tag near HEAD, and code that does
+not contradict it). A fork's version says little: a tag from long ago, no
+``_version.py``, or none at all; there the code decides, and the output says
+so where it goes against the version. A patch whose code cannot be read on
+such a tree is skipped with the reason, never tried blind.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from pathlib import Path
 
 from vllm_overlay.aiter_shape import AiterShape, inspect_aiter_tree
 from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.record import CAPTURE_HOST_OFFSETS, PatchTarget
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.series import Patch
 from vllm_patchkit.versions import (
     Release,
     claimed_version,
     parse_release,
+    release_text,
     tag_release,
     tree_release,
 )
@@ -57,10 +60,14 @@ class TreeVersion:
 def read_version(root: Path) -> TreeVersion:
     """The tree's version (:func:`vllm_patchkit.versions.tree_release`) and
     whether it can vouch for its code: a ``_version.py`` or dist-info naming
-    a release, or a release tag at most :data:`NEAR_TAG` commits below HEAD."""
+    a release, or a release tag at most :data:`NEAR_TAG` commits below HEAD;
+    and the code does not contradict it (:func:`contradiction`)."""
     version, release = tree_release(root)
     if release is None:
         return TreeVersion(version, None, False, f"version {version} names no release")
+    against = contradiction(root, release)
+    if against is not None:
+        return TreeVersion(version, release, False, against)
     claimed = claimed_version(root)
     if claimed is not None and parse_release(claimed) == release:
         return TreeVersion(version, release, True, "")
@@ -81,6 +88,47 @@ def read_version(root: Path) -> TreeVersion:
             "about its code",
         )
     return TreeVersion(version, release, True, "")
+
+
+def _record_range(target: PatchTarget) -> tuple[Release, Release, Release]:
+    first, _, last = target.affected.partition("-")
+    bounds = (
+        parse_release(first),
+        parse_release(last),
+        parse_release(target.inert_from),
+    )
+    assert all(bounds), target
+    return bounds  # type: ignore[return-value]
+
+
+def contradiction(root: Path, release: Release) -> str | None:
+    """Why the tree's code is not what ``release`` ships, if it is not.
+
+    The overlay's record ties the ROCm capture's shape to releases: before
+    its ``affected`` range no zeroing (or no ROCm builder), within it both
+    offsets zeroed (or, once 0001 is applied, the fixed shape), from
+    ``inert_from`` the fixed shape. Code that cannot be judged contradicts
+    nothing.
+    """
+    code = inspect_capture_tree(root)
+    if not code.judged:
+        return None
+    first, last, fixed_from = _record_range(CAPTURE_HOST_OFFSETS)
+    if release < first:
+        shapes, era = (Shape.NO_ZEROING, Shape.MISSING), f"before {release_text(first)}"
+    elif release <= last:
+        shapes = (Shape.BUGGY, Shape.FIXED)
+        era = f"{release_text(first)}-{release_text(last)}"
+    elif release >= fixed_from:
+        shapes, era = (Shape.FIXED,), f"{release_text(fixed_from)} on"
+    else:
+        return None
+    if code.shape in shapes:
+        return None
+    return (
+        f"the code contradicts it: {CAPTURE_HOST_OFFSETS.qualname} is "
+        f"{code.shape}, not what releases {era} ship"
+    )
 
 
 class Reading(enum.StrEnum):
@@ -255,40 +303,46 @@ class Carry:
 def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
     """Whether the series carries ``patch`` for the tree at ``root``.
 
-    The code rule decides when it can read the code; where it disagrees
-    with the version rule, the reason says so. Unreadable code falls back to
-    a trusted version; with neither, the patch is skipped, with the reason.
+    A version the tree can vouch for (:func:`read_version`) decides by the
+    patch's ``Affects:`` range, the maintainers' word. Otherwise the code
+    decides, and where it goes against the version the reason says so; a
+    patch whose code cannot be read is then skipped, with the reason.
     """
     by_version = patch.carried_for(version.release)
     code = read_code(patch, root)
-    if code is None or code.reading is Reading.UNREADABLE:
-        if code is not None and not version.trusted:
+    readable = code is not None and code.reading is not Reading.UNREADABLE
+    if version.trusted or not readable:
+        if code is not None and not readable and not version.trusted:
             return Carry(
                 False,
                 f"skipped: its code cannot be judged ({code.why}) and the "
                 f"version cannot be trusted ({version.why}); apply it by hand "
                 "if you know better",
             )
-        upstream = _upstream_since(patch, version.release)
+        fixed = _upstream_since(patch, version.release) or bool(
+            code and code.reading is Reading.FIXED
+        )
         if by_version:
-            return Carry(True, "", upstream)
-        return Carry(False, not_carried_detail(patch, version.version), upstream)
+            return Carry(True, "", fixed)
+        detail = not_carried_detail(patch, version.version)
+        if code is not None and code.reading in (Reading.FIXED, Reading.NOT_FOR):
+            detail += f": {code.why}"  # the code agrees
+        return Carry(False, detail, fixed)
+    assert code is not None
     by_code = code.reading is Reading.BUG
     fixed = code.reading is Reading.FIXED
-    if version.release is None:
-        why = "" if by_code else f"by its code ({version.why}): {code.why}"
-        return Carry(by_code, why, fixed)
-    if by_code == by_version:
-        why = "" if by_code else f"{not_carried_detail(patch, version.version)}: "
-        return Carry(by_code, why + ("" if by_code else code.why), fixed)
+    if version.release is None or by_code == by_version:
+        if by_code:
+            return Carry(True, "", fixed)
+        said = f"vLLM {version.version}: {version.why}"
+        return Carry(False, f"by its code ({said}): {code.why}", fixed)
     said = "carries" if by_version else "does not carry"
-    trust = f"; {version.why}" if version.why else ""
     affects = f"Affects: {patch.affects}" if patch.affects else "no Affects"
     return Carry(
         by_code,
         f"the code decides, not the version: by its version (vLLM "
-        f"{version.version}{trust}) the series {said} it ({affects}), but "
-        f"{code.why}",
+        f"{version.version}; {version.why}) the series {said} it ({affects}), "
+        f"but {code.why}",
         fixed,
         overrides=True,
     )
