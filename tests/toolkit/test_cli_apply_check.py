@@ -199,30 +199,37 @@ def test_a_development_version_is_its_tag_s_release(
     assert [p["status"] for p in checked["patches"]] == CARRIED["0.25.0"][0]
 
 
-def test_a_tree_of_unknown_release_is_never_not_carried(
+def test_a_tree_of_unknown_release_is_decided_by_its_code(
     release_clone: Callable[[str], Path],
 ) -> None:
     """A checkout with neither ``_version.py`` nor a release tag (a fork
-    with tags of its own) gets every patch tried: 0003 is judged by git,
-    here a conflict, not skipped."""
+    with tags of its own) is decided by its code (issue #27): 0003 finds no
+    runner that replays FULL graphs on capture-built metadata in 0.25.0's
+    code, so it is not-carried, with that reason, and apply carries 0001
+    and 0002 (it used to try 0003 and roll everything back)."""
     tree = release_clone("0.25.0")
     git = Git(tree)
     git.run("tag", "-d", "v0.25.0")
     git.run("tag", "fork-2026.1")
     assert not (tree / "vllm/_version.py").exists()
-    before = snapshot(tree)
 
     code, checked = patchkit_json("check", str(tree))
 
-    assert code == 1, checked
+    assert code == 0, checked
     assert [p["status"] for p in checked["patches"]] == [
         "applies",
         "applies",
-        "conflict",
+        "not-carried",
     ]
+    assert "by its code" in checked["patches"][2]["detail"]
+    assert "only when capturing" in checked["patches"][2]["detail"]
     code, result = patchkit_json("apply", str(tree))
-    assert (code, result["status"]) == (4, "conflict")
-    assert snapshot(tree) == before
+    assert (code, result["status"]) == (0, "applied"), result
+    assert [p["status"] for p in result["patches"]] == [
+        "applied",
+        "applied",
+        "not-carried",
+    ]
 
 
 @pytest.mark.parametrize("affects", ["0.27..0.28.0", "0.28.0..0.27.0", "0.27.0"])
