@@ -59,18 +59,7 @@ def audit_tree(
         report.seconds["dynamic"] = round(time.monotonic() - start, 2)
         report.runtime.update(result.runtime)
         report.runtime["coverage"] = _coverage(result)
-        if result.error:
-            report.checks.append(Check("dynamic pass", False, why=result.error))
-        else:
-            report.checks.append(
-                Check(
-                    "dynamic pass",
-                    True,
-                    True,
-                    f"{len(result.ran)} builder run(s); "
-                    f"{len(result.could_not_run)} could not run on CPU",
-                )
-            )
+        report.checks.append(dynamic_check(result))
     else:
         report.checks.append(
             Check("dynamic pass", False, why="not requested (--static-only)")
@@ -79,6 +68,21 @@ def audit_tree(
     report.checks.extend(_effect_checks(report.findings))
     report.seconds["total"] = round(sum(report.seconds.values()), 2)
     return report
+
+
+def dynamic_check(result: DynamicResult) -> Check:
+    """The dynamic pass as one check: passed only when it ran a builder. A
+    pass that ran none (every builder could not run on CPU) saw nothing, so
+    it could not run; it is not a pass."""
+    if result.error:
+        return Check("dynamic pass", False, why=result.error)
+    counts = (
+        f"{len(result.ran)} builder run(s); "
+        f"{len(result.could_not_run)} could not run on CPU"
+    )
+    if not result.ran:
+        return Check("dynamic pass", False, why=f"no builder ran: {counts}")
+    return Check("dynamic pass", True, True, counts)
 
 
 def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
