@@ -284,6 +284,40 @@ SCENARIOS: dict[str, Scenario] = {
 VICTIM_SCENARIOS = frozenset(v.scenario for v in victims.VICTIMS)
 
 
+def failed_outcome(name: str, query_len: int, exc: Exception) -> Outcome:
+    """The outcome of a scenario that raised ``exc``. Raised through the
+    code under test: the behaviour failed. A vLLM module the tree lacks (a
+    fork that renamed ``rocm_attn.py``): not in this tree, so the check did
+    not run. Anywhere else: the harness failed, the check did not run."""
+    missing = absent_module(exc)
+    if missing is not None:
+        why = f"not in this tree: {type(exc).__name__}: {exc}"
+        return Outcome(
+            name,
+            query_len,
+            "unavailable",
+            facts={"missing": missing},
+            error={"type": "unavailable", "message": why},
+        )
+    status = "raised" if involves_code_under_test(exc) else "error"
+    return Outcome(name, query_len, status, error=error_info(exc))
+
+
+def absent_module(exc: BaseException) -> str | None:
+    """The vLLM module ``exc`` failed to import because the tree has no
+    file for it; None for any other failure (an import that fails inside a
+    file the tree has is a harness error, not an absence)."""
+    name = getattr(exc, "name", None)
+    if not isinstance(exc, ModuleNotFoundError) or not name:
+        return None
+    head, *parts = name.split(".")
+    if head != "vllm" or not parts:
+        return None
+    relpath = "/".join(parts)
+    present = harness.vllm_has(relpath) or harness.vllm_has(f"{relpath}.py")
+    return None if present else name
+
+
 def run_all(
     names: list[str] | None = None,
     stop: Callable[[Outcome], bool] | None = None,
@@ -295,10 +329,7 @@ def run_all(
             try:
                 outcome = SCENARIOS[name](query_len)
             except Exception as exc:  # reported, never hidden
-                # Raised through the code under test: the behaviour failed.
-                # Anywhere else: the harness failed, the check did not run.
-                status = "raised" if involves_code_under_test(exc) else "error"
-                outcome = Outcome(name, query_len, status, error=error_info(exc))
+                outcome = failed_outcome(name, query_len, exc)
             outcomes.append(outcome)
             if stop is not None and stop(outcome):
                 return outcomes
