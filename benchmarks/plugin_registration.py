@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     plugin.register()
     imported = sorted(set(sys.modules) - before)
+    from vllm_overlay.record import CAPTURE_HOST_OFFSETS  # loaded by plugin
 
     def reset_vllm() -> None:
         vllm.plugins.plugins_loaded = False
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     base = best_of(baseline, reset_vllm, args.repeat)
     overlay = best_of(plugin.register, reset_overlay, args.repeat)
     result = {
-        "vllm_version": plugin.current_state().vllm_version,
+        "vllm_version": plugin.current_states()[CAPTURE_HOST_OFFSETS.name].vllm_version,
         "repeat": args.repeat,
         "baseline_load_general_plugins_ms": {
             "median": statistics.median(base),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import importlib.metadata
 import json
 import os
 import sys
@@ -22,21 +21,16 @@ from contextlib import nullcontext
 from typing import Any
 
 from vllm_overlay import plugin
+from vllm_overlay.entry_points import (
+    ENTRY_POINT_GROUP,
+    ENTRY_POINT_NAME,
+    entry_point_registered,
+)
 from vllm_overlay.fix import FixPlan
 from vllm_overlay.fixes import assess_installed, on_vllm
 from vllm_overlay.install import Action, InstallState, vllm_version
 from vllm_overlay.kernel_switch import KERNEL_ENV, caller_module
 from vllm_overlay.record import RECORD, render_record
-
-ENTRY_POINT_GROUP = "vllm.general_plugins"
-ENTRY_POINT_NAME = "vllm_overlay"
-
-
-def entry_point_registered() -> bool:
-    return any(
-        ep.name == ENTRY_POINT_NAME
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    )
 
 
 def allowed_by_vllm_plugins() -> bool:

@@ -89,11 +89,6 @@ def unknown_names_warning(unknown: list[str]) -> str:
     )
 
 
-def current_state() -> InstallState | None:
-    """What :func:`register` did for the #51585 fix (None: not called yet)."""
-    return _states.get(CAPTURE_HOST_OFFSETS.name)
-
-
 def current_states() -> dict[str, InstallState]:
     """What :func:`register` did for each fix, in the record's order."""
     return dict(_states)

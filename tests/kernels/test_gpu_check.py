@@ -117,7 +117,7 @@ def test_dry_run(carry: Path, tmp_path: Path) -> None:
 
 
 def refusal(done: subprocess.CompletedProcess[str], seconds: float, out: Path) -> str:
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 3, done.stderr  # an unfit environment
     assert seconds < REFUSAL_SECONDS, seconds
     assert "nothing was run" in done.stderr
     doc = json.loads((out / "gpu-check.json").read_text())
@@ -174,6 +174,19 @@ def test_prepare_takes_only_vllm_0_28_0s_file(carry: Path, tmp_path: Path) -> No
     assert done.returncode == 2
     assert "is not vLLM 0.28.0's prefix_prefill.py" in done.stderr
     assert not target.exists()
+
+
+def test_bad_arguments_are_2_an_unfit_environment_3(tmp_path: Path) -> None:
+    """The toolkit's codes (tools/vllm_patchkit/errors.py): refused input is
+    2, an environment that cannot run the check is 3."""
+    no_out = gpu_check("--dry-run", "--carry", str(tmp_path))  # $OUT unset too
+    assert no_out.returncode == 2, no_out.stderr
+    assert "error: no --out DIR, and $OUT is unset" in no_out.stderr
+    missing = gpu_check("--prepare", "--vllm-source", str(tmp_path / "absent.py"))
+    assert missing.returncode == 2, missing.stderr
+    no_kernel = gpu_check("--shim", str(tmp_path / "site"), "--carry", str(tmp_path))
+    assert no_kernel.returncode == 3, no_kernel.stderr
+    assert f"error: no upstream kernel in {tmp_path}: run --prepare" in no_kernel.stderr
 
 
 # --- the GPU image's versions (a venv of their own) ------------------------------

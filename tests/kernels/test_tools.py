@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patchkit import cli
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.memcheck import runner
 
 pytestmark = pytest.mark.kernels
@@ -81,6 +82,13 @@ def test_memcheck_command(tmp_path: Path) -> None:
 def test_memcheck_command_needs_a_script(capsys: pytest.CaptureFixture) -> None:
     assert cli.main(["memcheck"]) == 2
     assert "no script given" in capsys.readouterr().err
+
+
+def test_memcheck_without_a_script_raises_for_the_one_error_path() -> None:
+    """The handler raises; ``cli.error_handler`` reports it (and picks the 2)."""
+    args = cli.build_parser(["memcheck", "--"]).parse_args(["memcheck", "--"])
+    with pytest.raises(InputError, match="no script given"):
+        args.handler(args)
 
 
 @pytest.mark.slow

@@ -64,8 +64,9 @@ def main(output: str, import_rocm_attn: bool, import_aiter: bool) -> None:
 
         importlib.import_module(AITER)
     from vllm_overlay import plugin
+    from vllm_overlay.record import CAPTURE_HOST_OFFSETS
 
-    state = plugin.current_state()
+    state = plugin.current_states().get(CAPTURE_HOST_OFFSETS.name)
     result = {
         "action": str(state.action) if state else None,
         "status": getattr(state, "status", None),

@@ -66,7 +66,9 @@ def main(output: str) -> None:
     from vllm_overlay.import_hook import _AfterImportFinder
 
     plugin.register()
-    state = plugin.current_state()
+    from vllm_overlay.record import CAPTURE_HOST_OFFSETS
+
+    state = plugin.current_states().get(CAPTURE_HOST_OFFSETS.name)
     finders = [f for f in sys.meta_path if isinstance(f, _AfterImportFinder)]
     result: dict[str, Any] = {
         "action": str(state.action) if state else None,

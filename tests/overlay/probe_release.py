@@ -23,8 +23,9 @@ def main(output: str) -> None:
     load_general_plugins()
     from vllm_overlay import plugin
     from vllm_overlay.import_hook import _AfterImportFinder
+    from vllm_overlay.record import CAPTURE_HOST_OFFSETS
 
-    state = plugin.current_state()
+    state = plugin.current_states().get(CAPTURE_HOST_OFFSETS.name)
     result: dict[str, Any] = {
         "vllm_version": vllm.__version__,
         "vllm_file": vllm.__file__,

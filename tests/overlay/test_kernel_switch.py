@@ -19,8 +19,9 @@ import importlib, json, sys
 from vllm.plugins import load_general_plugins
 load_general_plugins()
 from vllm_overlay import plugin
+from vllm_overlay.record import CAPTURE_HOST_OFFSETS
 caller = importlib.import_module("vllm.v1.attention.ops.chunked_prefill_paged_decode")
-state = plugin.current_state()
+state = plugin.current_states()[CAPTURE_HOST_OFFSETS.name]
 json.dump({
     "kernel_module": caller.context_attention_fwd.__module__,
     "state_kernel": state.kernel,

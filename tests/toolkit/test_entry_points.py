@@ -1,7 +1,8 @@
 """doctor's entry-point lookup says what ``importlib.metadata`` says.
 
-``installed.entry_point_registered`` reads ``entry_points.txt`` files
-itself (importing importlib.metadata cost doctor a third of its start-up);
+``vllm_overlay.entry_points.entry_point_registered`` (the overlay's doctor
+and the toolkit's) reads ``entry_points.txt`` files itself (importing
+importlib.metadata cost doctor a third of its start-up);
 importlib.metadata, the library vLLM's plugin loader uses, is the oracle:
 on this environment's real ``sys.path``, and on distributions made here,
 one shadowing another of the same name.
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from vllm_overlay.entry_points import entry_point_registered
 from vllm_patchkit.doctor import OVERLAY_ENTRY_POINT
-from vllm_patchkit.installed import entry_point_registered
 
 GROUP = "vllm.general_plugins"
 

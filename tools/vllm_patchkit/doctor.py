@@ -13,12 +13,17 @@ from pathlib import Path
 
 from vllm_overlay.aiter_shape import inspect_aiter_tree
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
+from vllm_overlay.entry_points import (
+    ENTRY_POINT_GROUP,
+    ENTRY_POINT_NAME,
+    entry_point_registered,
+)
 from vllm_overlay.fixes import assess_tree
 from vllm_overlay.install import Action, assess_file
 from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, RECORD
 from vllm_patchkit.checkout import PatchReport, classify_path
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.installed import entry_point_registered, installed_vllm_dir
+from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Series
 from vllm_patchkit.versions import tree_version
@@ -101,7 +106,7 @@ FIX_RECORDS = {
     "#53821": AITER_UNIFIED_OFFSETS.name,
 }
 """The overlay's record entry for each fix."""
-OVERLAY_ENTRY_POINT = ("vllm.general_plugins", "vllm_overlay")
+OVERLAY_ENTRY_POINT = (ENTRY_POINT_GROUP, ENTRY_POINT_NAME)
 """The overlay's plugin entry point (group, name): vLLM loads what it names."""
 AITER_FILE = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
 

@@ -6,15 +6,16 @@ The commands that run vLLM code need them from the environment they run in,
 so they look before they start (without importing anything) and, when a
 package is missing, say in one line what to install or which venv to use,
 and exit 3 (environment error). ``doctor`` without a PATH reads the
-installed vLLM and needs one too.
+installed vLLM and needs one too. The line is a :class:`MissingRuntime`,
+reported (and exit 3, one JSON object under ``--json``) by the CLI's one
+error path, ``cli.error_handler``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from vllm_patchkit.commands.common import EXIT_ERROR, emit_json
+from vllm_patchkit.errors import EnvironmentFailure
 
 VLLM_RUNTIME = ("torch", "vllm")
 """What the regression suite runs on: a vLLM with its dependencies."""
@@ -36,20 +37,18 @@ def missing(modules: tuple[str, ...]) -> list[str]:
     return [name for name in modules if importlib.util.find_spec(name) is None]
 
 
-def require(
-    args: argparse.Namespace, command: str, modules: tuple[str, ...], hint: str = ""
-) -> int | None:
-    """None when this Python has ``modules``; else one line of advice and exit 3."""
+class MissingRuntime(EnvironmentFailure):
+    """This Python lacks a package the command runs on (exit 3, "error")."""
+
+
+def require(command: str, modules: tuple[str, ...], hint: str = "") -> None:
+    """Return when this Python has ``modules``; else raise one line of advice."""
     absent = missing(modules)
     if not absent:
-        return None
-    message = (
+        return
+    raise MissingRuntime(
         f"`vllm-patchkit {command}` needs {', '.join(modules)} in this Python "
         f"({sys.executable}), which lacks {', '.join(absent)}: run it from a venv "
         "that has vLLM installed (this project's: tools/bootstrap.sh), or install "
         f"{' '.join(absent)} here" + (f"; {hint}" if hint else "")
     )
-    if getattr(args, "json", False):
-        emit_json({"status": "error", "error": message})
-    print(f"vllm-patchkit: error: {message}", file=sys.stderr)
-    return EXIT_ERROR

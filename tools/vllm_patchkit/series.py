@@ -30,7 +30,6 @@ from vllm_patchkit.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.versions import Release, ReleaseRange, parse_range
 
-REQUIRED_TRAILERS = ("Origin", "Forwarded", "Signed-off-by")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.+)$")
 _DIFF_GIT = re.compile(r"^diff --git a/(.+) b/(.+)$")
 # The first line of every mail git format-patch writes.
@@ -291,7 +290,3 @@ def check_repo_relative(path: Path, name: str) -> None:
         raise SeriesError(f"{path}: patched path {name!r} escapes the repository")
     if parts[0] == ".git" or ".git" in parts:
         raise SeriesError(f"{path}: patched path {name!r} touches .git")
-
-
-def missing_trailers(patch: Patch) -> list[str]:
-    return [key for key in REQUIRED_TRAILERS if patch.trailer(key) is None]

@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     installed = args.path is None
     if installed:
         hint = "or name a vLLM tree: audit PATH"
-        if code := require(args, "audit", INSTALLED_VLLM, hint):
-            return code
+        require("audit", INSTALLED_VLLM, hint)
         from vllm_patchkit.installed import installed_vllm_dir
 
         tree = installed_vllm_dir().parent

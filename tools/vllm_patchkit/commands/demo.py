@@ -55,8 +55,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (code := require(args, "demo", VLLM_RUNTIME)) is not None:
-        return code
+    require("demo", VLLM_RUNTIME)
     from vllm_patchkit import demo
     from vllm_patchkit.paths import cache_dir
     from vllm_patchkit.series import load_series

@@ -49,8 +49,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     hint = "or name a vLLM tree: doctor PATH"
-    if args.path is None and (code := require(args, "doctor", INSTALLED_VLLM, hint)):
-        return code
+    if args.path is None:
+        require("doctor", INSTALLED_VLLM, hint)
     from vllm_overlay.record import render_record
     from vllm_patchkit.doctor import diagnose
     from vllm_patchkit.series import load_series

@@ -12,19 +12,20 @@ import argparse
 import os
 import sys
 
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import TRITON_RUNTIME, require
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit status: the script's; 1 on a violation; 2 without a script."""
+    """Exit status: the script's; 1 on a violation; 2 (InputError) without a script."""
     argv = list(args.script)
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("vllm-patchkit memcheck: error: no script given", file=sys.stderr)
-        return 2
-    if (code := require(args, "memcheck", TRITON_RUNTIME)) is not None:
-        return code
+        raise InputError(
+            "no script given: vllm-patchkit memcheck [--] SCRIPT [ARGS...]"
+        )
+    require("memcheck", TRITON_RUNTIME)
     import subprocess  # here: every start-up imports this module
 
     env = dict(os.environ, TRITON_INTERPRET="1")
