@@ -39,6 +39,7 @@ pytestmark = pytest.mark.release_trees
 SERIES_LENGTH = len(load_series().patches)
 TEST_FILE = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
+AITER_UNIFIED = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
 
 
 @pytest.fixture
@@ -332,21 +333,25 @@ def test_an_ignored_file_where_a_patch_creates_one_is_refused(tree: Path) -> Non
 
 
 def test_a_conflict_rollback_leaves_nothing_behind(tree: Path) -> None:
-    """rocm_attn.py became a directory: git am -3 leaves 'rocm_attn.py~<patch
-    subject>' beside it; the rollback removes it and keeps the user's files."""
+    """The AITER unified module became a directory on a 0.28.0 checkout (its
+    version vouches for it, so 0003 is carried): 0001 and 0002 apply, git am
+    -3 of 0003 leaves 'rocm_aiter_unified_attn.py~<patch subject>' beside it;
+    the rollback removes it, takes 0001 and 0002 back and keeps the user's
+    files."""
     user = as_user(tree)
-    user.run("rm", "--quiet", ROCM_ATTN)
-    (tree / ROCM_ATTN).mkdir()
-    (tree / ROCM_ATTN / "mine.py").write_text("mine\n")
+    user.run("rm", "--quiet", AITER_UNIFIED)
+    (tree / AITER_UNIFIED).mkdir()
+    (tree / AITER_UNIFIED / "mine.py").write_text("mine\n")
     (tree / ".git" / "info" / "exclude").write_text("*.local\n")
     (tree / "vllm" / "notes.local").write_text("ignored, mine\n")
-    user.run("add", ROCM_ATTN)
-    user.run("commit", "--quiet", "-m", "rocm_attn as a package")
+    user.run("add", AITER_UNIFIED)
+    user.run("commit", "--quiet", "-m", "rocm_aiter_unified_attn as a package")
     before = snapshot(tree)
 
     proc = patchkit("apply", str(tree))
 
     assert proc.returncode == 4, output(proc)
+    assert "0003-" in output(proc)
     assert snapshot(tree) == before
     assert patchkit("apply", str(tree)).returncode == 4  # not refused as dirty
 

@@ -48,11 +48,12 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     assert not list(checkout.rglob("__pycache__"))
 
 
-def test_demo_on_a_checkout_without_the_pr_victim_cannot_judge(
+def test_demo_on_a_checkout_without_minimax_m3_rests_on_the_other_core_checks(
     release_clone: Callable[[str], Path],
 ) -> None:
-    """A fork without MiniMax-M3: everything that runs passes after the
-    series, but the PR's own crash could not be tried, so no FIXED (exit 3)."""
+    """A fork without MiniMax-M3 cannot hit the PR's crash, whatever its
+    version: that check is not applicable there, and the verdict rests on
+    the other core checks, which ran and pass after the series (FIXED)."""
     checkout = release_clone("0.28.0")
     git = as_user(checkout)
     git.run("rm", "-r", "--quiet", "vllm/models/minimax_m3")
@@ -60,14 +61,43 @@ def test_demo_on_a_checkout_without_the_pr_victim_cannot_judge(
 
     proc = patchkit("demo", str(checkout), "--branch", "fixed-here")
 
-    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    verdict = next(line for line in lines if line.startswith("verdict: "))
-    assert verdict.startswith("verdict: CANNOT JUDGE: core checks did not run: ")
-    assert "minimax_indexer_after_rocm[q=1]" in verdict
+    assert "verdict: FIXED" in lines
     after = next(line for line in lines if line.startswith("after: "))
     assert ", 0 failed), " in after
     assert (
-        "after:   could not run: minimax_indexer_after_rocm[q=3]: "
-        "vllm.models.minimax_m3 is not in this vLLM"
+        "after:   could not run: minimax_indexer_after_rocm[q=3]: not applicable: "
+        "this tree has no MiniMax-M3"
+    ) in proc.stdout
+
+
+def test_demo_on_a_checkout_whose_minimax_m3_cannot_import_cannot_judge(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A fork whose MiniMax-M3 indexer needs a package this runtime lacks:
+    the PR's own crash could not be tried on a tree that has the model, so
+    no FIXED (exit 3), and the reason is the import, not an absence."""
+    checkout = release_clone("0.28.0")
+    indexer = checkout / "vllm/models/minimax_m3/common/indexer.py"
+    indexer.write_text("import fork_only_kernels  # noqa: F401\n" + indexer.read_text())
+    git = as_user(checkout)
+    git.run("commit", "--quiet", "-am", "[Kernel] MiniMax-M3 indexer on our kernels")
+
+    proc = patchkit("demo", str(checkout), "--branch", "fixed-here")
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    verdict = next(line for line in lines if line.startswith("verdict: "))
+    assert verdict == (
+        "verdict: CANNOT JUDGE: core checks did not run: "
+        "minimax_indexer_after_rocm[q=1] (No module named 'fork_only_kernels'); "
+        "minimax_indexer_after_rocm[q=3] (No module named 'fork_only_kernels')"
+    )
+    after = next(line for line in lines if line.startswith("after: "))
+    assert ", 0 failed), " in after
+    assert "not in this tree: ModuleNotFoundError: No module named" not in proc.stdout
+    assert (
+        "after:   could not run: rocm_then_minimax_indexer_msa[q=1]: cannot import: "
+        "ModuleNotFoundError: No module named 'fork_only_kernels'"
     ) in lines

@@ -153,16 +153,17 @@ def _patched_clone(release_clone: Callable[[str], Path]) -> Path:
 def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
     release_clone: Callable[[str], Path],
 ) -> None:
-    """A fork without MiniMax-M3: the PR's own crash cannot be tried there.
-
-    Every check that runs passes, yet FIXED would claim what was not shown:
-    the answer is "cannot judge" (exit 3), naming each check that could not
-    run and why.
+    """A fork whose MiniMax-M3 indexer needs a package the runtime lacks: the
+    model is in the tree, so the PR's own crash could happen there, but it
+    cannot be tried. Every check that runs passes, yet FIXED would claim what
+    was not shown: the answer is "cannot judge" (exit 3), naming each check
+    that could not run and why.
     """
     tree = _patched_clone(release_clone)
+    indexer = tree / "vllm/models/minimax_m3/common/indexer.py"
+    indexer.write_text("import fork_only_kernels  # noqa: F401\n" + indexer.read_text())
     git = as_user(tree)
-    git.run("rm", "-r", "--quiet", "vllm/models/minimax_m3")
-    git.run("commit", "--quiet", "-m", "[Misc] drop MiniMax-M3")
+    git.run("commit", "--quiet", "-am", "[Kernel] MiniMax-M3 indexer on our kernels")
 
     proc = patchkit("test", "--no-baseline", str(tree))
 
@@ -170,7 +171,9 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
     lines = proc.stdout.splitlines()
     verdict = lines[-1]
     assert verdict.startswith("verdict: CANNOT JUDGE: core checks did not run: ")
-    assert "minimax_indexer_after_rocm[q=1] (vllm.models.minimax_m3 is not" in verdict
+    assert (
+        "minimax_indexer_after_rocm[q=1] (No module named 'fork_only_kernels')"
+    ) in verdict
     counts = next(line for line in lines if line.startswith("after: "))
     assert ", 0 failed), " in counts and "could not run" in counts
     not_run = [line for line in lines if line.startswith("after:   could not run: ")]
@@ -179,9 +182,27 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
         "minimax_indexer_after_rocm[q=1]",
         "minimax_indexer_after_rocm[q=3]",
         "capture_loop_v1[q=1]",
-        "rocm_then_minimax_sparse[q=3]",
+        "rocm_then_minimax_indexer_msa[q=3]",
     } <= named
     assert "upstream test" in proc.stdout and "9 passed, 0 failed" in proc.stdout
+
+
+def test_a_tree_without_minimax_m3_rests_on_the_other_core_checks(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A fork without MiniMax-M3 cannot hit the PR's crash whatever its
+    version: the check is not applicable, and FIXED rests on the other core
+    checks, which ran."""
+    tree = _patched_clone(release_clone)
+    git = as_user(tree)
+    git.run("rm", "-r", "--quiet", "vllm/models/minimax_m3")
+    git.run("commit", "--quiet", "-m", "[Misc] drop MiniMax-M3")
+
+    proc = patchkit("test", "--no-baseline", str(tree))
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("verdict: FIXED")
+    assert "minimax_indexer_after_rocm[q=1]: not applicable: " in proc.stdout
 
 
 def test_an_upstream_test_for_a_later_layout_leaves_the_suite_to_judge(

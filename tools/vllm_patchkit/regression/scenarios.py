@@ -175,7 +175,15 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
     try:
         cls = victims.builder_class(victim)
     except victims.VictimUnavailable as exc:
-        return unavailable(f"not in this tree: {exc}")
+        cause = exc.__cause__
+        # "Not in this tree" only when the tree lacks it; a module the tree
+        # has that cannot import a package of its own cannot be imported.
+        present = (
+            isinstance(cause, ModuleNotFoundError) and absent_module(cause) is None
+        )
+        return unavailable(
+            f"{'cannot import' if present else 'not in this tree'}: {exc}"
+        )
     try:
         builder = victims.make_victim_builder(victim, decode_query_len)
     except Exception as exc:  # see _victim_setup_failed
