@@ -12,7 +12,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.matrix import invariant_holds
 from vllm_patchkit.paths import PROJECT_ROOT
@@ -306,14 +306,7 @@ def _checkers() -> dict[str, tuple[str, ...]]:
 def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
     """Each file that decides a cell, changed in a copy: its step's key
     changes (the others' do not), and a static decider recomputes the row."""
-    project = tmp_path / "project"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for part in ("tools", "vllm_overlay", "patches", "pyproject.toml"):
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, project / part, ignore=ignore)
-        else:
-            shutil.copy2(source, project / part)
+    project = project_copy(tmp_path / "project")
     first = _row(project, "0.29.0")
     again = _row(project, "0.29.0")
     assert again == {"keys": first["keys"], "cached": True}
@@ -336,25 +329,13 @@ def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
     assert _row(project, "0.29.0") == {"keys": keys, "cached": True}
 
 
-def _own_cache(tmp_path: Path) -> dict[str, str]:
-    """A cache directory of the test's own (no matrix cell or applied clone
-    of another run) that shares the release trees and downloads."""
-    shared = Path(release_tree("0.28.0")).parents[1]
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    for name in ("trees", "sdists", "extras"):
-        if (shared / name).is_dir():
-            (cache / name).symlink_to(shared / name)
-    return {"VLLM_OVERLAY_CACHE": str(cache)}
-
-
 def test_an_overlay_cell_that_cannot_be_judged_makes_the_exit_3(
     tmp_path: Path,
 ) -> None:
     """A logging level vLLM refuses makes both probe runs fail at import on
     0.28.0: the overlay cell cannot judge, and the exit says so (it was 0:
     the cell said "cannot judge", the exit rule looked for "cannot-judge")."""
-    env = {**_own_cache(tmp_path), "VLLM_LOGGING_LEVEL": "NO-SUCH-LEVEL"}
+    env = {**own_matrix_cache(tmp_path), "VLLM_LOGGING_LEVEL": "NO-SUCH-LEVEL"}
     proc = patchkit(
         "matrix", "--from", "0.28.0", "--to", "0.28.0", "--steps", "overlay",
         "--output-dir", str(tmp_path), env=env,
@@ -388,7 +369,7 @@ def test_an_apply_the_environment_failed_is_exit_3_and_never_cached(
         "GIT_CONFIG_KEY_0": "core.hooksPath",
         "GIT_CONFIG_VALUE_0": str(hooks),
     }
-    cache = _own_cache(tmp_path)
+    cache = own_matrix_cache(tmp_path)
     args = ["matrix", "--from", "0.29.0", "--to", "0.29.0", "--steps", "stock,series"]
     args += ["--output-dir", str(tmp_path)]
 

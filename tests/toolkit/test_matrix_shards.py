@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
 from vllm_patchkit.matrix import Row
 from vllm_patchkit.matrix_shards import (
     MatrixShardError,
@@ -31,7 +32,6 @@ from vllm_patchkit.matrix_shards import (
 )
 from vllm_patchkit.matrix_table import README_END, README_START, markdown, to_json
 from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.releases import release_tree
 from vllm_patchkit.series import load_series
 
 pytestmark = pytest.mark.release_trees
@@ -39,18 +39,6 @@ pytestmark = pytest.mark.release_trees
 RANGE = ["--from", "0.27.0", "--to", "0.29.0", "--no-suite"]
 RELEASES = ["0.27.0", "0.27.1", "0.28.0", "0.29.0"]
 README = f"# Releases\n\n{README_START}\nold table\n{README_END}\n\nAfter.\n"
-
-
-def _own_cache(root: Path) -> dict[str, str]:
-    """A cache of the test's own (no matrix cell of another run) that shares
-    the release trees and downloads."""
-    shared = Path(release_tree("0.28.0")).parents[1]
-    cache = root / "cache"
-    cache.mkdir()
-    for name in ("trees", "sdists", "extras", "locks"):
-        if (shared / name).is_dir():
-            (cache / name).symlink_to(shared / name)
-    return {"VLLM_OVERLAY_CACHE": str(cache)}
 
 
 def _command(*args: str) -> list[str]:
@@ -66,7 +54,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A warm-up run (fills the cache), the unsharded run, and three shards
     run at once as separate processes, every one reading the same cache."""
     root = tmp_path_factory.mktemp("shards")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **_own_cache(root)}
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **own_matrix_cache(root)}
     _ok(patchkit("matrix", *RANGE, "--output-dir", str(root / "warm"), env=env))
     whole = root / "whole"
     whole.mkdir()
@@ -146,14 +134,7 @@ def test_merge_refuses_a_gap_a_duplicate_and_other_code(
     assert f"duplicate row: 0.28.0 is in {three} and {again}" in duplicate.stderr
 
     # 0.27.1 from a copy of the project whose matrix code differs by a line.
-    project = tmp_path / "project"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for part in ("tools", "vllm_overlay", "patches", "pyproject.toml"):
-        source = PROJECT_ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, project / part, ignore=ignore)
-        else:
-            shutil.copy2(source, project / part)
+    project = project_copy(tmp_path / "project")
     decider = project / "tools/vllm_patchkit/matrix.py"
     decider.write_text(decider.read_text() + f"\n# changed {uuid.uuid4().hex}\n")
     env = {

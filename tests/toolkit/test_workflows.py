@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from tests.toolkit.cli_helpers import USER, as_user, upstream_rewrites_the_zeroing
+from tests.toolkit.matrix_helpers import own_matrix_cache
 from vllm_patchkit.cli import build_parser
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR, PROJECT_ROOT
@@ -185,10 +186,18 @@ BREAKAGES = {
 
 @pytest.mark.parametrize("breakage", sorted(BREAKAGES))
 def test_actionlint_reports_a_broken_copy(tmp_path: Path, breakage: str) -> None:
-    old, new, expected = BREAKAGES[breakage]
-    text = WORKFLOW.read_text()
-    assert old in text, f"the workflow no longer contains {old!r}"
-    broken = tmp_path / ".github" / "workflows" / WORKFLOW.name
+    assert_actionlint_catches(WORKFLOW, BREAKAGES[breakage], tmp_path)
+
+
+def assert_actionlint_catches(
+    workflow: Path, breakage: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """A copy of ``workflow`` with one line broken fails actionlint, saying
+    what the breakage expects."""
+    old, new, expected = breakage
+    text = workflow.read_text()
+    assert old in text, f"{workflow.name} no longer contains {old!r}"
+    broken = tmp_path / ".github" / "workflows" / workflow.name
     broken.parent.mkdir(parents=True)
     broken.write_text(text.replace(old, new, 1))
 
@@ -984,17 +993,7 @@ MATRIX_BREAKAGES = {
 def test_actionlint_reports_a_broken_matrix_workflow(
     tmp_path: Path, breakage: str
 ) -> None:
-    old, new, expected = MATRIX_BREAKAGES[breakage]
-    text = MATRIX.read_text()
-    assert old in text, f"matrix.yml no longer contains {old!r}"
-    broken = tmp_path / ".github" / "workflows" / MATRIX.name
-    broken.parent.mkdir(parents=True)
-    broken.write_text(text.replace(old, new, 1))
-
-    proc = actionlint(broken, cwd=tmp_path)
-
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert expected in proc.stdout, proc.stdout
+    assert_actionlint_catches(MATRIX, MATRIX_BREAKAGES[breakage], tmp_path)
 
 
 def test_matrix_workflow_fans_out_per_release_and_keeps_the_token_apart() -> None:
@@ -1093,19 +1092,6 @@ def docs_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _matrix_cache(tmp_path: Path) -> dict[str, str]:
-    """A cache of the test's own sharing the release trees and downloads."""
-    from vllm_patchkit.releases import release_tree
-
-    shared = Path(release_tree("0.28.0")).parents[1]
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    for name in ("trees", "sdists", "extras", "locks"):
-        if (shared / name).is_dir():
-            (cache / name).symlink_to(shared / name)
-    return {"VLLM_OVERLAY_CACHE": str(cache)}
-
-
 @pytest.mark.release_trees
 def test_matrix_scripts_list_measure_merge_and_publish(
     tmp_path: Path, docs_repo: Path
@@ -1114,7 +1100,7 @@ def test_matrix_scripts_list_measure_merge_and_publish(
     the job matrix, one row file per release job, the merge and its PR texts,
     the artifact installed as data, the bot branch pushed, and a second run
     with the same table pushing nothing."""
-    env = _matrix_cache(tmp_path)
+    env = own_matrix_cache(tmp_path)
     listed = ci("matrix-releases.sh", "0.28.0", "0.29.0", patches=PATCHES_DIR, **env)
     assert listed.returncode == 0, listed.stderr
     keys = outputs(listed.stdout)

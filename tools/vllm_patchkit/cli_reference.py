@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vllm_patchkit.commands import complete_help
 from vllm_patchkit.commands.common import EXIT_CODES_HELP
-from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.paths import PROJECT_ROOT, relative_to_checkout
 
 PAGE = PROJECT_ROOT / "docs" / "reference" / "cli.md"
 
@@ -124,7 +124,7 @@ def _help(action: argparse.Action, prog: str) -> str:
             params[key] = value.__name__
     text = (action.help or "") % params
     # The same page from any checkout, on any machine.
-    text = text.replace(f"{PROJECT_ROOT}/", "").replace(str(Path.home()), "~")
+    text = relative_to_checkout(text).replace(str(Path.home()), "~")
     if isinstance(action, argparse._AppendAction | argparse._ExtendAction):
         text += " (repeatable)"
     return " ".join(text.split())

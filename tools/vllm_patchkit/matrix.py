@@ -60,7 +60,7 @@ from vllm_patchkit.doctor import fix_statuses
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
-from vllm_patchkit.paths import PROJECT_ROOT, cache_dir
+from vllm_patchkit.paths import cache_dir, relative_to_checkout
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
@@ -123,13 +123,9 @@ class Cell:
         # A cell reads the same from any checkout: a path inside this one
         # (the venv's torch in an error) is kept relative to it, so shards
         # merged elsewhere and the committed table render byte for byte.
-        self.text = _relative(self.text)
+        self.text = relative_to_checkout(self.text)
         if isinstance(self.detail.get("why"), str):
-            self.detail["why"] = _relative(self.detail["why"])
-
-
-def _relative(text: str) -> str:
-    return text.replace(f"{PROJECT_ROOT}/", "")
+            self.detail["why"] = relative_to_checkout(self.detail["why"])
 
 
 @dataclass

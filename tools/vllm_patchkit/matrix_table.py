@@ -10,7 +10,7 @@ from typing import Any
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.matrix import Cell, Row
-from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.paths import relative_to_checkout
 from vllm_patchkit.regression.verdict import CANNOT_JUDGE
 
 WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
@@ -18,7 +18,7 @@ WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
 
 def _cell(text: str) -> str:
     """Table-safe, with this checkout's path left out (the same on any machine)."""
-    text = text.replace(f"{PROJECT_ROOT}/", "")
+    text = relative_to_checkout(text)
     return text.replace("|", "\\|").replace("\n", " ")
 
 

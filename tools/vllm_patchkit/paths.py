@@ -61,3 +61,9 @@ def cache_dir() -> Path:
         return Path(override).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(xdg) / "vllm-overlay"
+
+
+def relative_to_checkout(text: str) -> str:
+    """``text`` with this checkout's path left out, so what it names reads
+    the same from any clone on any machine."""
+    return text.replace(f"{PROJECT_ROOT}/", "")

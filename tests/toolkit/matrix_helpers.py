@@ -1,0 +1,35 @@
+"""What the matrix tests share: a cache of a test's own, a copy of the project."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.releases import release_tree
+
+
+def own_matrix_cache(root: Path) -> dict[str, str]:
+    """The environment for a cache directory of the test's own under
+    ``root`` (no matrix cell or applied clone of another run) that shares
+    the release trees, their locks and the downloads."""
+    shared = Path(release_tree("0.28.0")).parents[1]
+    cache = root / "cache"
+    cache.mkdir()
+    for name in ("trees", "sdists", "extras", "locks"):
+        if (shared / name).is_dir():
+            (cache / name).symlink_to(shared / name)
+    return {"VLLM_OVERLAY_CACHE": str(cache)}
+
+
+def project_copy(dest: Path) -> Path:
+    """A copy of the project's code and series at ``dest``, to change a
+    decider in without touching the checkout."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in ("tools", "vllm_overlay", "patches", "pyproject.toml"):
+        source = PROJECT_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, dest / part, ignore=ignore)
+        else:
+            shutil.copy2(source, dest / part)
+    return dest
