@@ -124,10 +124,11 @@ def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
     """The builder's capture method: its last definition in the class body,
     the one Python keeps."""
     builder = find_builder_class(module)
-    return _last_def(builder, CAPTURE_METHOD) if builder else None
+    return method_def(builder, CAPTURE_METHOD) if builder else None
 
 
-def _last_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+def method_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    """Method ``name`` of ``cls``: its last definition, the one Python keeps."""
     found = None
     for item in cls.body:
         if isinstance(item, ast.FunctionDef) and item.name == name:
@@ -167,12 +168,12 @@ def _module_problem(module: ast.Module, method: ast.FunctionDef) -> str | None:
         return f"the module binds {BUILDER_CLASS} more than once"
     for name in (CAPTURE_METHOD, BUILD_METHOD):
         bound = [n for n in builder.body if binds(n, name)]
-        if bound and bound[-1] is not _last_def(builder, name):
+        if bound and bound[-1] is not method_def(builder, name):
             return f"{BUILDER_CLASS}.{name} is rebound at line {bound[-1].lineno}"
     for node in ast.walk(module):
         if _sets_builder_attribute(node):
             return f"line {node.lineno} sets an attribute of {BUILDER_CLASS}"
-    build = _last_def(builder, BUILD_METHOD)
+    build = method_def(builder, BUILD_METHOD)
     if build is None:
         return None  # inherited: not in this file (the audit reads it)
     for line, reason in _build_problems(method, build):

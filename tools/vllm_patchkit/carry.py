@@ -26,7 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_overlay.aiter_shape import AiterShape, inspect_aiter_tree
-from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.capture_shape import (
+    ROCM_ATTN,
+    Shape,
+    inspect_capture_tree,
+    method_def,
+)
 from vllm_overlay.record import CAPTURE_HOST_OFFSETS, PatchTarget
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.series import Patch
@@ -223,12 +228,15 @@ def _runner_replays_full(root: Path, shared: str) -> CodeReading:
         module = ast.parse(file.read_bytes(), filename=str(file))
     except (OSError, SyntaxError, ValueError) as exc:
         return CodeReading(Reading.UNREADABLE, f"cannot read {RUNNER}: {exc}")
-    flags = [
-        keyword.value
+    methods = [
+        method_def(node, DUMMY_RUN)
         for node in ast.walk(module)
         if isinstance(node, ast.ClassDef) and node.name == RUNNER_CLASS
-        for method in node.body
-        if isinstance(method, ast.FunctionDef) and method.name == DUMMY_RUN
+    ]
+    flags = [
+        keyword.value
+        for method in methods
+        if method is not None
         for call in ast.walk(method)
         if isinstance(call, ast.Call)
         and isinstance(call.func, ast.Attribute)
