@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from vllm_patchkit.paths import PACKAGE_DIR
+from vllm_patchkit.paths import PACKAGE_DIR, PROJECT_ROOT
 
 CLI_LAYER = ("commands", "cli.py", "cli_reference.py")
 """Where the command line lives, relative to the package: it may import itself."""
@@ -75,3 +75,136 @@ def test_the_scan_sees_each_form_of_import() -> None:
         "vllm_patchkit.commands.common",
     ]
     assert upward("from vllm_patchkit.errors import PatchkitError\n", top) == []
+
+
+OVERLAY_DIR = PROJECT_ROOT / "vllm_overlay"
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the toolkit and the overlay, by its dotted name."""
+    modules = {}
+    for package, root in (
+        ("vllm_patchkit", PACKAGE_DIR),
+        ("vllm_overlay", OVERLAY_DIR),
+    ):
+        for file in sorted(root.rglob("*.py")):
+            parts = [package, *file.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = file
+    return modules
+
+
+def load_time_imports(source: str, name: str, is_package: bool) -> set[str]:
+    """What module ``name`` imports while it loads: its top-level statements,
+    ``if``/``try`` included, ``if TYPE_CHECKING:`` blocks and function bodies
+    left out (they run later, when every module is loaded)."""
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                if not (
+                    isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                ):
+                    visit(node.body)
+                    visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                found.add(module)
+                found.update(f"{module}.{alias.name}" for alias in node.names)
+
+    visit(ast.parse(source).body)
+    # Importing a.b.c loads the packages a and a.b first.
+    return {
+        ".".join(parts[:end])
+        for parts in (dotted.split(".") for dotted in found)
+        for end in range(1, len(parts) + 1)
+    }
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return cycles
+
+
+def load_graph() -> dict[str, set[str]]:
+    modules = module_files()
+    return {
+        name: {
+            target
+            for target in load_time_imports(
+                file.read_text(), name, file.name == "__init__.py"
+            )
+            if target in modules
+            and target != name
+            and not name.startswith(f"{target}.")  # its own parent package
+        }
+        for name, file in modules.items()
+    }
+
+
+def test_no_module_imports_itself_back_in_a_circle() -> None:
+    graph = load_graph()
+    assert len(graph) > 60  # the scan sees both packages
+    assert import_cycles(graph) == []
+
+
+def test_the_overlay_never_imports_the_toolkit() -> None:
+    """The overlay runs inside vLLM without the toolkit installed."""
+    graph = load_graph()
+    assert {
+        name: sorted(t for t in targets if t.startswith("vllm_patchkit"))
+        for name, targets in graph.items()
+        if name.startswith("vllm_overlay")
+        and any(t.startswith("vllm_patchkit") for t in targets)
+    } == {}
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"]
+    ]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+    lazy = "def f():\n    from vllm_patchkit import cli\n"
+    guarded = "if TYPE_CHECKING:\n    from vllm_patchkit import cli\n"
+    assert load_time_imports(lazy, "vllm_patchkit.x", False) == set()
+    assert load_time_imports(guarded, "vllm_patchkit.x", False) == set()
+    assert "vllm_patchkit.regression" in load_time_imports(
+        "from .regression import verdict\n", "vllm_patchkit.x", False
+    )
