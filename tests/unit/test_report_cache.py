@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patchkit.regression import report_cache
-from vllm_patchkit.regression.runner import scenario_env
+from vllm_patchkit.tree_process import TreeLauncher
 from vllm_patchkit.tree_pytest import run_tree_tests
 
 TEST_FILE = "tests/test_counted.py"
@@ -41,7 +41,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def key(tree: Path, params: tuple[str, ...] = ()) -> str | None:
-    return report_cache.entry_key("k", tree, list(params), scenario_env(tree))
+    return report_cache.entry_key("k", tree, list(params), TreeLauncher.of(tree).env())
 
 
 def test_same_content_shares_a_key_any_change_does_not(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_same_content_shares_a_key_any_change_does_not(tmp_path: Path) -> None:
 
 def test_the_environment_and_the_toolkit_are_part_of_the_key(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "tree", tmp_path / "runs")
-    env = scenario_env(tree)
+    env = TreeLauncher.of(tree).env()
     base = report_cache.entry_key("k", tree, [], env)
     assert report_cache.entry_key("k", tree, [], {**env, "TRITON_X": "1"}) != base
     other_path = {**env, "PYTHONPATH": os.pathsep.join([str(tree), "/elsewhere"])}
@@ -140,7 +140,7 @@ def test_off_without_the_variable_and_never_for_the_installed_vllm(
 
 def test_an_incomplete_run_is_not_kept(tmp_path: Path, cache: Path) -> None:
     tree = make_tree(tmp_path / "tree", tmp_path / "runs")
-    env = scenario_env(tree)
+    env = TreeLauncher.of(tree).env()
     calls = []
 
     def produce() -> tuple[dict[str, str], bool]:
@@ -150,7 +150,7 @@ def test_an_incomplete_run_is_not_kept(tmp_path: Path, cache: Path) -> None:
     results = [report_cache.reuse("k", tree, [], env, produce) for _ in range(3)]
     assert len(calls) == 2 and results[1] == results[2]
     moved = shutil.copytree(tree, tmp_path / "moved")
-    served = report_cache.reuse("k", moved, [], scenario_env(moved), produce)
+    served = report_cache.reuse("k", moved, [], TreeLauncher.of(moved).env(), produce)
     assert served == {"log": f"{moved}/x killed"} and len(calls) == 2
 
 
@@ -198,7 +198,7 @@ def test_a_run_is_shared_by_package_view_only_when_it_read_nothing_else(
             "k",
             tree,
             [],
-            scenario_env(tree),
+            TreeLauncher.of(tree).env(),
             produce,
             package_only=lambda record: record["outside"] == [],
         )

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from vllm_patchkit.mutation.aiter_unified import PAIR_MUTANTS
-from vllm_patchkit.regression.runner import scenario_env
 from vllm_patchkit.releases import release_tree
+from vllm_patchkit.tree_process import TreeLauncher
 
 SCENARIOS_ONLY = """
 import json
@@ -35,7 +35,7 @@ print(json.dumps({
 def _run(tree: Path | None, *command: str) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, *command],
-        env=scenario_env(tree),
+        env=TreeLauncher.of(tree).env(),
         capture_output=True,
         text=True,
         timeout=900,

@@ -17,8 +17,9 @@ import pytest
 
 from vllm_patchkit.mutation.mutants import DEVICE_ZERO, Mutant, mutate
 from vllm_patchkit.mutation.worker import MODULE
-from vllm_patchkit.regression.runner import TreeReport, scenario_env
+from vllm_patchkit.regression.runner import TreeReport
 from vllm_patchkit.regression.verdict import CORE_CHECKS, tally
+from vllm_patchkit.tree_process import TreeLauncher
 
 REGRESSION = Path(__file__).parents[2] / "tools" / "vllm_patchkit" / "regression"
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
@@ -127,7 +128,7 @@ def _run_with_rocm_attn(
         [sys.executable, "-m", "vllm_patchkit.mutation.worker", str(module_file)]
         + ["--", *args],
         cwd=scratch,
-        env=scenario_env(tree),
+        env=TreeLauncher.of(tree).env(),
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,16 +1,21 @@
-"""Run a module as a child process and read back the JSON report it writes.
+"""Child processes: each in a group of its own, and the JSON round trip.
 
 The steps that import torch and vLLM (the regression suite, the audit's
 dynamic pass, the overlay probe) do it in a child process, so the parent
 stays free of both and each run gets a fresh interpreter: ``python -m
 MODULE ...`` in a scratch directory, which writes its report to a file
-there for the parent to read. This module is that round trip, once; what a
+there for the parent to read. This module is that round trip, once, and
+:func:`run_in_group`, the one way a child is started, timed out and
+cleaned up (with every process it started); what a
 missing report, an exit status or a timeout means is each caller's to say.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,61 +60,98 @@ def run_json_child(
     read whatever the exit status; a report that is not JSON raises
     ``ValueError`` (a child that writes half a report is a bug to see, not a
     result). Only a timeout is caught: the child is killed and the result
-    says so. What the child started is killed with it, when it exits.
+    says so. What the child started is killed with it, when it exits
+    (:func:`run_in_group`). A tree's child gets
+    ``env`` from its :class:`~vllm_patchkit.tree_process.TreeLauncher`.
     """
     with tempfile.TemporaryDirectory(prefix=scratch_prefix) as scratch:
         output = Path(scratch) / output_name
         argv = (sys.executable, "-m", module, *args(output))
-        returncode, log = _run_in_own_group(argv, Path(scratch), env, timeout_s)
+        done = run_in_group(argv, cwd=Path(scratch), env=env, timeout_s=timeout_s)
         data = json.loads(output.read_text()) if output.is_file() else None
-    return ChildResult(argv, returncode, data, log)
+    return ChildResult(argv, done.returncode, data, done.log)
 
 
-def _run_in_own_group(
-    argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float
-) -> tuple[int | None, str]:
-    """Run ``argv`` in a process group of its own; its exit status (None past
-    the timeout) and its stdout then stderr.
+@dataclass(frozen=True)
+class Finished:
+    """What a child left: its exit status (None: killed past the timeout)."""
 
-    The code run may start processes of its own (a tree that starts one at
-    import). They are in the group, which is killed once the child exits or
-    times out (or this process is interrupted), so none is left behind; and
-    their output goes to files this function owns, never to a pipe whose
-    other end they could hold open past the child's exit.
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def log(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_in_group(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float | None,
+    stdin: str | None = None,
+    log: Path | None = None,
+    inherit_stdio: bool = False,
+) -> Finished:
+    """Run ``argv`` in a process group of its own and kill the group after.
+
+    The code run may start processes of its own; they are in the group,
+    which is killed once the child exits, times out or this process is
+    interrupted, so none is left behind. Their output goes to files this
+    function owns (``log``: both streams to that file; else scratch files
+    read back), never to a pipe whose other end they could hold open past
+    the child's exit. ``inherit_stdio``: the child uses this process's
+    streams (an interactive script).
     """
-    out_path, err_path = cwd / ".child-stdout", cwd / ".child-stderr"
-    with out_path.open("wb") as out, err_path.open("wb") as err:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            process_group=0,
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-child-") as scratch:
+        out_path = log or Path(scratch) / "stdout"
+        err_path = Path(scratch) / "stderr"
+        in_path = Path(scratch) / "stdin"
+        in_path.write_text(stdin or "")
+        with contextlib.ExitStack() as files:
+            if inherit_stdio:
+                streams: dict[str, Any] = {}
+            else:
+                out = files.enter_context(out_path.open("wb"))
+                err = out if log else files.enter_context(err_path.open("wb"))
+                source = files.enter_context(in_path.open("rb"))
+                streams = {
+                    "stdin": source if stdin is not None else subprocess.DEVNULL,
+                    "stdout": out,
+                    "stderr": err,
+                }
+            proc = subprocess.Popen(
+                list(argv), cwd=cwd, env=dict(env), process_group=0, **streams
+            )
+            try:
+                returncode: int | None = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            finally:
+                _kill_group(proc)
+        if inherit_stdio or log is not None:
+            return Finished(tuple(argv), returncode)
+        return Finished(
+            tuple(argv),
+            returncode,
+            _text(out_path.read_bytes()),
+            _text(err_path.read_bytes()),
         )
-        try:
-            returncode: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        finally:
-            _kill_group(proc)
-    log = _text(out_path.read_bytes()) + _text(err_path.read_bytes())
-    return returncode, log
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's whole process group and reap the child."""
-    import contextlib
-    import os
-    import signal
-
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
-def _text(stream: str | bytes | None) -> str:
-    if isinstance(stream, bytes):
-        return stream.decode(errors="replace")
-    return stream or ""
+def _text(data: bytes) -> str:
+    return data.decode(errors="replace")

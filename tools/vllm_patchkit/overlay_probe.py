@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_patchkit.child_json import run_json_child
+
+if TYPE_CHECKING:
+    from vllm_patchkit.tree_process import TreeLauncher
 
 FIXES = "fixes"
 INERT = "inert"
@@ -84,12 +86,12 @@ class OverlayResult:
 def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
     """Run the scenario on ``tree`` without the overlay and with it; judge."""
     from vllm_patchkit.errors import PatchkitError
-    from vllm_patchkit.tree_runtime import runtime_for
+    from vllm_patchkit.tree_process import TreeLauncher
 
     start = time.monotonic()
     tree = Path(tree).resolve()
     try:
-        runtime = runtime_for(tree)
+        launcher = TreeLauncher.of(tree)
     except PatchkitError as exc:
         return OverlayResult(
             CANNOT_JUDGE,
@@ -99,46 +101,23 @@ def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
             f"no runtime for {tree}: {exc}",
             time.monotonic() - start,
         )
-    env = runtime.env(_base_env())
-    runs = {mode: _run_child(mode, env, timeout) for mode in (WITHOUT, WITH)}
+    runs = {mode: _run_child(launcher, mode, timeout) for mode in (WITHOUT, WITH)}
     result = judge(runs[WITHOUT], runs[WITH])
+    assert launcher.runtime is not None  # a tree's launcher has one
     return OverlayResult(
         **result,
         seconds=time.monotonic() - start,
-        runtime=runtime.to_json(),
+        runtime=launcher.runtime.to_json(),
     )
 
 
-def _base_env() -> dict[str, str]:
-    """This process's environment, with the checkout's own code importable.
-
-    The child imports ``vllm_patchkit`` and ``vllm_overlay`` from this
-    checkout (after the tree and its extras, which the runtime puts first).
-    """
-    env = dict(os.environ)
-    ours = [str(Path(__file__).resolve().parents[1]), str(_checkout())]
-    env["PYTHONPATH"] = os.pathsep.join(
-        dict.fromkeys([*ours, *filter(None, env.get("PYTHONPATH", "").split(":"))])
-    )
-    return env
-
-
-def _checkout() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def _run_child(mode: str, env: dict[str, str], timeout: float) -> dict[str, Any]:
+def _run_child(launcher: TreeLauncher, mode: str, timeout: float) -> dict[str, Any]:
     """One measuring process; its JSON, or why there is none."""
-    env = dict(env)
-    env.update(
-        CUDA_VISIBLE_DEVICES="",
-        VLLM_TARGET_DEVICE="cpu",
-        PYTHONDONTWRITEBYTECODE="1",
+    env = launcher.env(
         VLLM_PLUGINS=PLUGIN_NAME if mode == WITH else "",
+        VLLM_OVERLAY_DISABLE=None,
+        VLLM_OVERLAY_STRICT=None,
     )
-    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    for name in ("VLLM_OVERLAY_DISABLE", "VLLM_OVERLAY_STRICT"):
-        env.pop(name, None)
     run = run_json_child(
         "vllm_patchkit.overlay_probe",
         lambda output: ["--child", mode, str(output)],

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.regression import report_cache
-from vllm_patchkit.regression.runner import scenario_env
 from vllm_patchkit.series import Series
+from vllm_patchkit.tree_process import TreeLauncher
+from vllm_patchkit.tree_runtime import TreeRuntime
 
 PYTEST_OPTIONS = ("-p", "no:cacheprovider", "--noconftest", "-q", "-rfE")
 
@@ -125,21 +126,27 @@ def series_test_files(series: Series) -> list[str]:
 
 
 def run_tree_tests(
-    tree: Path, files: list[str], timeout: float = 900
+    tree: Path,
+    files: list[str],
+    timeout: float = 900,
+    runtime: TreeRuntime | None = None,
 ) -> PytestRun | None:
     """Run ``files`` (relative to ``tree``) with ``tree``'s vLLM; None if absent.
 
-    With ``VLLM_PATCHKIT_REPORT_CACHE`` set (the test session does), a tree
-    whose content was already run this session gets that run's result.
+    ``runtime``: the tree's, when its judge already has it (the suite's
+    report carries it). With ``VLLM_PATCHKIT_REPORT_CACHE`` set (the test
+    session does), a tree whose content was already run this session gets
+    that run's result.
     """
     present = [f for f in files if (tree / f).is_file()]
     if not present:
         return None
     command = [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *present]
-    env = scenario_env(tree)
+    launcher = TreeLauncher.of(tree, runtime)
+    env = launcher.env()
 
     def produce() -> tuple[dict[str, Any], bool]:
-        run, complete = _run(tree, present, command, env, timeout)
+        run, complete = _run(launcher, tree, present, command, timeout)
         return asdict(run), complete
 
     record = report_cache.reuse("tree-pytest", tree, command, env, produce)
@@ -167,26 +174,21 @@ def absent_vllm_modules(tree: Path, output: str) -> list[str]:
 
 
 def _run(
+    launcher: TreeLauncher,
     tree: Path,
     present: list[str],
     command: list[str],
-    env: dict[str, str],
     timeout: float,
 ) -> tuple[PytestRun, bool]:
     """The run, and whether pytest got to write its report (it completed)."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pytest-") as scratch:
         report = Path(scratch) / "junit.xml"
-        proc = subprocess.run(
-            [*command, f"--junitxml={report}"],
-            cwd=tree,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+        done = launcher.run(
+            [*command, f"--junitxml={report}"], cwd=tree, timeout_s=timeout
         )
-        run = PytestRun(
-            present, command, proc.returncode, output=proc.stdout + proc.stderr
-        )
+        if done.returncode is None:  # raised, as before (a caller says what it means)
+            raise subprocess.TimeoutExpired(command, timeout, done.stdout, done.stderr)
+        run = PytestRun(present, command, done.returncode, output=done.log)
         complete = report.is_file()
         if complete:
             _read_junit(report, run)

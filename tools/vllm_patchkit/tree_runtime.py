@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -134,9 +135,15 @@ class TreeRuntime:
         return text
 
 
+MADE: Counter[Path] = Counter()
+"""How many runtimes this process made per tree: a judged tree's is made
+once, by its :class:`~vllm_patchkit.tree_process.TreeLauncher`, and handed down."""
+
+
 def runtime_for(tree: Path) -> TreeRuntime:
     """The runtime that runs ``tree`` here, its extras installed once and cached."""
     tree = tree.resolve()
+    MADE[tree] += 1
     if not tree.is_dir():
         raise RuntimeUnavailable(f"{tree}: no such directory")
     torch = _venv_version("torch")

@@ -290,7 +290,7 @@ def tree_run(
         )
         return run
     if test_files is not None:
-        run.upstream_test = run_tree_tests(tree, test_files)
+        run.upstream_test = run_tree_tests(tree, test_files, runtime=report.runtime)
     return run
 
 

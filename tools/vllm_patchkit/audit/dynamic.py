@@ -13,12 +13,14 @@ torch nor vLLM, so the CLI stays quick to start.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.child_json import run_json_child
+from vllm_patchkit.tree_process import TreeLauncher
 
 MODES = ("build", "capture")
 """``build``: ``build(0, metadata)``; ``capture``: ``build_for_cudagraph_capture``."""
@@ -134,25 +136,6 @@ def from_json(data: dict[str, Any]) -> DynamicResult:
     )
 
 
-def tree_env(tree: Path | None) -> tuple[dict[str, str], dict[str, Any]]:
-    """The environment that imports ``tree``'s vLLM, and what it provides.
-
-    The tree runtime (the tree first on the path, then the release's missing
-    pure-Python requirements) when this checkout has it; else the regression
-    runner's plain environment (the tree first on the path, CPU only).
-    """
-    from vllm_patchkit.regression.runner import scenario_env
-
-    if tree is None:
-        return scenario_env(None), {}
-    try:
-        from vllm_patchkit import tree_runtime
-    except ImportError:  # a checkout from before the tree runtime
-        return scenario_env(tree), {}
-    runtime = tree_runtime.runtime_for(tree)  # RuntimeUnavailable: exit 3
-    return runtime.env(scenario_env(None)), runtime.to_json()
-
-
 def run_dynamic(tree: Path | None, timeout: float = 1200) -> DynamicResult:
     """The dynamic pass and its effects on ``tree`` (None: the installed vLLM).
 
@@ -167,12 +150,13 @@ def run_dynamic(tree: Path | None, timeout: float = 1200) -> DynamicResult:
         # Else the child would import (and audit) the installed vLLM.
         return DynamicResult(name, -1, error=f"{tree} holds no vllm/ package")
     try:
-        env, runtime = tree_env(tree)
+        launcher = TreeLauncher.of(tree)
     except PatchkitError as exc:  # the tree runtime cannot be given
         return DynamicResult(name, -1, error=f"no runtime for the tree: {exc}")
     # Builders that launch a Triton kernel run it under Triton's interpreter
     # on CPU (with no device visible), as the project's kernel tests do.
-    env.setdefault("TRITON_INTERPRET", "1")
+    env = launcher.env(TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"))
+    runtime = launcher.runtime.to_json() if launcher.runtime else {}
 
     def produce() -> tuple[dict[str, Any], bool]:
         result = _run_child(tree, name, env, timeout)

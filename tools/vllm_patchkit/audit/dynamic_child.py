@@ -1,7 +1,7 @@
 """The dynamic pass inside the audited tree's runtime: run builders, record writes.
 
 ``python -m vllm_patchkit.audit.dynamic_child [TREE] --output FILE`` (the
-environment imports TREE's vLLM; see :func:`.dynamic.tree_env`).
+environment imports TREE's vLLM: :class:`vllm_patchkit.tree_process.TreeLauncher`).
 
 Every builder :mod:`.dynamic_builders` can make runs in both modes over a
 fresh ``CommonAttentionMetadata`` of a uniform decode batch, handed to it as

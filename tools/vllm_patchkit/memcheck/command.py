@@ -3,14 +3,16 @@
 The script runs in a child interpreter so that ``TRITON_INTERPRET=1`` (and
 ``CUDA_VISIBLE_DEVICES=""`` unless set) are in its environment before it
 imports anything: Triton decides at import time whether kernels are compiled
-or interpreted, and only interpreted kernels can be checked.
+or interpreted, and only interpreted kernels can be checked. It starts through
+the one launcher (:class:`~vllm_patchkit.tree_process.TreeLauncher`, the
+user's devices kept), in a group of its own that is killed with it.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import TRITON_RUNTIME, require
@@ -26,12 +28,18 @@ def run(args: argparse.Namespace) -> int:
             "no script given: vllm-patchkit memcheck [--] SCRIPT [ARGS...]"
         )
     require("memcheck", TRITON_RUNTIME)
-    import subprocess  # here: every start-up imports this module
+    from vllm_patchkit.tree_process import TreeLauncher  # here: start-up imports us
 
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env.setdefault("CUDA_VISIBLE_DEVICES", "")
     command = [sys.executable, "-m", "vllm_patchkit.memcheck", *argv]
-    return subprocess.run(command, env=env, check=False).returncode
+    done = TreeLauncher(user_devices=True).run(
+        command,
+        cwd=Path.cwd(),
+        timeout_s=None,
+        inherit_stdio=True,
+        TRITON_INTERPRET="1",
+    )
+    assert done.returncode is not None  # no timeout: it ran to its end
+    return done.returncode
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

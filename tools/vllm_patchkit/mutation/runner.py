@@ -15,6 +15,7 @@ lowers the kill rate, and the tier fails on it.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -36,8 +37,8 @@ from vllm_patchkit.mutation.aiter_unified import (
 )
 from vllm_patchkit.mutation.mutants import MUTANTS, Mutant, mutate
 from vllm_patchkit.mutation.worker import MODULE
-from vllm_patchkit.regression.runner import scenario_env
 from vllm_patchkit.regression.verdict import FAILED, FIXED, status_of, tally
+from vllm_patchkit.tree_process import TreeLauncher
 
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
 AITER_ATTN = Path(*AITER_MODULE.split(".")).with_suffix(".py")
@@ -197,28 +198,19 @@ def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
     return run
 
 
-def _spawn(tree: Path, job: _Job, timeout: float) -> MutantRun:
+def _spawn(launcher: TreeLauncher, job: _Job, timeout: float) -> MutantRun:
     """One fresh interpreter for the job (the fallback; slow imports)."""
     command = [sys.executable, "-m", "vllm_patchkit.mutation.worker"]
     command += [str(job.module_file), "--", *job.args]
     start = time.monotonic()
-    with job.log.open("w") as log:
-        try:
-            subprocess.run(
-                command,
-                cwd=job.directory,
-                env=scenario_env(tree),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            return _result(job, time.monotonic() - start, "timed out")
+    done = launcher.run(command, cwd=job.directory, timeout_s=timeout, log=job.log)
+    if done.timed_out:
+        return _result(job, time.monotonic() - start, "timed out")
     return _result(job, time.monotonic() - start)
 
 
 def _fork_all(
-    tree: Path, jobs: list[_Job], jobs_at_once: int, timeout: float
+    launcher: TreeLauncher, jobs: list[_Job], jobs_at_once: int, timeout: float
 ) -> list[MutantRun] | None:
     """All jobs forked from one warmed-up process; None if it cannot."""
     request = {
@@ -234,15 +226,12 @@ def _fork_all(
         "jobs_at_once": jobs_at_once,
         "timeout": timeout,
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "vllm_patchkit.mutation.zygote"],
-        input=json.dumps(request),
-        cwd=jobs[0].directory.parent,
-        env=scenario_env(tree),
-        capture_output=True,
-        text=True,
-        timeout=timeout * (len(jobs) + 1),
-    )
+    command = [sys.executable, "-m", "vllm_patchkit.mutation.zygote"]
+    limit = timeout * (len(jobs) + 1)
+    cwd = jobs[0].directory.parent
+    proc = launcher.run(command, cwd=cwd, timeout_s=limit, stdin=json.dumps(request))
+    if proc.returncode is None:  # raised, as before: the zygote hung
+        raise subprocess.TimeoutExpired(command, limit, proc.stdout, proc.stderr)
     if proc.returncode != 0:
         return None
     done = {r["name"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
@@ -273,6 +262,7 @@ def run_mutation(
     when the warm-up cannot keep ``rocm_attn`` out.
     """
     jobs = max(1, min(jobs, MAX_JOBS))
+    launcher = TreeLauncher.of(tree)
     source = (tree / ROCM_ATTN).read_text()
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-mutants-") as tmp:
@@ -283,13 +273,14 @@ def run_mutation(
         work = [baseline.write()] + [
             _job(tree, m, scratch, fail_fast).write() for m in mutants
         ]
-        runs = _fork_all(tree, work, jobs, timeout) if fork else None
+        runs = _fork_all(launcher, work, jobs, timeout) if fork else None
         if runs is None:
-            first = _spawn(tree, baseline, timeout)
+            first = _spawn(launcher, baseline, timeout)
             runs = [first]
             if _baseline_passed(first):
                 with ThreadPoolExecutor(max_workers=jobs) as pool:
-                    runs += list(pool.map(lambda j: _spawn(tree, j, timeout), work[1:]))
+                    spawn = functools.partial(_spawn, launcher, timeout=timeout)
+                    runs += list(pool.map(spawn, work[1:]))
         first, rest = runs[0], runs[1:]
         if not _baseline_passed(first):
             raise BaselineFailed(

@@ -70,9 +70,8 @@ class _Blocked(importlib.abc.MetaPathFinder):
 
 
 def warm_up() -> None:
-    """Import what the scenarios import, except the module under mutation."""
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    """Import what the scenarios import, except the module under mutation
+    (in the environment of the tree's launcher: CPU only, vLLM's CPU platform)."""
     blocker = _Blocked()
     sys.meta_path.insert(0, blocker)
     try:

@@ -165,7 +165,7 @@ def _amdsmi_stand_in() -> types.ModuleType:
 
 RELEASE_ENV = "VLLM_PATCHKIT_TREE_RELEASE"
 """The release of the tree under test as the toolkit reads it (empty:
-unknown), set by the parent (:func:`vllm_patchkit.regression.runner.scenario_env`):
+unknown), set by the parent (:meth:`vllm_patchkit.tree_process.TreeLauncher.env`):
 a checkout has no ``_version.py`` (vLLM's ``__version__`` is then ``dev``),
 its release tag does. Being in the run's environment, it is in the report
 cache's key."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +9,8 @@ from typing import Any
 
 from vllm_patchkit.child_json import run_json_child
 from vllm_patchkit.regression import report_cache
-from vllm_patchkit.regression.layout import RELEASE_ENV
-from vllm_patchkit.tree_runtime import TreeRuntime, runtime_for
-from vllm_patchkit.versions import release_text, tree_release
+from vllm_patchkit.tree_process import TreeLauncher
+from vllm_patchkit.tree_runtime import TreeRuntime
 
 
 @dataclass(frozen=True)
@@ -34,40 +32,18 @@ class TreeReport:
         return bool(self.report and self.report["bug_reproduced"])
 
 
-def scenario_env(
-    tree: Path | None, runtime: TreeRuntime | None = None
-) -> dict[str, str]:
-    """Import vLLM from ``tree`` (None: the installed one), CPU only.
-
-    A tree runs in its runtime (:func:`runtime_for`): the tree, then the
-    pure-Python packages its release needs and this venv lacks.
-    """
-    env = dict(os.environ)
-    env.pop(RELEASE_ENV, None)
-    if tree is not None:
-        env = (runtime or runtime_for(tree)).env(env)
-        _, release = tree_release(tree)
-        env[RELEASE_ENV] = release_text(release) if release is not None else ""
-    # Keep the user's tree free of __pycache__ directories.
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    # vLLM's CPU platform: without it a CPU-only host gets the fallback
-    # platform, which claims pinned memory and fails to allocate it.
-    env["VLLM_TARGET_DEVICE"] = "cpu"
-    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    return env
-
-
 def run_scenarios(
     tree: Path | None, scenarios: list[str] | None = None, timeout: float = 600
 ) -> TreeReport:
-    """The suite's report on ``tree``, from a fresh process.
+    """The suite's report on ``tree``, from a fresh process (its launcher's).
 
     With ``VLLM_PATCHKIT_REPORT_CACHE`` set (the test session does), a tree
-    whose content was already run this session gets that run's report.
+    whose content was already run this session gets that run's report. The
+    report's ``runtime`` is handed to whatever else judges the tree.
     """
-    runtime = None if tree is None else runtime_for(tree)
-    env = scenario_env(tree, runtime)
+    launcher = TreeLauncher.of(tree)
+    runtime = launcher.runtime
+    env = launcher.env()
     params = list(scenarios or [])
     tree_reads = tree is not None  # what the run read of it, for the cache
 

@@ -1,0 +1,180 @@
+"""Every way the toolkit runs a tree's code goes through the one launcher.
+
+A tiny tree whose ``sitecustomize.py`` runs at the start of any Python
+process that has the tree on its path: it records what the process sees
+(devices, bytecode, its path, its process group), and on request starts a
+grandchild and hangs. Each launcher user (the suite, the tree's pytest, the
+audit's dynamic pass, the overlay probe, the mutation zygote and worker,
+memcheck) is run for real on it: each child sees the one policy, and a
+child run past its timeout takes its grandchild with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_patchkit import tree_runtime
+from vllm_patchkit.audit.dynamic import run_dynamic
+from vllm_patchkit.memcheck import command as memcheck_command
+from vllm_patchkit.mutation.runner import ROCM_ATTN, BaselineFailed, run_mutation
+from vllm_patchkit.overlay_probe import probe_overlay
+from vllm_patchkit.regression import report_cache
+from vllm_patchkit.regression.layout import RELEASE_ENV
+from vllm_patchkit.regression.runner import run_scenarios
+from vllm_patchkit.tree_pytest import run_tree_tests
+from vllm_patchkit.verify import run_tree
+
+MARK = "TREE_PROCESS_MARK"
+HANG = "TREE_PROCESS_HANG"
+TEST_FILE = "tests/test_tiny.py"
+
+RECORD = f"""\
+import json, os, sys
+record = {{
+    "pid": os.getpid(),
+    "pgid": os.getpgid(0),
+    "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    "target": os.environ.get("VLLM_TARGET_DEVICE"),
+    "release": os.environ.get("{RELEASE_ENV}"),
+    "no_bytecode": sys.flags.dont_write_bytecode,
+    "path": sys.path,
+    "argv": sys.argv,
+}}
+with open(os.environ["{MARK}"], "a") as out:
+    out.write(json.dumps(record) + "\\n")
+"""
+
+SITECUSTOMIZE = f"""\
+import os
+if os.environ.get("{MARK}"):
+{"".join("    " + line + chr(10) for line in RECORD.splitlines())}
+if os.environ.get("{HANG}"):
+    import subprocess, sys, time
+    sleep = "import time; time.sleep(600)"
+    sleeper = subprocess.Popen([sys.executable, "-S", "-c", sleep])
+    with open(os.environ["{HANG}"], "a") as out:
+        out.write(f"{{sleeper.pid}}\\n")
+    time.sleep(600)
+"""
+
+
+def make_tree(root: Path) -> Path:
+    """A tree the suite can import (it judges nothing), with a test of its own."""
+    (root / "vllm").mkdir(parents=True)
+    (root / "vllm" / "__init__.py").write_text("ANSWER = 2\n")
+    (root / ROCM_ATTN).parent.mkdir(parents=True)
+    (root / ROCM_ATTN).write_text("VALUE = 1\n")
+    (root / "tests").mkdir()
+    (root / TEST_FILE).write_text(
+        "import vllm\n\n\ndef test_answer():\n    assert vllm.ANSWER == 2\n"
+    )
+    (root / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return root.resolve()
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv(report_cache.ENV, raising=False)  # each run for real
+    for name in (
+        "CUDA_VISIBLE_DEVICES",
+        "VLLM_TARGET_DEVICE",
+        "PYTHONDONTWRITEBYTECODE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(MARK, str(tmp_path / "marks"))
+    return make_tree(tmp_path / "tree")
+
+
+def _mutation(tree: Path, fork: bool, timeout: float) -> None:
+    with pytest.raises((BaselineFailed, subprocess.TimeoutExpired)):
+        run_mutation(tree, mutants=(), fork=fork, timeout=timeout)
+
+
+USERS: dict[str, Callable[[Path, float], Any]] = {
+    "suite": lambda tree, t: run_scenarios(tree, timeout=t),
+    "tree pytest": lambda tree, t: run_tree_tests(tree, [TEST_FILE], timeout=t),
+    "audit": lambda tree, t: run_dynamic(tree, timeout=t),
+    "overlay probe": lambda tree, t: probe_overlay(tree, timeout=t),
+    "mutation zygote": lambda tree, t: _mutation(tree, True, t),
+    "mutation worker": lambda tree, t: _mutation(tree, False, t),
+}
+
+
+def marks(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "marks"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a killed orphan may wait for a reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_each_child_runs_under_the_one_policy(
+    user: str, tree: Path, tmp_path: Path
+) -> None:
+    try:
+        USERS[user](tree, 300)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{user}: timed out without hanging")
+    seen = marks(tmp_path)
+    assert seen, f"{user}: no child started with the tree on its path"
+    for record in seen:
+        assert record["cuda"] == "" and record["target"] == "cpu", (user, record)
+        assert record["no_bytecode"] == 1, (user, record)
+        assert record["release"] == "", (user, record)  # the tiny tree is none
+        assert str(tree) in record["path"], (user, record)
+        assert record["pgid"] != os.getpgid(0), f"{user}: in the parent's group"
+    assert not list(tree.rglob("__pycache__")), f"{user}: bytecode in the tree"
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_timed_out_child_takes_its_grandchildren_with_it(
+    user: str, tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids = tmp_path / "grandchildren"
+    monkeypatch.setenv(HANG, str(pids))
+    # The suite and the tree's pytest raise it; the others say it.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        USERS[user](tree, 5)
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert started, f"{user}: no child hung"
+    assert not [pid for pid in started if _alive(pid)], f"{user}: left running"
+
+
+def test_memcheck_runs_its_script_under_the_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No tree, the user's devices kept: only none visible by default."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv(MARK, str(tmp_path / "marks"))
+    script = tmp_path / "script.py"
+    script.write_text(RECORD + "sys.exit(7)\n")
+    args = argparse.Namespace(script=["--", str(script)])
+    assert memcheck_command.run(args) == 7
+    (record,) = marks(tmp_path)
+    assert record["cuda"] == "" and record["no_bytecode"] == 1
+    assert record["pgid"] != os.getpgid(0)
+
+
+def test_a_judged_tree_gets_its_runtime_once(tree: Path) -> None:
+    """The suite's runtime is handed to the tree's own test (it was made twice)."""
+    before = tree_runtime.MADE[tree]
+    run = run_tree(tree, "after", [TEST_FILE])
+    assert run.upstream_test is not None and run.upstream_test.ran, run.problem
+    assert tree_runtime.MADE[tree] - before == 1
