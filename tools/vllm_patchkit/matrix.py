@@ -17,10 +17,10 @@ missing pure-Python requirements beside it):
   same code and is reused, and the cell says so;
 - ``overlay``: :func:`overlay_probe.probe_overlay`, the capture scenario
   through vLLM's own plugin loading, without and with the overlay;
-- ``audit``: harmful shared-state writes (:func:`audit.audit_tree`), where
-  the audit package exists.
+- ``audit``: harmful shared-state writes (:func:`audit.audit_tree`).
 
-Every step's result is cached per release commit under a key of everything
+Every step's result is cached (:mod:`run_cache`, the one cache) per release
+commit under a key of everything
 that decides it: the source files of the deciders (this module, the
 invariants, the series model, apply and checkout, the doctor's fix verdicts,
 the whole overlay and regression packages, the tree runtime, the overlay
@@ -54,6 +54,7 @@ from typing import Any
 import vllm_overlay
 import vllm_patchkit.regression
 from vllm_overlay.capture_shape import inspect_capture_tree
+from vllm_patchkit import audit, overlay_probe, tree_runtime
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.checkout import classify_path, invariant_holds
 from vllm_patchkit.doctor import fix_statuses
@@ -70,6 +71,7 @@ from vllm_patchkit.regression.verdict import (
     tally,
 )
 from vllm_patchkit.releases import locked, release_tree, staged_dir
+from vllm_patchkit.run_cache import CacheKey, RunCache
 from vllm_patchkit.series import Series
 from vllm_patchkit.verify import judge_tree
 
@@ -84,17 +86,9 @@ one vocabulary: docs/matrix.json has both) -> the one word."""
 MEASURED = ("stock", "series", "overlay", "audit")
 """The steps that run code on the tree (``--no-suite`` skips them)."""
 
-# The modules a step runs: imported when the step runs (the audit and the
-# probe start vLLM processes), and hashed into its cache key.
-_STEP_MODULES = {
-    "tree_runtime": "vllm_patchkit.tree_runtime",
-    "overlay": "vllm_patchkit.overlay_probe",
-    "audit": "vllm_patchkit.audit",
-}
-
-
-def step_module(key: str) -> ModuleType:
-    return importlib.import_module(_STEP_MODULES[key])
+STEP_OWN: dict[str, ModuleType] = {"overlay": overlay_probe, "audit": audit}
+"""The modules only one step runs: their code is in that step's cache key and
+no other's, although this module imports them all."""
 
 
 @dataclass
@@ -252,13 +246,16 @@ def _imported(path: Path) -> frozenset[str]:
     return frozenset(n for n in names if n.split(".")[0] in _OURS)
 
 
-def import_closure(seeds: list[Path]) -> list[Path]:
-    """``seeds`` and every project module they import, transitively."""
+def import_closure(
+    seeds: list[Path], stop: frozenset[Path] = frozenset()
+) -> list[Path]:
+    """``seeds`` and every project module they import, transitively, but the
+    files in ``stop`` (neither kept nor followed)."""
     seen: set[Path] = set()
     todo = [p.resolve() for p in seeds]
     while todo:
         path = todo.pop()
-        if path in seen or not path.is_file():
+        if path in seen or path in stop or not path.is_file():
             continue
         seen.add(path)
         for name in _imported(path):
@@ -272,17 +269,24 @@ def _source(obj: Any) -> Path:
     return Path(inspect.getsourcefile(obj) or "")
 
 
+def _own_files(module: ModuleType) -> list[Path]:
+    """The files of a step's own module (a package: all of it)."""
+    source = _source(module)
+    return _package_files(source) if source.name == "__init__.py" else [source]
+
+
 def decider_files(step: str) -> list[Path]:
     """The source files whose code decides ``step``'s cells (its cache key).
 
     Seeded from the objects the step is computed with, so a checker that
     moves to another module is still covered, then closed over the project
-    modules they import. Code that runs in a child process (the regression
-    suite, the overlay vLLM loads, the probe and the audit) is taken as
-    whole packages, since no import statement leads to it.
+    modules they import; another step's own modules (:data:`STEP_OWN`) are
+    not followed. Code that runs in a child process (the regression suite,
+    the overlay vLLM loads, the probe and the audit) is taken as whole
+    packages, since no import statement leads to it.
     """
     seeds = [_source(sys.modules[__name__]), _source(release_tree)]
-    seeds.append(_source(step_module("tree_runtime")))
+    seeds.append(_source(tree_runtime))
     overlay = _package_files(_source(vllm_overlay))
     suite = [_source(run_scenarios), _source(judge_tree)]
     suite += _package_files(_source(vllm_patchkit.regression))
@@ -293,14 +297,14 @@ def decider_files(step: str) -> list[Path]:
         seeds += suite
         if step == "series":
             seeds += [_source(apply_series), _source(classify_path)]
-    elif step in ("overlay", "audit"):
-        source = _source(step_module(step))
-        seeds += _package_files(source) if source.name == "__init__.py" else [source]
+    elif step in STEP_OWN:
+        seeds += _own_files(STEP_OWN[step])
         if step == "overlay":
             seeds += overlay
     else:
         raise ValueError(f"no matrix step {step!r}")
-    return import_closure(seeds)
+    others = [f for s, m in STEP_OWN.items() if s != step for f in _own_files(m)]
+    return import_closure(seeds, frozenset(f.resolve() for f in others))
 
 
 def series_hash(series: Series) -> str:
@@ -314,8 +318,9 @@ def series_hash(series: Series) -> str:
 
 
 def cache_key(series: Series, step: str) -> str:
-    """The key of one step's cells: its deciders, the series where it decides
-    the step, and the Python, torch and git versions."""
+    """The code digest of one step's cells: its deciders, and the series
+    where it decides the step (:class:`StepCache` adds the release and the
+    environment)."""
     digest = hashlib.sha256()
 
     def add(label: str, data: bytes) -> None:
@@ -327,8 +332,6 @@ def cache_key(series: Series, step: str) -> str:
         add("series", series_hash(series).encode())
     for source in decider_files(step):
         add(f"source {source.parent.name}/{source.name}", source.read_bytes())
-    for name, version in environment().items():
-        add(name, version.encode())
     return digest.hexdigest()[:16]
 
 
@@ -573,18 +576,16 @@ def _reuse(stock: Cell, why: str, outcome: dict[str, Any]) -> Cell:
 
 
 def run_overlay(tree: Path) -> Cell:
-    module = step_module("overlay")
-
     def step() -> Cell:
-        result = module.probe_overlay(tree)
+        result = overlay_probe.probe_overlay(tree)
         text = f"{result.status}: without {result.without}, with {result.with_overlay}"
         if result.installed:
             text += f" (installed {', '.join(result.installed)})"
-        if result.status == module.CANNOT_JUDGE and result.why:
+        if result.status == overlay_probe.CANNOT_JUDGE and result.why:
             text += f": {result.why}"
         data = result.to_json()
         data["log"] = data.get("log", [])[:8]
-        if result.status == module.CANNOT_JUDGE:
+        if result.status == overlay_probe.CANNOT_JUDGE:
             # A probe run that gave no report, or a runtime that could not
             # be given: the environment's doing as much as the tree's.
             return Cell(CANNOT_JUDGE, text, detail=data, transient=True)
@@ -594,10 +595,8 @@ def run_overlay(tree: Path) -> Cell:
 
 
 def run_audit(tree: Path) -> Cell:
-    module = step_module("audit")
-
     def step() -> Cell:
-        report = module.audit_tree(tree)
+        report = audit.audit_tree(tree)
         data = report.to_json()
         checks = data.get("checks", {})
         # The run's own list is long; keep the checks that could not run.
@@ -662,28 +661,25 @@ def static_facts(tree: Path, series: Series) -> dict[str, Any]:
 
 
 class StepCache:
-    """Cells per (step key, release commit), one JSON file each."""
+    """Cells per (step, release commit), in the one cache
+    (:mod:`~vllm_patchkit.run_cache`) under the matrix's directory."""
 
     def __init__(self, series: Series, refresh: bool = False):
         self.keys = {step: cache_key(series, step) for step in STEPS}
-        self.root = cache_dir() / "matrix"
-        self.refresh = refresh
+        self.environment = environment()
+        self.cache = RunCache(cache_dir() / "matrix", refresh=refresh)
 
     def get(
         self, version: str, commit: str, step: str, compute: Callable[[], Any]
     ) -> tuple[Any, bool]:
-        name = f"{version}-{commit[:12]}.json"
-        path = self.root / step / self.keys[step] / name
-        if path.is_file() and not self.refresh:
-            return json.loads(path.read_text()), True
-        value = compute()
-        if isinstance(value, dict) and value.get("transient"):
-            return value, False  # the environment's doing: measured again next run
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(f".{threading.get_ident()}.tmp")
-        scratch.write_text(json.dumps(value))
-        scratch.replace(path)
-        return value, False
+        key = CacheKey(step, f"{version}-{commit}", self.keys[step], self.environment)
+
+        def measure() -> tuple[Any, bool]:
+            value = compute()
+            # A transient cell is the environment's doing: measured again next run.
+            return value, not (isinstance(value, dict) and value.get("transient"))
+
+        return self.cache.get(key, measure)
 
 
 def analyse(

@@ -1,5 +1,7 @@
 """Reuse a run's result for a tree whose whole content was already run.
 
+Its entries live in the one cache (:mod:`vllm_patchkit.run_cache`).
+
 Off unless ``VLLM_PATCHKIT_REPORT_CACHE`` names a directory. The test
 session sets it to a fresh directory of its own, so each distinct tree still
 runs for real once per session and nothing is carried over from an earlier
@@ -22,18 +24,17 @@ those (:func:`package_view`), for trees that differ only in their tests.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.regression.tree_reads import covered_dirs
+from vllm_patchkit.run_cache import CacheKey, RunCache
 
 ENV = "VLLM_PATCHKIT_REPORT_CACHE"
 TREE_PLACEHOLDER = "<tree>"
@@ -84,33 +85,27 @@ def reuse(
     if tree is None or whole is None:
         _note(root, "ran", kind)
         return produce()[0]
-    key = entry_key(kind, tree, params, env, whole)
-    view_key = None
+    cache = RunCache(root)
+    key = run_key(kind, tree, params, env, whole)
+    keys = [key]
     if view is not None:
-        view_key = entry_key(f"{kind} (package view)", tree, params, env, view)
-    entries = [root / f"{k}.json" for k in (key, view_key) if k is not None]
+        keys.append(run_key(f"{kind} (package view)", tree, params, env, view))
     # Trees with one content have one view: the view's lock serialises
     # both, so that two workers never run what one of them could share.
-    with _locked(root / f"{view_key or key}.lock"):
-        for entry, how in zip(entries, ("reused", "reused-view"), strict=False):
-            if entry.is_file():
-                stored = json.loads(entry.read_text())
+    with cache.locked(keys[-1]):
+        for entry, how in zip(keys, ("reused", "reused-view"), strict=False):
+            stored = cache.load(entry)
+            if stored is not None:
                 _note(root, how, kind)
                 return _moved(stored["record"], stored["tree"], str(tree))
         record, keep = produce()
         _note(root, "ran", kind)
         if keep:
-            shared = view_key is not None and package_only is not None
+            shared = len(keys) > 1 and package_only is not None
             shared = shared and package_only(record)
-            for entry in entries if shared else entries[:1]:
-                _store(entry, tree, record)
+            for entry in keys if shared else keys[:1]:
+                cache.store(entry, {"tree": str(tree), "record": record})
         return record
-
-
-def _store(entry: Path, tree: Path, record: Record) -> None:
-    scratch = entry.with_suffix(f".{os.getpid()}.tmp")
-    scratch.write_text(json.dumps({"tree": str(tree), "record": record}))
-    scratch.replace(entry)
 
 
 def summary(root: Path) -> tuple[int, int, int]:
@@ -135,29 +130,36 @@ def entry_key(
     env: dict[str, str],
     content: str | None = None,
 ) -> str | None:
-    """The content key of a run, or None when the tree cannot be read.
-
-    ``content``: the tree's digest when the caller has a narrower one
-    (:func:`package_view`); the whole tree's by default."""
+    """The digest of a run's key, or None when the tree cannot be read."""
     if content is None:
         content = tree_fingerprint(tree)
     if content is None:
         return None
+    return run_key(kind, tree, params, env, content).digest()
+
+
+def run_key(
+    kind: str, tree: Path, params: list[str], env: dict[str, str], content: str
+) -> CacheKey:
+    """A run's key: its kind and arguments, the tree's ``content`` (the whole
+    tree's digest, or the narrower :func:`package_view`), this package's
+    source, and the interpreter, its distributions and the run's variables
+    (the tree's own path written as a placeholder)."""
     here = str(tree)
     run_env = {
         name: value.replace(here, TREE_PLACEHOLDER)
         for name, value in env.items()
         if name not in _IGNORED_ENV and not name.startswith(_IGNORED_ENV_PREFIXES)
     }
-    parts = {
-        "kind": kind,
-        "params": params,
-        "tree": content,
-        "toolkit": toolkit_fingerprint(),
-        "python": [sys.executable, sys.version, *installed_distributions()],
-        "env": sorted(run_env.items()),
-    }
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    return CacheKey(
+        kind=json.dumps([kind, params]),
+        tree=content,
+        code=toolkit_fingerprint(),
+        environment={
+            "python": [sys.executable, sys.version, *installed_distributions()],
+            "env": sorted(run_env.items()),
+        },
+    )
 
 
 def tree_fingerprint(tree: Path) -> str | None:
@@ -255,13 +257,3 @@ def _moved(value: Any, old: str, new: str) -> Any:
     if isinstance(value, dict):
         return {k: _moved(v, old, new) for k, v in value.items()}
     return value
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
