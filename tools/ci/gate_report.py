@@ -24,6 +24,9 @@ from pathlib import Path
 
 from rebase_report import issue_title
 
+from vllm_patchkit.errors import EXIT_REFUSED
+from vllm_patchkit.judgement import Verdict
+
 TAIL_LINES = 80
 TAIL_CHARS = 12_000
 
@@ -41,13 +44,14 @@ MEANINGS: dict[str, dict[int, str]] = {
             "patches"
         ),
     },
+    # ``test``'s exit is its verdict's (vllm_patchkit.judgement).
     "test": {
-        1: (
+        Verdict.NOT_FIXED.exit_code: (
             "**the fix is missing or wrong** on this upstream: the regression "
             "suite ran and failed with the series applied"
         ),
-        2: "refused: the path is not a vLLM tree",
-        3: (
+        EXIT_REFUSED: "refused: the path is not a vLLM tree",
+        Verdict.CANNOT_JUDGE.exit_code: (
             "**could not run or judge**: the suite could not run, which says "
             "nothing about the fix. `test` runs this vLLM on the venv's torch "
             "(`requirements/constraints.txt`) with the pure-Python packages "

@@ -22,16 +22,9 @@ from pathlib import Path
 from vllm_patchkit.apply import ApplyResult, Status, apply_series
 from vllm_patchkit.checkout import NotACheckoutError, dirty_reason, open_checkout
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.judgement import Judgement, Verdict
 from vllm_patchkit.owned_dirs import mark, remove_owned
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.regression.verdict import (
-    FAILED,
-    FIXED,
-    NOT_FIXED,
-    PASSED,
-    status_of,
-    tally,
-)
 from vllm_patchkit.releases import clone_release
 from vllm_patchkit.revs import check_ref_name
 from vllm_patchkit.series import Series
@@ -40,6 +33,10 @@ from vllm_patchkit.verify import TreeRun, judge_tree
 DEFAULT_VERSION = "0.28.0"
 """The last affected release, the one the series is made on."""
 DEFAULT_BRANCH = "vllm-overlay/fix-51585"
+
+
+UNCHANGED = frozenset({Status.UPSTREAMED, Status.ALREADY_APPLIED, Status.NOT_CARRIED})
+"""Apply outcomes that leave the tree as it was: the stock tree is the answer."""
 
 
 class DemoInputError(InputError):
@@ -61,21 +58,27 @@ class DemoResult:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def verdict(self) -> str:
-        """fixed, not-fixed or cannot-judge: ``test``'s, on the judged tree."""
-        if self.judged is None:
-            return NOT_FIXED  # the series did not apply
-        return self.judged.judgement()[0]
+    def judgement(self) -> Judgement:
+        """``test``'s judgement of the judged tree; with none (the series
+        does not apply), not fixed on a conflict, else cannot judge."""
+        if self.judged is not None:
+            return self.judged.judgement()
+        why = f"the series did not apply ({self.apply.status})"
+        if self.apply.status is Status.CONFLICT:
+            return Judgement(Verdict.NOT_FIXED, why)
+        return Judgement(Verdict.CANNOT_JUDGE, why)
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgement.verdict
 
     @property
     def why(self) -> str:
-        if self.judged is None:
-            return f"the series did not apply ({self.apply.status})"
-        return self.judged.judgement()[1]
+        return self.judgement.why
 
     @property
     def ok(self) -> bool:
-        return self.verdict == FIXED
+        return self.judgement.fixed
 
 
 def _judge(
@@ -86,8 +89,11 @@ def _judge(
     before: TreeReport,
     after: TreeReport | None,
 ) -> TreeRun | None:
-    """``test``'s run of the tree the answer is about (see DemoResult.judged)."""
-    if applied.status is Status.UPSTREAMED:
+    """``test``'s run of the tree the answer is about (see DemoResult.judged):
+    the patched tree, or the stock one when the series leaves it as it is
+    (upstreamed, already applied, not carried for its release): ``test`` on
+    that tree gives the same answer."""
+    if applied.status in UNCHANGED:
         return judge_tree(stock, series, before)
     if after is None:
         return None
@@ -160,65 +166,3 @@ def run_checkout_demo(
             "your branch and files are unchanged"
         )
     return result
-
-
-def _cell(report: TreeReport | None, name: str) -> str:
-    if report is None:
-        return "-"
-    if report.report is None:
-        return "ERROR (see log)"
-    for check in report.report["checks"]:
-        if check["name"] == name:
-            status = status_of(check)
-            if status == PASSED:
-                return "PASS"
-            word = "FAIL" if status == FAILED else "NOT RUN"
-            return f"{word} {check['detail']}"
-    return "n/a"
-
-
-def summary(result: DemoResult) -> str:
-    """A short before/after table for a terminal."""
-    lines = [f"vLLM tree: {result.tree} ({result.origin})"]
-    if result.before.report:
-        lines.append(
-            f"vLLM version: {result.before.report['vllm_version']}, "
-            f"imported from {result.before.report['vllm_file']}"
-        )
-    names = [c["name"] for c in (result.before.report or {}).get("checks", [])]
-    width = max((len(n) for n in names), default=10) + 2
-    lines.append("")
-    lines.append(f"{'scenario':<{width}}before (stock)  ->  after (series applied)")
-    for name in names:
-        lines.append(
-            f"{name:<{width}}{_cell(result.before, name)}\n"
-            f"{'':<{width}}  ->  {_cell(result.after, name)}"
-        )
-    lines.append("")
-    lines.append(f"series: {result.apply.status}: {result.apply.message}")
-    for patch in result.apply.patches:
-        detail = f" ({patch.detail})" if patch.detail else ""
-        lines.append(f"  {patch.name}: {patch.status}{detail}")
-    if result.before.bug_reproduced:
-        lines.append("before: the crash of vLLM #51585 reproduces on this tree")
-    elif result.before.fixed:
-        lines.append("before: this tree already behaves correctly")
-    for report, label in ((result.before, "before"), (result.after, "after")):
-        if report is not None and report.report is not None:
-            counts = tally(report.report["checks"])
-            lines.append(f"{label}: {counts.line()}")
-            lines += counts.not_run_lines(f"{label}:   ")
-    lines.extend(result.notes)
-    if result.judged is not None:
-        lines += result.judged.fix_lines()
-    if result.ok:
-        lines.append("verdict: FIXED")
-    else:
-        word = result.verdict.replace("-", " ").upper()
-        lines.append(f"verdict: {word}: {result.why}")
-    if not result.ok:
-        for report, label in ((result.before, "before"), (result.after, "after")):
-            if report is not None and report.report is None:
-                lines.append(f"--- {label} run log (last lines) ---")
-                lines.extend(report.log.splitlines()[-20:])
-    return "\n".join(lines)

@@ -61,28 +61,23 @@ from vllm_patchkit.doctor import fix_statuses
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.index import release_versions, version_key
+from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.paths import cache_dir, relative_to_checkout
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.regression.verdict import (
-    CANNOT_JUDGE,
-    FIXED,
-    HOST_FIX,
-    NOT_FIXED,
-    tally,
-)
+from vllm_patchkit.regression.verdict import tally
 from vllm_patchkit.releases import locked, release_tree, staged_dir
 from vllm_patchkit.run_cache import CacheKey, RunCache
 from vllm_patchkit.series import Series
 from vllm_patchkit.verify import judge_tree
 
 STEPS = ("static", "stock", "series", "overlay", "audit")
+CANNOT_JUDGE = Verdict.CANNOT_JUDGE
 CANNOT_RUN = "cannot run"
 UNJUDGED = frozenset({CANNOT_JUDGE, CANNOT_RUN})
 """The cell statuses of a measured step that could not be judged (exit 3).
-A cell says ``cannot judge`` in its text; its status is the verdict word."""
-_STATUS_WORDS = {"cannot judge": CANNOT_JUDGE}
-"""Other spellings of a status (the overlay probe's, cells written before
-one vocabulary: docs/matrix.json has both) -> the one word."""
+A cell says ``cannot judge`` in its text; its status is the verdict's value
+(:meth:`Verdict.read` takes either spelling: the overlay probe's and the
+audit's words, cells written before one vocabulary)."""
 MEASURED = ("stock", "series", "overlay", "audit")
 """The steps that run code on the tree (``--no-suite`` skips them)."""
 
@@ -113,7 +108,8 @@ class Cell:
     cached, so the next run measures again."""
 
     def __post_init__(self) -> None:
-        self.status = _STATUS_WORDS.get(self.status, self.status)
+        if Verdict.read(self.status) is CANNOT_JUDGE:
+            self.status = CANNOT_JUDGE
         # A cell reads the same from any checkout: a path inside this one
         # (the venv's torch in an error) is kept relative to it, so shards
         # merged elsewhere and the committed table render byte for byte.
@@ -408,13 +404,15 @@ def suite_cell(
         tail = " ".join(run.log.strip().splitlines()[-2:])[-300:]
         return Cell(
             CANNOT_JUDGE,
-            f"cannot judge: the suite did not report (exit {run.returncode}): {tail}",
+            f"{CANNOT_JUDGE.words}: the suite did not report (exit "
+            f"{run.returncode}): {tail}",
             seconds,
             detail={"runtime": runtime},
             transient=True,
         )
     judged = judge_tree(tree, series, run, upstream_test=False)
-    verdict, why = judged.judgement()
+    judgement = judged.judgement()
+    verdict, why = judgement.verdict, judgement.why
     counts = tally(run.report["checks"])
     ran = f"{counts.ran} ran"
     if counts.not_run:
@@ -424,18 +422,18 @@ def suite_cell(
     detail = {"verdict": verdict, "suite_verdict": run.report.get("verdict")}
     detail |= {"fixes": fixes, "not_counted": skipped}
     detail["runtime"] = run.report.get("runtime") or runtime
-    if verdict == NOT_FIXED and run.bug_reproduced and HOST_FIX not in skipped:
+    if judgement.bug_reproduced:
         status = "bug reproduced"
         text = f"bug reproduced ({ran}: {counts.failed} failed)"
-    elif verdict == NOT_FIXED:
+    elif verdict is Verdict.NOT_FIXED:
         status, text = "fails", f"fails ({ran}): {why}"
-    elif verdict == FIXED:
+    elif verdict is Verdict.FIXED:
         status, text = "passes", f"passes ({ran})"
     else:
-        status, text = CANNOT_JUDGE, f"cannot judge ({ran}): {why}"
+        status, text = CANNOT_JUDGE, f"{verdict.words} ({ran}): {why}"
     for fix, reason in skipped.items():
         if fix in fixes:
-            text += f"; {fix} {reason}: {fixes[fix]['verdict'].replace('-', ' ')}"
+            text += f"; {fix} {reason}: {Verdict(fixes[fix]['verdict']).words}"
     return Cell(status, text, seconds, counts.to_json(), detail)
 
 
@@ -443,7 +441,8 @@ def _cannot_run(exc: BaseException, seconds: float) -> Cell:
     """A step that could not happen: the error's own words (exit 3 semantics)."""
     name = type(exc).__name__
     status = CANNOT_RUN if name == "RuntimeUnavailable" else CANNOT_JUDGE
-    text = f"{status.replace('-', ' ')}: {exc}"
+    words = CANNOT_JUDGE.words if status is CANNOT_JUDGE else status
+    text = f"{words}: {exc}"
     return Cell(status, text, seconds, detail={"error": name}, transient=True)
 
 
@@ -581,11 +580,12 @@ def run_overlay(tree: Path) -> Cell:
         text = f"{result.status}: without {result.without}, with {result.with_overlay}"
         if result.installed:
             text += f" (installed {', '.join(result.installed)})"
-        if result.status == overlay_probe.CANNOT_JUDGE and result.why:
+        unjudged = result.verdict is CANNOT_JUDGE
+        if unjudged and result.why:
             text += f": {result.why}"
         data = result.to_json()
         data["log"] = data.get("log", [])[:8]
-        if result.status == overlay_probe.CANNOT_JUDGE:
+        if unjudged:
             # A probe run that gave no report, or a runtime that could not
             # be given: the environment's doing as much as the tree's.
             return Cell(CANNOT_JUDGE, text, detail=data, transient=True)
@@ -617,10 +617,10 @@ def run_audit(tree: Path) -> Cell:
         )
         if harmful:
             status, text = "harmful", f"{len(harmful)} harmful: {where}"
-        elif data["verdict"] == "cannot judge":
+        elif report.judgement is CANNOT_JUDGE:
             status, text = (
                 CANNOT_JUDGE,
-                "cannot judge: none found, but "
+                f"{CANNOT_JUDGE.words}: none found, but "
                 + ", ".join(checks.get("could_not_run_names", [])[:3])
                 + " could not run",
             )

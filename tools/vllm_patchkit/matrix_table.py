@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
 from vllm_patchkit.matrix import Cell, Row
 from vllm_patchkit.paths import relative_to_checkout
-from vllm_patchkit.regression.verdict import CANNOT_JUDGE
 
-WORDS = {True: "**yes**", False: "no", None: "cannot judge"}
+WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
 
 
 def _cell(text: str) -> str:
@@ -73,7 +73,7 @@ def cell_text(cell: Cell) -> str:
     """The cell's text, with the reason of a judgement that could not be made
     where the text lacks it (an overlay probe that could not run)."""
     why = str(cell.detail.get("why") or "")
-    if cell.status == CANNOT_JUDGE and why and why not in cell.text:
+    if cell.status == Verdict.CANNOT_JUDGE and why and why not in cell.text:
         return f"{cell.text}: {why}"
     return cell.text
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_patchkit.child_json import run_json_child
+from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
 
 if TYPE_CHECKING:
     from vllm_patchkit.tree_process import TreeLauncher
@@ -33,7 +34,15 @@ if TYPE_CHECKING:
 FIXES = "fixes"
 INERT = "inert"
 FAILS = "fails"
-CANNOT_JUDGE = "cannot judge"
+CANNOT_JUDGE = CANNOT_JUDGE_WORDS
+VERDICT_OF = {
+    FIXES: Verdict.FIXED,
+    INERT: Verdict.FIXED,
+    FAILS: Verdict.NOT_FIXED,
+    CANNOT_JUDGE: Verdict.CANNOT_JUDGE,
+}
+"""Each status as a verdict: with the overlay the tree is right (it fixes
+the bug, or stays out of a fixed release), wrong, or unjudged."""
 
 BUG = "bug reproduced"
 PASSES = "passes"
@@ -68,6 +77,10 @@ class OverlayResult:
     """What the overlay logged (every level) in the run with it."""
     runtime: dict[str, Any] | None = None
     """The tree's runtime (torch, pinned torch, extras)."""
+
+    @property
+    def verdict(self) -> Verdict:
+        return VERDICT_OF[self.status]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -440,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.with_overlay}; installed: {', '.join(result.installed) or '-'}; "
             f"{result.seconds:.1f} s)\n  {result.why}"
         )
-    return {FIXES: 0, INERT: 0, FAILS: 1}.get(result.status, 3)
+    return result.verdict.exit_code
 
 
 if __name__ == "__main__":

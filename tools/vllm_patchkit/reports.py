@@ -1,17 +1,24 @@
-"""Plain-text reports of ``test`` and ``precommit`` runs.
+"""The plain-text renderers of judged trees: ``test``, ``demo``, the suite,
+``precommit``. Models keep data; the words they are shown in live here.
 
 The commands print them, and ``pr`` pastes them into the PR's Test Result,
 so a reviewer reads exactly what the contributor saw: how many checks ran,
 passed and failed, and each check that could not run, with the reason.
+Only the suite's verdict rules are imported at run time, so the suite's
+own process and the mutation runner can render with them too.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_patchkit.precommit import PrecommitResult
-from vllm_patchkit.regression.verdict import FAILED, PASSED, status_of
-from vllm_patchkit.verify import TreeRun, VerifyResult
+from vllm_patchkit.regression.verdict import FAILED, PASSED, Tally, status_of, tally
+
+if TYPE_CHECKING:
+    from vllm_patchkit.demo import DemoResult
+    from vllm_patchkit.precommit import PrecommitResult
+    from vllm_patchkit.regression.runner import TreeReport
+    from vllm_patchkit.verify import TreeRun, VerifyResult
 
 CELL_WIDTH = 64
 
@@ -33,8 +40,8 @@ def format_verify(result: VerifyResult) -> str:
     lines += _table(["check", *header], rows)
     for run in runs:
         lines += run_summary(run)
-    lines += [f"fix {line}" for line in result.after.fix_lines()]
-    lines.append(f"verdict: {verdict_word(result.verdict)}: {result.message}")
+    lines += [f"fix {line}" for line in fix_lines(result.after)]
+    lines.append(f"verdict: {result.verdict.heading}: {result.message}")
     return "\n".join(lines)
 
 
@@ -52,17 +59,40 @@ def runtime_line(runtime: dict[str, Any]) -> str:
     return line
 
 
-def verdict_word(verdict: str) -> str:
-    """``fixed`` -> ``FIXED``, ``cannot-judge`` -> ``CANNOT JUDGE``."""
-    return verdict.replace("-", " ").upper()
+def tally_line(counts: Tally) -> str:
+    """``13 checks: 12 ran (12 passed, 0 failed), 1 could not run``."""
+    return (
+        f"{counts.total} checks: {counts.ran} ran ({counts.passed} passed, "
+        f"{counts.failed} failed), {len(counts.not_run)} could not run"
+    )
+
+
+def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
+    """One line per check that could not run, with the reason."""
+    return [f"{indent}could not run: {name}: {why}" for name, why in counts.not_run]
+
+
+def fix_lines(run: TreeRun) -> list[str]:
+    """One line per fix: ``#53821: not fixed (not carried for 0.25.0; does
+    not decide the verdict)``, ``#51585: FIXED: why``."""
+    lines = []
+    for fix, (verdict, why) in run.fix_verdicts().items():
+        if fix in run.not_counted:
+            lines.append(
+                f"{fix}: {verdict.words} ({run.not_counted[fix]}; does not decide "
+                "the verdict)"
+            )
+        else:
+            lines.append(f"{fix}: {verdict.heading}: {why}")
+    return lines
 
 
 def run_summary(run: TreeRun) -> list[str]:
     """The counts of one run, what could not run and why, test failures."""
     lines = []
     if run.checks:
-        lines.append(f"{run.label}: {run.tally.line()}")
-        lines += run.tally.not_run_lines(f"{run.label}:   ")
+        lines.append(f"{run.label}: {tally_line(run.tally)}")
+        lines += not_run_lines(run.tally, f"{run.label}:   ")
     if run.problem:
         lines.append(f"{run.label}: cannot judge: {run.problem}")
     test = run.upstream_test
@@ -81,7 +111,7 @@ def run_summary(run: TreeRun) -> list[str]:
 def suite_highlight(result: VerifyResult) -> str:
     """One sentence for the PR body: the verdict and the counts behind it."""
     after = result.after
-    line = f"Regression suite: {verdict_word(result.verdict)}, {after.tally.line()}"
+    line = f"Regression suite: {result.verdict.heading}, {tally_line(after.tally)}"
     not_run = after.tally.not_run
     if not_run:
         line += " (" + "; ".join(f"{n}: {w}" for n, w in not_run) + ")"
@@ -156,4 +186,65 @@ def format_precommit(result: PrecommitResult) -> str:
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     verdict = "passed" if result.passed else "FAILED"
     lines.append(f"pre-commit on {len(result.files)} file(s): {summary}: {verdict}")
+    return "\n".join(lines)
+
+
+def _demo_cell(report: TreeReport | None, name: str) -> str:
+    if report is None:
+        return "-"
+    if report.report is None:
+        return "ERROR (see log)"
+    for check in report.report["checks"]:
+        if check["name"] == name:
+            status = status_of(check)
+            if status == PASSED:
+                return "PASS"
+            word = "FAIL" if status == FAILED else "NOT RUN"
+            return f"{word} {check['detail']}"
+    return "n/a"
+
+
+def format_demo(result: DemoResult) -> str:
+    """A short before/after table for a terminal."""
+    lines = [f"vLLM tree: {result.tree} ({result.origin})"]
+    if result.before.report:
+        lines.append(
+            f"vLLM version: {result.before.report['vllm_version']}, "
+            f"imported from {result.before.report['vllm_file']}"
+        )
+    names = [c["name"] for c in (result.before.report or {}).get("checks", [])]
+    width = max((len(n) for n in names), default=10) + 2
+    lines.append("")
+    lines.append(f"{'scenario':<{width}}before (stock)  ->  after (series applied)")
+    for name in names:
+        lines.append(
+            f"{name:<{width}}{_demo_cell(result.before, name)}\n"
+            f"{'':<{width}}  ->  {_demo_cell(result.after, name)}"
+        )
+    lines.append("")
+    lines.append(f"series: {result.apply.status}: {result.apply.message}")
+    for patch in result.apply.patches:
+        detail = f" ({patch.detail})" if patch.detail else ""
+        lines.append(f"  {patch.name}: {patch.status}{detail}")
+    if result.before.bug_reproduced:
+        lines.append("before: the crash of vLLM #51585 reproduces on this tree")
+    elif result.before.fixed:
+        lines.append("before: this tree already behaves correctly")
+    for report, label in ((result.before, "before"), (result.after, "after")):
+        if report is not None and report.report is not None:
+            counts = tally(report.report["checks"])
+            lines.append(f"{label}: {tally_line(counts)}")
+            lines += not_run_lines(counts, f"{label}:   ")
+    lines.extend(result.notes)
+    if result.judged is not None:
+        lines += fix_lines(result.judged)
+    if result.ok:
+        lines.append("verdict: FIXED")
+    else:
+        lines.append(f"verdict: {result.verdict.heading}: {result.why}")
+    if not result.ok:
+        for report, label in ((result.before, "before"), (result.after, "after")):
+            if report is not None and report.report is None:
+                lines.append(f"--- {label} run log (last lines) ---")
+                lines.extend(report.log.splitlines()[-20:])
     return "\n".join(lines)

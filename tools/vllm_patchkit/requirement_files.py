@@ -29,6 +29,7 @@ from packaging.markers import (
 from packaging.requirements import InvalidRequirement, Requirement
 
 from vllm_patchkit.errors import PatchkitError
+from vllm_patchkit.judgement import Verdict
 
 _MARKER_ERRORS = (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName)
 
@@ -51,7 +52,8 @@ class UnreadableRequirements(PatchkitError):
     """The tree's requirement files cannot be read safely: its runtime, and
     so any verdict on it, cannot be given (exit 3, cannot judge)."""
 
-    status = "cannot-judge"
+    code = Verdict.CANNOT_JUDGE.exit_code
+    status = Verdict.CANNOT_JUDGE
 
 
 def tree_requirements(tree: Path) -> tuple[list[Requirement], list[str]]:

@@ -34,6 +34,7 @@ from vllm_patchkit.carry import decide, read_version
 from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, git_executable
+from vllm_patchkit.judgement import Judgement, Verdict
 from vllm_patchkit.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.regression.verdict import (
     CANNOT_JUDGE,
@@ -66,8 +67,8 @@ class TreeRun:
     vllm_file: str | None = None
     fixed: bool = False
     bug_reproduced: bool = False
-    suite_verdict: str = CANNOT_JUDGE
-    """The suite's own: fixed, not-fixed or cannot-judge."""
+    suite_verdict: Verdict = CANNOT_JUDGE
+    """The suite's own, over every fix."""
     suite_why: str = ""
     counts: dict[str, Any] = field(default_factory=dict)
     """Checks that ran, passed, failed; those that could not run, and why."""
@@ -87,7 +88,7 @@ class TreeRun:
     def tally(self) -> Tally:
         return tally(self.checks)
 
-    def fix_verdicts(self) -> dict[str, tuple[str, str]]:
+    def fix_verdicts(self) -> dict[str, tuple[Verdict, str]]:
         """Each fix's own ``(verdict, why)`` from this run's checks."""
         if not self.checks:
             return {
@@ -95,21 +96,7 @@ class TreeRun:
             }
         return judge_fixes(self.checks)
 
-    def fix_lines(self) -> list[str]:
-        """One line per fix: ``#53821: NOT FIXED (not carried for 0.25.0)``."""
-        lines = []
-        for fix, (verdict, why) in self.fix_verdicts().items():
-            word = verdict.replace("-", " ")
-            if fix in self.not_counted:
-                lines.append(
-                    f"{fix}: {word} ({self.not_counted[fix]}; does not decide "
-                    "the verdict)"
-                )
-            else:
-                lines.append(f"{fix}: {word.upper()}: {why}")
-        return lines
-
-    def _counted_suite(self) -> tuple[str, str]:
+    def _counted_suite(self) -> tuple[Verdict, str]:
         """The suite's verdict over the checks of the fixes that count."""
         if not self.not_counted:
             return self.suite_verdict, self.suite_why
@@ -122,19 +109,22 @@ class TreeRun:
         )
         return judge(counted, core)
 
-    def judgement(self) -> tuple[str, str]:
-        """``(verdict, why)`` for this tree: suite and upstream test together.
+    def judgement(self) -> Judgement:
+        """This tree's one answer: suite and upstream test together, over the
+        fixes the series expects here. Every command renders it (``test``,
+        ``demo``, ``pr``, the matrix's suite cell, the nightly gate).
 
         The upstream test counts only when the tree holds it (an upstream
         release that fixed the bug its own way does not); when it does, it
         must have run: errored, skipped or uncollected cases are not a pass.
         """
         if self.problem is not None:
-            return CANNOT_JUDGE, self.problem
+            return Judgement(CANNOT_JUDGE, self.problem)
         test = self.upstream_test
         reasons = []
         suite_verdict, suite_why = self._counted_suite()
-        if self.bug_reproduced and HOST_FIX not in self.not_counted:
+        reproduced = self.bug_reproduced and HOST_FIX not in self.not_counted
+        if reproduced:
             reasons.append(
                 "the bug reproduces (host query offsets zeroed during capture)"
             )
@@ -148,29 +138,31 @@ class TreeRun:
         if test is not None and test.failed:
             reasons.append(f"upstream test: {test.summary}")
         if reasons:
-            return NOT_FIXED, "; ".join(reasons)
+            return Judgement(NOT_FIXED, "; ".join(reasons), reproduced)
         if suite_verdict != FIXED:
-            return CANNOT_JUDGE, _suite_cannot_judge(self, suite_why)
+            return Judgement(CANNOT_JUDGE, _suite_cannot_judge(self, suite_why))
         if test is not None and test.inapplicable_reason is not None:
             # The test targets a later layout: it did not run and is not a
             # pass; the suite's core checks, which did run, decide.
-            return FIXED, (
+            return Judgement(
+                FIXED,
                 "the fix is present and behaves correctly (the suite's core "
                 f"checks; the upstream test {' '.join(test.files)} did not "
-                f"run: {test.inapplicable_reason})"
+                f"run: {test.inapplicable_reason})",
             )
         if test is not None and test.not_run_reason is not None:
-            return CANNOT_JUDGE, (
+            return Judgement(
+                CANNOT_JUDGE,
                 f"the upstream test {' '.join(test.files)} did not run: "
-                f"{test.not_run_reason}"
+                f"{test.not_run_reason}",
             )
-        return FIXED, "the fix is present and behaves correctly"
+        return Judgement(FIXED, "the fix is present and behaves correctly")
 
 
 @dataclass
 class VerifyResult:
-    verdict: str
-    """fixed, not-fixed or cannot-judge."""
+    verdict: Verdict
+    """The after run's :meth:`TreeRun.judgement`; ``message`` says why."""
     message: str
     after: TreeRun
     before: TreeRun | None = None
@@ -202,8 +194,8 @@ def verify_tree(
     if base is not None and base_commit is not None:
         before = _run_base(tree, base, base_commit, test_files)
         before.not_counted = after.not_counted
-    verdict, message = after.judgement()
-    return VerifyResult(verdict, message, after, before, test_files)
+    judged = after.judgement()
+    return VerifyResult(judged.verdict, judged.why, after, before, test_files)
 
 
 def fix_of_patch(patch: Patch) -> str | None:
@@ -279,7 +271,7 @@ def tree_run(
     run.vllm_file = data["vllm_file"]
     run.fixed = data["fixed"]
     run.bug_reproduced = data["bug_reproduced"]
-    run.suite_verdict = data["verdict"]
+    run.suite_verdict = Verdict(data["verdict"])
     run.suite_why = data["why"]
     run.checks = data["checks"]
     run.counts = tally(run.checks).to_json()

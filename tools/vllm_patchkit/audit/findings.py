@@ -4,8 +4,9 @@ A finding names a statement (file relative to the tree root, line) that writes
 a field of vLLM's ``CommonAttentionMetadata`` from inside a metadata builder,
 and says what that write does to the builders that run after it. The report
 carries every finding, every check the audit meant to run (a check that could
-not run is never counted as passed), and the exit code the CLI returns:
-1 when a harmful finding exists, 3 when the audit cannot judge, else 0.
+not run is never counted as passed), and the exit code the CLI returns, its
+:class:`~vllm_patchkit.judgement.Verdict`'s: 1 when a harmful finding exists
+(the bug's class is there: not fixed), 3 when the audit cannot judge, else 0.
 """
 
 from __future__ import annotations
@@ -13,13 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_patchkit.judgement import Verdict
+
 KINDS = ("harmful", "latent", "intentional")
 # Human output and JSON list findings in this order: harmful first.
 KIND_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
-
-EXIT_CLEAN = 0
-EXIT_HARMFUL = 1
-EXIT_CANNOT_JUDGE = 3
 
 
 @dataclass
@@ -80,6 +79,9 @@ class Check:
         )
 
 
+_WORDS = {Verdict.NOT_FIXED: "harmful", Verdict.FIXED: "no harmful write"}
+
+
 @dataclass
 class AuditReport:
     """Findings of one tree, the checks behind them, and the verdict."""
@@ -111,20 +113,22 @@ class AuditReport:
         return not self.harmful and bool(self.could_not_run)
 
     @property
-    def verdict(self) -> str:
+    def judgement(self) -> Verdict:
+        """A harmful write is the bug's class, present: not fixed."""
         if self.harmful:
-            return "harmful"
+            return Verdict.NOT_FIXED
         if self.cannot_judge:
-            return "cannot judge"
-        return "no harmful write"
+            return Verdict.CANNOT_JUDGE
+        return Verdict.FIXED
+
+    @property
+    def verdict(self) -> str:
+        """The audit's own words: harmful, cannot judge, no harmful write."""
+        return _WORDS.get(self.judgement, self.judgement.words)
 
     @property
     def exit_code(self) -> int:
-        if self.harmful:
-            return EXIT_HARMFUL
-        if self.cannot_judge:
-            return EXIT_CANNOT_JUDGE
-        return EXIT_CLEAN
+        return self.judgement.exit_code
 
     def counts(self) -> dict[str, int]:
         ran = [c for c in self.checks if c.ran]

@@ -6,13 +6,7 @@ import argparse
 from pathlib import Path
 
 from vllm_patchkit.commands import lazy_help
-from vllm_patchkit.commands.common import (
-    EXIT_ERROR,
-    EXIT_FAILED,
-    EXIT_OK,
-    add_json,
-    emit_json,
-)
+from vllm_patchkit.commands.common import add_json, emit_json
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
 
 
@@ -58,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     require("demo", VLLM_RUNTIME)
     from vllm_patchkit import demo
     from vllm_patchkit.paths import cache_dir
+    from vllm_patchkit.reports import format_demo
     from vllm_patchkit.series import load_series
 
     series = load_series(args.patches)
@@ -82,5 +77,5 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(demo.summary(result))
-    return {"fixed": EXIT_OK, "not-fixed": EXIT_FAILED}.get(result.verdict, EXIT_ERROR)
+        print(format_demo(result))
+    return result.judgement.exit_code

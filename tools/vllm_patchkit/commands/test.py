@@ -6,21 +6,12 @@ import argparse
 
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
-    EXIT_ERROR,
-    EXIT_FAILED,
-    EXIT_OK,
     add_json,
     add_path,
     emit_json,
 )
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.runtime import TEST_RUNTIME, require
-
-EXIT_BY_VERDICT = {
-    "fixed": EXIT_OK,
-    "not-fixed": EXIT_FAILED,
-    "cannot-judge": EXIT_ERROR,
-}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -85,4 +76,4 @@ def run(args: argparse.Namespace) -> int:
         emit_json(result)
     else:
         print(format_verify(result))
-    return EXIT_BY_VERDICT[result.verdict]
+    return result.verdict.exit_code

@@ -38,6 +38,7 @@ from vllm_patchkit.mutation.aiter_unified import (
 from vllm_patchkit.mutation.mutants import MUTANTS, Mutant, mutate
 from vllm_patchkit.mutation.worker import MODULE
 from vllm_patchkit.regression.verdict import FAILED, FIXED, status_of, tally
+from vllm_patchkit.reports import tally_line
 from vllm_patchkit.tree_process import TreeLauncher
 
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
@@ -193,7 +194,8 @@ def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
     if not run.killed and verdict != FIXED:
         run.problem = (
             f"not judged: no behavioural check failed, verdict {verdict}; "
-            f"{counts.line()}" + "".join(f"; {n}: {w}" for n, w in counts.not_run[:3])
+            + tally_line(counts)
+            + "".join(f"; {n}: {w}" for n, w in counts.not_run[:3])
         )
     return run
 

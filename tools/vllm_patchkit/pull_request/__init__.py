@@ -339,7 +339,7 @@ def _plan_commits(
 
 def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
     result = verify_tree(root, series)
-    code = {"fixed": 0, "not-fixed": 1}.get(result.verdict, 3)
+    code = result.verdict.exit_code
     pr.runs.append(
         RunRecord("vllm-patchkit test", f"vllm-patchkit test {root}", code,
                   format_verify(result))

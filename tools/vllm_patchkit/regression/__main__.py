@@ -57,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from vllm_patchkit.regression.scenarios import SCENARIOS, Outcome, run_all
     from vllm_patchkit.regression.verdict import (
-        CANNOT_JUDGE,
         FAILED,
         FIXED,
         bug_reproduced,
@@ -78,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     outcomes = run_all(args.scenario, stop=failed)
     from vllm_patchkit.regression.layout import release_under_test, stand_ins
+    from vllm_patchkit.reports import tally_line
     from vllm_patchkit.versions import release_text
 
     checks = fixed_checks(outcomes)
@@ -121,14 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         for check in checks:
             label = {"passed": "PASS", "failed": "FAIL"}.get(check.status, "NOT RUN")
             print(f"  {label} {check.name}: {check.detail}")
-        print(counts.line())
+        print(tally_line(counts))
         for fix, judged in report["fixes"].items():
-            word = judged["verdict"].replace("-", " ").upper()
-            print(f"{fix}: {word}: {judged['why']}")
-        print(f"verdict: {verdict.replace('-', ' ').upper()}: {why}")
-    if verdict == FIXED:
-        return 0
-    return 3 if verdict == CANNOT_JUDGE else 1
+            print(f"{fix}: {judged['verdict'].heading}: {judged['why']}")
+        print(f"verdict: {verdict.heading}: {why}")
+    return verdict.exit_code
 
 
 def _torch_version() -> str:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.regression.records import DECODE_QUERY_LENS, Outcome
 
 INDEXER_FILE = "vllm/models/minimax_m3/common/indexer.py"
@@ -42,7 +43,8 @@ VICTIM_PREFIX = "rocm_then_"
 """Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
 
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
-FIXED, NOT_FIXED, CANNOT_JUDGE = "fixed", "not-fixed", "cannot-judge"
+FIXED, NOT_FIXED, CANNOT_JUDGE = Verdict.FIXED, Verdict.NOT_FIXED, Verdict.CANNOT_JUDGE
+"""The suite's verdicts: :class:`vllm_patchkit.judgement.Verdict`."""
 
 HOST_FIX = "#51585"
 """ROCM_ATTN's capture zeroes the device offsets only (patch 0001)."""
@@ -139,7 +141,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Tally:
-    """How many checks ran, passed, failed, and which could not run and why."""
+    """How many checks ran, passed, failed, and which could not run and why
+    (shown by :func:`vllm_patchkit.reports.tally_line`)."""
 
     passed: int = 0
     failed: int = 0
@@ -152,15 +155,6 @@ class Tally:
     @property
     def total(self) -> int:
         return self.ran + len(self.not_run)
-
-    def line(self) -> str:
-        return (
-            f"{self.total} checks: {self.ran} ran ({self.passed} passed, "
-            f"{self.failed} failed), {len(self.not_run)} could not run"
-        )
-
-    def not_run_lines(self, indent: str = "  ") -> list[str]:
-        return [f"{indent}could not run: {name}: {why}" for name, why in self.not_run]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -206,7 +200,7 @@ def check_fix(check: Check | Mapping[str, Any]) -> str:
 
 def judge_fixes(
     checks: Iterable[Check | Mapping[str, Any]],
-) -> dict[str, tuple[str, str]]:
+) -> dict[str, tuple[Verdict, str]]:
     """Per fix, ``(verdict, why)`` by :func:`judge`'s rule over its checks."""
     checks = list(checks)
     return {
@@ -217,7 +211,7 @@ def judge_fixes(
 
 def judge(
     checks: Iterable[Check | Mapping[str, Any]], core: tuple[str, ...] = CORE_CHECKS
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     """``(verdict, why)``: a failure says not fixed; a fix needs the core run."""
     checks = list(checks)
     by_name = {(c.name if isinstance(c, Check) else c["name"]): c for c in checks}
