@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolkit.cli_helpers import as_user, patchkit
+from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.series import load_series
 
@@ -101,3 +101,22 @@ def test_demo_on_a_checkout_whose_minimax_m3_cannot_import_cannot_judge(
         "after:   could not run: rocm_then_minimax_indexer_msa[q=1]: cannot import: "
         "ModuleNotFoundError: No module named 'fork_only_kernels'"
     ) in lines
+
+
+def test_demo_and_test_give_one_verdict_on_a_checkout_the_series_already_fixed(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """A checkout that already carries the series (``apply`` ran): ``demo``
+    has nothing to apply, and its answer is ``test``'s on that same tree,
+    not "not fixed" because the series did not apply again."""
+    checkout = release_clone("0.28.0")
+    code, applied = patchkit_json("apply", str(checkout))
+    assert code == 0, applied
+
+    test_code, tested = patchkit_json("test", "--no-baseline", str(checkout))
+    demo_code, demo = patchkit_json("demo", str(checkout), "--branch", "again")
+
+    assert (tested["verdict"], test_code) == ("fixed", 0), tested["message"]
+    assert (demo["verdict"], demo_code) == (tested["verdict"], test_code), demo
+    assert demo["why"] == tested["message"]
+    assert demo["apply"]["status"] == "already-applied"
