@@ -46,6 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from vllm_patchkit.audit import dynamic_builders, effect
 from vllm_patchkit.audit.dynamic import MODES, BuilderRun, ObservedWrite
+from vllm_patchkit.errors import EXIT_ERROR
 
 NUM_REQS = 4
 DECODE_QUERY_LENS = (1, 3)
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"imported vLLM from {tree.package}, not from {args.tree}", file=sys.stderr
         )
-        return 3
+        return EXIT_ERROR
     entries = dynamic_builders.discover(root)
     seconds["discover"] = round(time.monotonic() - start, 2)
     runs: list[BuilderRun] = []

@@ -7,14 +7,12 @@ from pathlib import Path
 
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
-    EXIT_ERROR,
-    EXIT_FAILED,
-    EXIT_OK,
     add_json,
     emit_json,
     patch_lines,
     to_jsonable,
 )
+from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.runtime import INSTALLED_VLLM, require
 
 
@@ -65,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        yes_no = {True: "yes", False: "no", None: "cannot judge"}
+        yes_no = {True: "yes", False: "no", None: Verdict.CANNOT_JUDGE.words}
         where = (
             f"{diagnosis.file}:{diagnosis.line}" if diagnosis.line else diagnosis.file
         )
@@ -89,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
         print("what the overlay patches:")
         print("\n".join(f"  {line}" for line in render_record()))
     if not diagnosis.judged:
-        return EXIT_ERROR
-    return EXIT_OK if diagnosis.protected else EXIT_FAILED
+        return Verdict.CANNOT_JUDGE.exit_code
+    return (Verdict.FIXED if diagnosis.protected else Verdict.NOT_FIXED).exit_code

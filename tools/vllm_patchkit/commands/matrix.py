@@ -9,12 +9,12 @@ from pathlib import Path
 
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
-    EXIT_ERROR,
     EXIT_OK,
     add_json,
     emit_json,
 )
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.runtime import VLLM_RUNTIME, require
 
 ROW_FILE = "matrix-rows.json"
@@ -304,7 +304,7 @@ def _exit(rows: list[Row]) -> int:
             + ", ".join(unjudged),
             file=sys.stderr,
         )
-        return EXIT_ERROR
+        return Verdict.CANNOT_JUDGE.exit_code
     return EXIT_OK
 
 

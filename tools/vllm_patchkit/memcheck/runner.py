@@ -11,10 +11,11 @@ from __future__ import annotations
 import runpy
 import sys
 
+from vllm_patchkit.errors import EXIT_FAILED, EXIT_REFUSED
 from vllm_patchkit.memcheck.checker import MemoryViolation, memcheck
 
-EXIT_VIOLATION = 1
-EXIT_USAGE = 2
+EXIT_VIOLATION = EXIT_FAILED
+EXIT_USAGE = EXIT_REFUSED
 
 
 def run(argv: list[str]) -> int:

@@ -15,6 +15,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from vllm_patchkit.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EnvironmentFailure,
+    PatchkitError,
+    RefusedError,
+)
+
 
 def _patched_installed_tree(dest: Path) -> Path:
     from vllm_patchkit.apply import Status, apply_series
@@ -25,7 +33,7 @@ def _patched_installed_tree(dest: Path) -> Path:
     copy_installed_vllm(tree)
     result = apply_series(tree, load_series())
     if result.status is not Status.APPLIED:
-        raise SystemExit(f"cannot apply the series: {result.message}")
+        raise EnvironmentFailure(f"cannot apply the series: {result.message}")
     return tree
 
 
@@ -63,14 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     mutants = [m for m in ALL_MUTANTS if not args.mutant or m.name in args.mutant]
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-mutation-") as tmp:
-        tree = args.tree or _patched_installed_tree(Path(tmp))
+        tree = args.tree
         try:
+            tree = tree or _patched_installed_tree(Path(tmp))
             report = run_mutation(
                 tree, mutants, args.jobs, args.fail_fast, fork=not args.no_fork
             )
         except BaselineFailed as exc:
-            print(f"{tree}: {exc}", file=sys.stderr)
-            return 2
+            # The tree given is no fixed baseline: refused, as bad input.
+            return _fail(RefusedError(f"{tree}: {exc}"))
+        except PatchkitError as exc:
+            return _fail(exc)
     print(format_report(report))
     if args.json:
         payload = {
@@ -81,7 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.write_text(json.dumps(payload, indent=2))
     complete = len(report.valid) == len(report.runs)
-    return 0 if complete and not report.survivors else 1
+    return EXIT_OK if complete and not report.survivors else EXIT_FAILED
+
+
+def _fail(exc: PatchkitError) -> int:
+    """Say why on stderr; the exit code is the error's (as ``cli.main``)."""
+    print(f"mutation: {exc.status}: {exc}", file=sys.stderr)
+    return exc.code
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from vllm_patchkit.errors import EXIT_REFUSED
+
 MODULE = "vllm.v1.attention.backends.rocm_attn"
 AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
 MODULES = (MODULE, AITER_MODULE)
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2 or args[1] != "--":
         print(__doc__, file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     return run_with_module(Path(args[0]), args[2:])
 
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.errors import EXIT_ERROR
 from vllm_patchkit.mutation.worker import MODULES, run_with_module
 
 WARM_MODULES = (
@@ -147,7 +148,7 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     warm_up()
     if any(name in sys.modules for name in MODULES):
-        return 3
+        return EXIT_ERROR
     results = run_jobs(request["jobs"], request["jobs_at_once"], request["timeout"])
     sys.stdout.write(json.dumps(results) + "\n")
     return 0
