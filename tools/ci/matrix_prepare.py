@@ -12,13 +12,14 @@ from __future__ import annotations
 import sys
 
 from vllm_patchkit.releases import release_tree
+from vllm_patchkit.reports import runtime_line
 from vllm_patchkit.tree_runtime import runtime_for
 
 
 def main(version: str) -> int:
     tree = release_tree(version)
     print(f"vLLM {version}: {tree}")
-    print(runtime_for(tree).line())
+    print(runtime_line(runtime_for(tree).to_json()))
     return 0
 
 

@@ -125,15 +125,6 @@ class TreeRuntime:
             "missing": list(self.missing),
         }
 
-    def line(self) -> str:
-        """One line for a report: the torch, the pin, the extras, what lacks."""
-        pin = f"pins {self.pinned_torch}" if self.pinned_torch else "pins no torch"
-        extras = ", ".join(self.extras) or "none"
-        text = f"runtime: torch {self.torch} (the release {pin}); extras: {extras}"
-        if self.missing:
-            text += f"; not provided: {'; '.join(self.missing)}"
-        return text
-
 
 MADE: Counter[Path] = Counter()
 """How many runtimes this process made per tree: a judged tree's is made
