@@ -5,8 +5,10 @@ vLLM 0.11.1 to 0.28.0 hand the AITER unified backend the generic
 offsets that AITER unified attention reads on every graph replay; 0.29.0
 (#53821) gives it a builder of its own. Like :mod:`vllm_overlay.capture_shape`
 this reads the source, never imports it: cheap at plugin registration, and
-exact about what it saw. Only one shape is the bug (SHARED): the backend's
-``get_builder_cls`` is a plain static method whose body is exactly
+exact about what it saw; the own builder's capture is read by the one
+analysis of metadata writes (:mod:`vllm_overlay.metadata_writes`, through
+``capture_shape.leaves_offsets_alone``). Only one shape is the bug (SHARED):
+the backend's ``get_builder_cls`` is a plain static method whose body is exactly
 ``return RocmAttentionMetadataBuilder``, that name bound in the module only
 by its unaliased import from ``rocm_attn``.
 """
@@ -27,6 +29,7 @@ from vllm_overlay.capture_shape import (
     parse_source,
     top_level_bindings,
 )
+from vllm_overlay.metadata_writes import method_def
 
 AITER_UNIFIED_ATTN = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
 AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
@@ -60,7 +63,10 @@ class AiterCode:
     line: int | None
     detail: str
     method: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
-    """For SHARED: the ``get_builder_cls`` definition that was read."""
+    """For SHARED: the ``get_builder_cls`` definition that was read; for
+    OWN_BUILDER: the own builder's capture method."""
+    builder: str | None = None
+    """For OWN_BUILDER: the name of the builder class handed out."""
 
     @property
     def affected(self) -> bool:
@@ -162,12 +168,9 @@ def _own_builder(
             "in this file",
         )
     builder = bindings[0]
-    captures = [
-        n
-        for n in builder.body
-        if isinstance(n, ast.FunctionDef) and n.name == CAPTURE_METHOD
-    ]
-    if len(captures) != 1 or not leaves_offsets_alone(captures[0]):
+    captures = [n for n in builder.body if binds(n, CAPTURE_METHOD)]
+    capture = method_def(builder, CAPTURE_METHOD)
+    if len(captures) != 1 or capture is None or not leaves_offsets_alone(capture):
         return _unknown(
             file,
             builder.lineno,
@@ -181,6 +184,8 @@ def _own_builder(
         method.lineno,
         f"{where} hands out its own {name} (line {builder.lineno}), whose "
         f"{CAPTURE_METHOD} leaves query_start_loc and query_start_loc_cpu alone",
+        capture,
+        name,
     )
 
 

@@ -7,15 +7,18 @@ parse (a merge in progress leaves conflict markers) is UNPARSEABLE, never
 judged by the part that happens to parse. The overlay patches only the
 BUGGY shape; the toolkit's invariant for patch 0001 is "the shape is FIXED".
 
-Every judged shape is a proof, not a pattern match: the metadata argument
-and its offsets tensors may only be used in ways whose every write is seen
-(``<metadata>.<offsets>.<op>_()``, an assignment to it, a read that makes a
-new value). An alias, ``.data``, a call that receives the tensor or the
-metadata (``torch.Tensor.zero_(t)``, ``getattr``, a module helper), a
-decorator, a method rebound after its definition: any of them makes the
-shape UNKNOWN, which nobody reads as fixed ("cannot judge"). The one call
-that may receive the metadata is the builder's own ``self.build``, which
-every release's capture calls; when the class defines it, it is read too.
+Every judged shape is a proof, not a pattern match, made by the one
+analysis of metadata writes (:mod:`vllm_overlay.metadata_writes`): it
+follows aliases of the metadata and its offsets tensors, and every use it
+cannot follow is a doubt. Only writes spelled on the metadata itself
+(``<metadata>.<offsets>.<op>_()``, an assignment to it) make a known shape.
+A write through an alias or a view (seen, with its line), a call that
+receives the tensor or the metadata (``torch.Tensor.zero_(t)``, ``getattr``,
+a module helper), a decorator, a method rebound after its definition: any
+of them makes the shape UNKNOWN, which nobody reads as fixed ("cannot
+judge"). The one call that may receive the metadata is the builder's own
+``self.build``, which every release's capture calls; when the class defines
+it, it is read too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_overlay.metadata_writes import (
+    EMPTY,
+    META,
+    Taints,
+    Walker,
+    Write,
+    method_def,
+)
+
 ROCM_ATTN = Path("vllm/v1/attention/backends/rocm_attn.py")
 BUILDER_CLASS = "RocmAttentionMetadataBuilder"
 CAPTURE_METHOD = "build_for_cudagraph_capture"
@@ -35,15 +47,6 @@ OFFSETS = (DEVICE_OFFSETS, HOST_OFFSETS)
 BUILD_METHOD = "build"
 """The builder's per-step entry: the one call the capture may hand the
 metadata to (every release's capture starts with ``self.build(0, m)``)."""
-NEW_VALUE_READS = frozenset(
-    {"clone", "tolist", "item", "size", "numel", "dim", "shape", "dtype", "device"}
-)
-"""Attributes of a tensor whose result shares no storage with it. Anything
-else (``data``, ``numpy``, ``view``, ``cpu``, ``to``) may hand on the storage."""
-HARMLESS_BUILTINS = frozenset({"isinstance", "len", "type", "id"})
-"""Builtins that read an argument and keep no reference to it."""
-FRAME_ACCESS = frozenset({"eval", "exec", "locals", "vars", "globals"})
-"""Calls that reach a local name without naming it."""
 
 
 class Shape(enum.StrEnum):
@@ -125,15 +128,6 @@ def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
     the one Python keeps."""
     builder = find_builder_class(module)
     return method_def(builder, CAPTURE_METHOD) if builder else None
-
-
-def method_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    """Method ``name`` of ``cls``: its last definition, the one Python keeps."""
-    found = None
-    for item in cls.body:
-        if isinstance(item, ast.FunctionDef) and item.name == name:
-            found = item
-    return found
 
 
 def classify_module(
@@ -399,10 +393,42 @@ def _is_self_build(func: ast.AST) -> bool:
     )
 
 
+class _CaptureWalker(Walker):
+    """The shared walk, with the one call the capture may hand the metadata
+    to: ``self.build(...)``, collected to be read in turn."""
+
+    def __init__(self, func: ast.FunctionDef, metadata: str) -> None:
+        super().__init__(func, {metadata: frozenset({META})}, OFFSETS)
+        self.metadata = metadata
+        self.build_calls: list[ast.Call] = []
+
+    def follow(
+        self,
+        node: ast.Call,
+        args: list[Taints],
+        kwargs: dict[str | None, Taints],
+        receiver: Taints,
+    ) -> Taints | None:
+        given = [
+            *zip(node.args, args, strict=True),
+            *((k.value, kwargs[k.arg]) for k in node.keywords),
+        ]
+        if not _is_self_build(node.func):
+            return None
+        if not any(_is_name(value, self.metadata) for value, _ in given):
+            return None
+        self.build_calls.append(node)
+        others = [t for value, t in given if not _is_name(value, self.metadata)]
+        return None if any(others) or receiver else EMPTY
+        return None
+
+
 @dataclass
 class _OffsetUse:
-    """Every use of ``<metadata>`` and of the offsets tensors in a function:
-    the writes it can see, and the uses it cannot prove harmless."""
+    """What one function does to ``<metadata>``'s offsets tensors, read by
+    :mod:`vllm_overlay.metadata_writes`: the writes it spells on the metadata
+    itself, and everything else (a write through an alias, a use it cannot
+    follow) as ``unproven``."""
 
     metadata: str
     device_zeroed: list[int] = field(default_factory=list)
@@ -412,155 +438,51 @@ class _OffsetUse:
     host_zeroed: list[int] = field(default_factory=list)
     host_mutated: list[int] = field(default_factory=list)
     unproven: list[tuple[int, str, str]] = field(default_factory=list)
-    """(line, offsets tensor or "", why) for each use that may write unseen."""
+    """(line, offsets tensor or "", why) for each write not spelled on the
+    metadata and each use that may write unseen."""
     build_calls: list[ast.Call] = field(default_factory=list)
     """``self.build(...)`` calls that receive the metadata."""
 
     @classmethod
     def analyse(cls, func: ast.FunctionDef, metadata: str) -> _OffsetUse:
-        use = cls(metadata)
-        parents = {
-            child: node
-            for node in ast.walk(func)
-            for child in ast.iter_child_nodes(node)
-        }
-        for node in ast.walk(func):
-            use._node(node, parents, func)
+        walker = _CaptureWalker(func, metadata).run()
+        use = cls(metadata, build_calls=walker.build_calls)
+        for doubt in walker.doubts:
+            only = next(iter(doubt.fields)) if len(doubt.fields) == 1 else ""
+            use.unproven.append(
+                (doubt.line, only if only in OFFSETS else "", doubt.why)
+            )
+        for write in walker.writes:
+            use._write(write, walker)
+        use.unproven.sort(key=lambda item: item[0])
         return use
 
-    def _doubt(self, node: ast.AST, tensor: str, why: str) -> None:
-        self.unproven.append((getattr(node, "lineno", 0), tensor, why))
-
-    def _node(
-        self, node: ast.AST, parents: dict[ast.AST, ast.AST], func: ast.FunctionDef
-    ) -> None:
-        if isinstance(node, ast.Name) and node.id == self.metadata:
-            self._metadata_use(node, parents)
-        elif isinstance(node, ast.Attribute) and node.attr in OFFSETS:
-            self._offsets_use(node, parents)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in FRAME_ACCESS
-        ):
-            self._doubt(node, "", f"{node.func.id}() reaches local names")
-        elif (
-            isinstance(node, ast.Global | ast.Nonlocal) and self.metadata in node.names
-        ):
-            self._doubt(node, "", f"declares {self.metadata} {type(node).__name__}")
-        elif (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-            and node is not func
-            and any(_is_name(n, self.metadata) for n in ast.walk(node))
-        ):
-            self._doubt(node, "", f"a nested function uses {self.metadata}")
-
-    def _metadata_use(self, node: ast.Name, parents: dict[ast.AST, ast.AST]) -> None:
-        parent = parents.get(node)
-        if not isinstance(node.ctx, ast.Load):
-            self._doubt(node, "", f"rebinds {self.metadata}")
-        elif isinstance(parent, ast.Attribute) and parent.value is node:
-            if parent.attr in OFFSETS:
-                return  # judged as the offsets use it is
-            called = isinstance(parents.get(parent), ast.Call) and (
-                parents[parent].func is parent  # type: ignore[attr-defined]
-            )
-            if parent.attr.startswith("__") or called:
-                self._doubt(node, "", f"uses {ast.unparse(parent)}")
-        elif isinstance(parent, ast.Compare) and all(
-            isinstance(op, ast.Is | ast.IsNot) for op in parent.ops
-        ):
+    def _write(self, write: Write, walker: Walker) -> None:
+        device = write.field == DEVICE_OFFSETS
+        in_place = write.op.endswith("_")
+        if device and in_place:
+            self.device_mutated.append(write.line)
+            if write.zeroes:
+                self.device_zeroed.append(write.line)
+        elif device:
+            self.device_rebound = True
+        else:
+            self.host_mutated.append(write.line)
+            if write.zeroes:
+                self.host_zeroed.append(write.line)
+        if write.direct:
             return
-        elif isinstance(parent, ast.keyword):
-            self._passed(node, parents.get(parent))
-        elif isinstance(parent, ast.Call) and node in parent.args:
-            self._passed(node, parent)
-        else:
-            self._doubt(node, "", f"{self.metadata} escapes: {_context(parent)}")
-
-    def _passed(self, node: ast.Name, call: ast.AST | None) -> None:
-        if isinstance(call, ast.Call) and _is_self_build(call.func):
-            self.build_calls.append(call)
-        elif not _harmless_call(call):
-            self._doubt(node, "", f"passes {self.metadata} on: {_context(call)}")
-
-    def _offsets_use(
-        self, node: ast.Attribute, parents: dict[ast.AST, ast.AST]
-    ) -> None:
-        """``<x>.<offsets>``: a seen write, a new-value read, or a doubt."""
-        own = _is_name(node.value, self.metadata)
-        tensor = node.attr
-        expr: ast.AST = node
-        while isinstance(parents.get(expr), ast.Subscript) and (
-            parents[expr].value is expr  # type: ignore[attr-defined]
-        ):
-            expr = parents[expr]
-        whole = expr is node
-        parent = parents.get(expr)
-        label = ast.unparse(node)
-        ctx = getattr(expr, "ctx", None)
-        if isinstance(ctx, ast.Store):
-            if not own:
-                self._doubt(node, tensor, f"writes {label}, which may alias")
-            elif tensor == HOST_OFFSETS:
-                self.host_mutated.append(node.lineno)
-            else:
-                self.device_rebound = True
-        elif isinstance(ctx, ast.Del):
-            self._doubt(node, tensor, f"deletes {label}")
-        elif isinstance(parent, ast.Attribute) and parent.value is expr:
-            call = parents.get(parent)
-            in_place = (
-                parent.attr.endswith("_")
-                and not parent.attr.startswith("__")
-                and isinstance(call, ast.Call)
-                and call.func is parent
+        for bound in walker.bindings.get(write.through or "", []):
+            value = getattr(bound, "value", None)
+            self.unproven.append(
+                (bound.lineno, write.field, f"{_text(value)} escapes: {_text(bound)}")  # type: ignore[attr-defined]
             )
-            if in_place and own:
-                assert isinstance(call, ast.Call)
-                self._in_place(call, parent.attr, tensor, whole)
-            elif in_place:
-                self._doubt(node, tensor, f"writes {label}, which may alias")
-            elif parent.attr not in NEW_VALUE_READS:
-                self._doubt(node, tensor, f"{label} escapes: {_context(parent)}")
-        elif not _new_value(expr, parent):
-            self._doubt(node, tensor, f"{label} escapes: {_context(parent)}")
-
-    def _in_place(self, call: ast.Call, method: str, tensor: str, whole: bool) -> None:
-        zeroing = whole and (
-            method == "zero_"
-            or (
-                method == "fill_"
-                and len(call.args) == 1
-                and isinstance(call.args[0], ast.Constant)
-                and call.args[0].value == 0
-            )
+        how = f"through {write.through}" if write.through else "through a view or call"
+        self.unproven.append(
+            (write.line, write.field, f"writes {write.field} {how}: {write.source}")
         )
-        if tensor == DEVICE_OFFSETS:
-            self.device_mutated.append(call.lineno)
-            if zeroing:
-                self.device_zeroed.append(call.lineno)
-        else:
-            self.host_mutated.append(call.lineno)
-            if zeroing:
-                self.host_zeroed.append(call.lineno)
 
 
-def _new_value(expr: ast.AST, parent: ast.AST | None) -> bool:
-    """Whether ``parent`` only reads ``expr`` into a new value (or drops it)."""
-    if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare | ast.Expr):
-        return True
-    return _harmless_call(parent) and expr in parent.args  # type: ignore[union-attr]
-
-
-def _harmless_call(call: ast.AST | None) -> bool:
-    return (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Name)
-        and call.func.id in HARMLESS_BUILTINS
-    )
-
-
-def _context(node: ast.AST | None) -> str:
+def _text(node: ast.AST | None) -> str:
     text = ast.unparse(node) if isinstance(node, ast.AST) else "?"
     return text if len(text) <= 60 else text[:57] + "..."

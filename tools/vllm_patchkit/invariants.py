@@ -14,12 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_overlay.aiter_shape import (
+    AITER_UNIFIED_ATTN,
+    BACKEND_CLASS,
+    AiterShape,
+    inspect_aiter_source,
+)
 from vllm_overlay.capture_shape import (
+    BUILDER_CLASS,
+    CAPTURE_METHOD,
+    HOST_OFFSETS,
     CaptureCode,
     Shape,
     inspect_capture_source,
     inspect_capture_tree,
-    leaves_offsets_alone,
 )
 
 __all__ = [
@@ -55,9 +63,8 @@ def rocm_capture_zeroes_device_offsets_only(tree: Path) -> InvariantResult:
 
 
 ATTENTION_TESTS = Path("tests/v1/attention")
-BUILDER = "RocmAttentionMetadataBuilder"
-CAPTURE = "build_for_cudagraph_capture"
-HOST_OFFSETS = "query_start_loc_cpu"
+BUILDER = BUILDER_CLASS
+CAPTURE = CAPTURE_METHOD
 
 
 def rocm_capture_regression_test_present(tree: Path) -> InvariantResult:
@@ -301,92 +308,47 @@ def check_invariant(name: str, tree: Path) -> InvariantResult:
     return check(tree)
 
 
-AITER_UNIFIED = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
-AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
-
-
 def rocm_aiter_unified_capture_keeps_offsets(tree: Path) -> InvariantResult:
     """0003: AITER unified's capture keeps both offsets; ROCM_ATTN's is 0001's.
 
-    ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` must name a builder
-    of the module's own whose ``build_for_cudagraph_capture`` fills
-    ``seq_lens`` with 1, writes neither offsets tensor (no in-place call, no
-    assignment, on any object) and does not hand the capture on to the ROCm
-    builder's (which zeroes). The ROCm builder itself must still zero the
-    device offsets in place and leave the host ones (0001's shape). Upstream's
-    builder (0.29.0+) has this shape, whatever its name, so the patch is then
-    reported as upstreamed.
+    ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` must hand out a
+    builder of the module's own whose ``build_for_cudagraph_capture`` provably
+    writes neither offsets tensor (:mod:`vllm_overlay.aiter_shape`'s
+    OWN_BUILDER: the one analysis of metadata writes, aliases followed, which
+    also refuses a capture that hands the metadata on to the ROCm builder's)
+    and fills ``seq_lens`` with 1. The ROCm builder itself must still zero
+    the device offsets in place and leave the host ones (0001's shape).
+    Upstream's builder (0.29.0+) has this shape, whatever its name, so the
+    patch is then reported as upstreamed.
     """
     name = "rocm-aiter-unified-capture-keeps-offsets"
-    file = tree / AITER_UNIFIED
+    file = tree / AITER_UNIFIED_ATTN
     if not file.is_file():
-        return InvariantResult(name, False, f"no {AITER_UNIFIED}", file, None)
-    try:
-        module = ast.parse(file.read_text(errors="replace"), filename=str(file))
-    except SyntaxError as exc:
-        return InvariantResult(name, False, f"syntax error: {exc}", file, exc.lineno)
-    holds, detail, line = _aiter_capture_shape(module)
-    if not holds:
-        return InvariantResult(name, False, detail, file, line)
+        return InvariantResult(name, False, f"no {AITER_UNIFIED_ATTN}", file, None)
+    aiter = inspect_aiter_source(file.read_bytes(), file)
+    if aiter.shape is AiterShape.SHARED:
+        why = f"{BACKEND_CLASS} hands out {BUILDER_CLASS}, whose capture zeroes"
+        return InvariantResult(
+            name, False, f"{why} the device offsets", file, aiter.line
+        )
+    capture = aiter.method
+    if aiter.shape is not AiterShape.OWN_BUILDER or capture is None:
+        return InvariantResult(name, False, aiter.detail, file, aiter.line)
+    if not any(_fills_seq_lens_with_one(n) for n in ast.walk(capture)):
+        why = f"{CAPTURE_METHOD} does not fill seq_lens with 1"
+        return InvariantResult(name, False, why, file, capture.lineno)
     rocm = inspect_capture_tree(tree)
     if rocm.shape is not Shape.FIXED:
         return InvariantResult(
             name, False, f"ROCM_ATTN: {rocm.detail}", rocm.file, rocm.line
         )
     return InvariantResult(
-        name, True, f"{detail}; ROCM_ATTN zeroes the device offsets only", file, line
-    )
-
-
-def _aiter_capture_shape(module: ast.Module) -> tuple[bool, str, int | None]:
-    classes = {n.name: n for n in module.body if isinstance(n, ast.ClassDef)}
-    backend = classes.get(AITER_BACKEND)
-    getter = backend and _method(backend, "get_builder_cls")
-    if getter is None:
-        return False, f"no {AITER_BACKEND}.get_builder_cls", None
-    returned = [
-        n.value.id
-        for n in ast.walk(getter)
-        if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)
-    ]
-    if len(returned) != 1:
-        return False, "get_builder_cls does not return one class by name", getter.lineno
-    builder_name = returned[0]
-    if builder_name == BUILDER:
-        why = f"{AITER_BACKEND} hands out {BUILDER}, whose capture zeroes"
-        return False, f"{why} the device offsets", getter.lineno
-    builder = classes.get(builder_name)
-    capture = builder and _method(builder, "build_for_cudagraph_capture")
-    if capture is None:
-        return (
-            False,
-            f"{builder_name} has no build_for_cudagraph_capture of its own",
-            builder.lineno if builder else getter.lineno,
-        )
-    where = f"{builder_name}.build_for_cudagraph_capture"
-    for node in ast.walk(capture):
-        if _delegates_capture(node):
-            return False, f"{where} calls the ROCm builder's capture", node.lineno
-    if not leaves_offsets_alone(capture):
-        why = "writes the query offsets, or uses them where writes go unseen"
-        return False, f"{where} {why}", capture.lineno
-    if not any(_fills_seq_lens_with_one(n) for n in ast.walk(capture)):
-        return False, f"{where} does not fill seq_lens with 1", capture.lineno
-    return True, f"{where} keeps both query offsets", capture.lineno
-
-
-def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    for item in cls.body:
-        if isinstance(item, ast.FunctionDef) and item.name == name:
-            return item
-    return None
-
-
-def _delegates_capture(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "build_for_cudagraph_capture"
+        name,
+        True,
+        f"{aiter.builder}.{CAPTURE_METHOD} keeps both query offsets; ROCM_ATTN "
+        "zeroes the device offsets only",
+        file,
+        capture.lineno,
     )
 
 
