@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from vllm_overlay.metadata_writes import find_method
 from vllm_patchkit.audit.static import StaticResult, analyse_tree
 from vllm_patchkit.releases import release_tree
 
@@ -57,13 +58,9 @@ SEEDED = {
 
 def _method(text: list[str], cls: str, method: str) -> ast.FunctionDef:
     """``cls.method``'s node in the module whose lines are ``text``."""
-    return next(
-        f
-        for c in ast.walk(ast.parse("".join(text)))
-        if isinstance(c, ast.ClassDef) and c.name == cls
-        for f in c.body
-        if isinstance(f, ast.FunctionDef) and f.name == method
-    )
+    found = find_method(ast.parse("".join(text)), f"{cls}.{method}")
+    assert found is not None, f"no {cls}.{method}"
+    return found
 
 
 def insert_in_method(path: Path, cls: str, method: str, lines: list[str]) -> None:

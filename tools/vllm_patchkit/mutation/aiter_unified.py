@@ -22,6 +22,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_overlay.metadata_writes import find_method
 from vllm_patchkit.mutation.mutants import Mutant, MutationError, edit_method
 
 AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
@@ -148,13 +149,10 @@ PAIR_MUTANTS: tuple[PairMutant, ...] = (
 
 def method_lines(source: str, cls: str, method: str) -> tuple[int, int]:
     """1-based first and last line of ``cls.method`` in ``source``."""
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method:
-                    assert item.end_lineno is not None
-                    return item.lineno, item.end_lineno
-    raise MutationError(f"no {cls}.{method}")
+    found = find_method(ast.parse(source), f"{cls}.{method}")
+    if found is None or found.end_lineno is None:
+        raise MutationError(f"no {cls}.{method}")
+    return found.lineno, found.end_lineno
 
 
 def mutate_pair(source: str, target: PairMutant) -> str:

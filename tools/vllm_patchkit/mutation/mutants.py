@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from vllm_overlay.metadata_writes import find_method
+
 BUILDER_CLASS = "RocmAttentionMetadataBuilder"
 CAPTURE_METHOD = "build_for_cudagraph_capture"
 DEVICE_ZERO = "common_attn_metadata.query_start_loc.zero_()"
@@ -158,14 +160,10 @@ class MutationError(ValueError):
 
 def capture_method_lines(source: str) -> tuple[int, int]:
     """1-based first and last line of the ROCm builder's capture method."""
-    module = ast.parse(source)
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == BUILDER_CLASS:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == CAPTURE_METHOD:
-                    assert item.end_lineno is not None
-                    return item.lineno, item.end_lineno
-    raise MutationError(f"no {BUILDER_CLASS}.{CAPTURE_METHOD}")
+    method = find_method(ast.parse(source), f"{BUILDER_CLASS}.{CAPTURE_METHOD}")
+    if method is None or method.end_lineno is None:
+        raise MutationError(f"no {BUILDER_CLASS}.{CAPTURE_METHOD}")
+    return method.lineno, method.end_lineno
 
 
 def mutate(source: str, mutant: Mutant) -> str:
