@@ -7,7 +7,7 @@ offsets that AITER unified attention reads on every graph replay; 0.29.0
 this reads the source, never imports it: cheap at plugin registration, and
 exact about what it saw; the own builder's capture is read by the one
 analysis of metadata writes (:mod:`vllm_overlay.metadata_writes`, through
-``capture_shape.leaves_offsets_alone``). Only one shape is the bug (SHARED):
+``capture_shape.offsets_problems``). Only one shape is the bug (SHARED):
 the backend's ``get_builder_cls`` is a plain static method whose body is exactly
 ``return RocmAttentionMetadataBuilder``, that name bound in the module only
 by its unaliased import from ``rocm_attn``.
@@ -25,7 +25,7 @@ from vllm_overlay.capture_shape import (
     CAPTURE_METHOD,
     CaptureCode,
     binds,
-    leaves_offsets_alone,
+    offsets_problems,
     parse_source,
     top_level_bindings,
 )
@@ -170,13 +170,14 @@ def _own_builder(
     builder = bindings[0]
     captures = [n for n in builder.body if binds(n, CAPTURE_METHOD)]
     capture = method_def(builder, CAPTURE_METHOD)
-    if len(captures) != 1 or capture is None or not leaves_offsets_alone(capture):
+    problems = offsets_problems(capture) if capture else []
+    if len(captures) != 1 or capture is None or problems:
         return _unknown(
             file,
             builder.lineno,
             f"{where} returns {name} (line {builder.lineno}), whose "
             f"{CAPTURE_METHOD} is not one method that leaves both query "
-            "offsets alone",
+            "offsets alone" + "".join(f"; {p}" for p in problems),
         )
     return AiterCode(
         AiterShape.OWN_BUILDER,

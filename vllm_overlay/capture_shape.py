@@ -302,21 +302,26 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
     )
 
 
-def leaves_offsets_alone(method: ast.FunctionDef) -> bool:
-    """Whether ``method`` provably neither changes nor rebinds either offsets
-    tensor of its metadata argument (the capture of 0.29.0's AITER unified
-    builder). ``self.build`` is the inherited ROCm one: its judgement is the
-    ROCm capture's (:func:`classify_module`)."""
+def offsets_problems(method: ast.FunctionDef) -> list[str]:
+    """What keeps ``method`` from being proven to neither change nor rebind
+    either offsets tensor of its metadata argument, each with its line (empty:
+    proven; the capture of 0.29.0's AITER unified builder). ``self.build`` is
+    the inherited ROCm one: its judgement is the ROCm capture's
+    (:func:`classify_module`)."""
     params = [a.arg for a in method.args.args]
-    if len(params) < 2 or method.decorator_list:
-        return False
-    visitor = _OffsetUse.analyse(method, params[1])
-    return not (
-        visitor.unproven
-        or visitor.device_mutated
-        or visitor.device_rebound
-        or visitor.host_mutated
-    )
+    if len(params) < 2:
+        return [f"line {method.lineno}: unexpected signature {params}"]
+    if method.decorator_list:
+        return [f"line {method.lineno}: decorated"]
+    use = _OffsetUse.analyse(method, params[1])
+    seen = {line for line, _, _ in use.unproven}
+    direct = sorted({*use.device_mutated, *use.host_mutated} - seen)
+    rebound = [f"rebinds {use.metadata}.{DEVICE_OFFSETS}"] if use.device_rebound else []
+    return [
+        *(f"line {line}: {why}" for line, _, why in use.unproven),
+        *(f"line {line}: writes the query offsets" for line in direct),
+        *rebound,
+    ]
 
 
 def inspect_capture_tree(tree: Path) -> CaptureCode:
