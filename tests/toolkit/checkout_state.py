@@ -1,6 +1,7 @@
 """The whole state of a checkout, for fault tests that must find it unchanged.
 
-One helper for every test that compares a checkout before and after a run:
+The one helper for every test that compares a checkout (or, with
+:func:`directory_state`, any directory) before and after a run:
 HEAD, branch, index entries, every ref, the stash, the worktrees git knows,
 ``git status`` (untracked and ignored files one by one), every file and
 empty directory of the work tree (tracked, untracked and ignored; symlinks
@@ -103,6 +104,18 @@ def without_operation_state(state: dict[str, Any]) -> dict[str, Any]:
 def snapshot(root: Path) -> dict[str, Any]:
     """:func:`checkout_state` after a run that may have rolled back."""
     return checkout_state(root, rolled_back=True)
+
+
+def directory_state(root: Path) -> dict[str, Any]:
+    """Every path under ``root`` (``.git`` included, if any) by mode and
+    content: for a directory that need not be a checkout."""
+    return {
+        "files": _files(root, lambda relative: False),
+        "modes": {
+            path.relative_to(root).as_posix(): path.lstat().st_mode
+            for path in sorted(root.rglob("*"))
+        },
+    }
 
 
 def git_dir_bytes(root: Path) -> dict[str, bytes | str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.toolkit.checkout_state import checkout_state, snapshot
 from tests.toolkit.cli_helpers import as_user
 from vllm_patchkit.apply import Status, apply_series
 from vllm_patchkit.gitcmd import Git
@@ -80,14 +81,14 @@ def test_0_11_0_is_not_affected_and_the_series_carries_nothing(
     tree = release_clone("0.11.0")
     git = Git(tree)
     assert inspect_capture_tree(tree).shape is Shape.NO_ZEROING
-    before = _snapshot(git)
+    before = checkout_state(git.root)
 
     result = apply_series(tree, series)
 
     assert result.status is Status.NOT_CARRIED, result.message
     assert [p.status for p in result.patches] == [N, N, N]
     assert "vLLM 0.11.0 (Affects: 0.11.1..0.28.0)" in result.patches[0].detail
-    assert _snapshot(git) == before
+    assert checkout_state(git.root) == before
     assert git.commit_of("refs/vllm-patchkit/base") is None
 
 
@@ -105,15 +106,6 @@ def test_release_tree_commit_is_reproducible(
     assert Git(rebuilt).out("rev-parse", "v0.12.0^{commit}") == first
 
 
-def _snapshot(git: Git) -> tuple[str, str | None, str, str]:
-    return (
-        git.head(),
-        git.branch(),
-        git.status_porcelain(),
-        git.run("diff", "HEAD", "--binary").stdout,
-    )
-
-
 def test_dirty_tree_is_refused_and_untouched(
     release_clone: Callable[[str], Path], series: Series
 ) -> None:
@@ -122,13 +114,13 @@ def test_dirty_tree_is_refused_and_untouched(
     target = tree / "vllm/v1/attention/backends/rocm_attn.py"
     target.write_text(target.read_text() + "# my local change\n")
     (tree / "notes.txt").write_text("untracked work\n")
-    before = _snapshot(git)
+    before = checkout_state(git.root)
 
     result = apply_series(tree, series)
 
     assert result.status is Status.REFUSED
     assert "dirty" in result.message and "rocm_attn.py" in result.message
-    assert _snapshot(git) == before
+    assert checkout_state(git.root) == before
     assert target.read_text().endswith("# my local change\n")
 
 
@@ -150,14 +142,14 @@ def test_conflict_rolls_back_everything(
     assert rewritten != text
     target.write_text(rewritten)
     git.run("commit", "-q", "-am", "upstream: zero offsets in a loop")
-    before = _snapshot(git)
+    before = snapshot(git.root)
 
     result = apply_series(tree, series)
 
     assert result.status is Status.CONFLICT
     assert result.patches[0].status == "conflict"
     assert series.patches[0].name in result.message
-    assert _snapshot(git) == before
+    assert snapshot(git.root) == before
     assert not (git.git_dir() / "rebase-apply").exists()
 
 
@@ -178,13 +170,13 @@ def test_misplaced_application_is_caught_by_the_invariant(
         )
     )
     git.run("commit", "-q", "-am", "local: zero the host offsets early")
-    before = _snapshot(git)
+    before = snapshot(git.root)
 
     result = apply_series(tree, series)
 
     assert result.status is Status.CONFLICT
     assert "invariant" in result.message
-    assert _snapshot(git) == before
+    assert snapshot(git.root) == before
 
 
 @pytest.mark.parametrize("kind", ["not-git", "not-vllm"])

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.toolkit.checkout_state import checkout_state, directory_state
 from tests.toolkit.cli_helpers import patchkit
 
 pytestmark = pytest.mark.release_trees
-
-
-def tree_digest(root: Path) -> str:
-    """Every path, mode and content under root, .git included."""
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file() and not path.is_symlink():
-            digest.update(path.read_bytes())
-        digest.update(str(path.lstat().st_mode).encode())
-    return digest.hexdigest()
 
 
 def test_demo_on_the_embedded_release(tmp_path: Path) -> None:
@@ -48,22 +37,22 @@ def test_demo_on_the_embedded_release(tmp_path: Path) -> None:
 def test_demo_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> None:
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "__init__.py").write_text("")
-    before = tree_digest(tmp_path)
+    before = directory_state(tmp_path)
     proc = patchkit("demo", str(tmp_path))
     assert proc.returncode == 2
     assert "not a git checkout" in proc.stderr
-    assert tree_digest(tmp_path) == before
+    assert directory_state(tmp_path) == before
 
 
 def test_demo_refuses_a_dirty_checkout(release_clone: Callable[[str], Path]) -> None:
     checkout = release_clone("0.28.0")
     (checkout / "README.md").write_text("edited\n")
     (checkout / "scratch.py").write_text("x = 1\n")
-    before = tree_digest(checkout)
+    before = checkout_state(checkout)
     proc = patchkit("demo", str(checkout))
     assert proc.returncode == 2
     assert "dirty" in proc.stderr and "README.md" in proc.stderr
-    assert tree_digest(checkout) == before
+    assert checkout_state(checkout) == before
 
 
 def test_demo_refuses_a_missing_path(tmp_path: Path) -> None:

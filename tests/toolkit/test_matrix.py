@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from tests.toolkit.checkout_state import checkout_state
 from tests.toolkit.cli_helpers import patchkit
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
-from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.matrix import invariant_holds
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.regression.verdict import CANNOT_JUDGE
@@ -33,27 +33,18 @@ pytestmark = pytest.mark.release_trees
 ROOT = PROJECT_ROOT
 
 
-def _tree_state(tree: Path) -> tuple[str, str]:
-    """HEAD and every change, untracked and ignored files included."""
-    git = Git(tree)
-    return (
-        git.run("rev-parse", "HEAD").stdout,
-        git.run("status", "--porcelain", "--ignored", "--untracked-files=all").stdout,
-    )
-
-
 def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
     """Stock and series-applied suites on an affected and a fixed release
     (the suite runs other tests of the session made are reused)."""
     trees = {v: release_tree(v) for v in ("0.28.0", "0.29.0")}
-    before = {v: _tree_state(t) for v, t in trees.items()}
+    before = {v: checkout_state(t) for v, t in trees.items()}
     args = ["matrix", "--from", "0.28.0", "--to", "0.29.0", "--jobs", "2"]
     args += ["--steps", "stock,series"]
     first = patchkit(*args, "--refresh", "--output-dir", str(tmp_path))
     assert first.returncode == 0, first.stderr
     # The release trees the rows ran on are untouched: the series went
     # into a clone.
-    assert {v: _tree_state(t) for v, t in trees.items()} == before
+    assert {v: checkout_state(t) for v, t in trees.items()} == before
     data = json.loads((tmp_path / "matrix.json").read_text())
     rows = data["rows"]
     assert [r["version"] for r in rows] == ["0.28.0", "0.29.0"]
