@@ -35,6 +35,7 @@ from vllm_overlay.metadata_writes import (
     Taints,
     Walker,
     Write,
+    find_method,
     method_def,
 )
 
@@ -126,8 +127,7 @@ def find_builder_class(module: ast.Module) -> ast.ClassDef | None:
 def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
     """The builder's capture method: its last definition in the class body,
     the one Python keeps."""
-    builder = find_builder_class(module)
-    return method_def(builder, CAPTURE_METHOD) if builder else None
+    return find_method(module, f"{BUILDER_CLASS}.{CAPTURE_METHOD}")
 
 
 def classify_module(

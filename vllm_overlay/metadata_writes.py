@@ -540,13 +540,6 @@ def fields_of(taints: Taints) -> list[str]:
     return sorted({t[1] for t in taints if t[0] == "field"})
 
 
-def writes_and_doubts(
-    func: ast.FunctionDef, param: str, fields: Iterable[str]
-) -> Walker:
-    """Walk ``func`` with its parameter ``param`` holding the shared metadata."""
-    return Walker(func, {param: frozenset({META})}, fields).run()
-
-
 def _fields(taints: Taints) -> frozenset[str]:
     out = set(fields_of(taints))
     if any(t[0] != "field" for t in taints):

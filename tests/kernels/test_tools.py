@@ -86,7 +86,7 @@ def test_memcheck_command_needs_a_script(capsys: pytest.CaptureFixture) -> None:
 
 def test_memcheck_without_a_script_raises_for_the_one_error_path() -> None:
     """The handler raises; ``cli.error_handler`` reports it (and picks the 2)."""
-    args = cli.build_parser(["memcheck", "--"]).parse_args(["memcheck", "--"])
+    args = cli.build_parser().parse_args(["memcheck", "--"])
     with pytest.raises(InputError, match="no script given"):
         args.handler(args)
 

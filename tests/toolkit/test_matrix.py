@@ -50,7 +50,7 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
     assert [r["version"] for r in rows] == ["0.28.0", "0.29.0"]
     old, new = rows
     for row in rows:
-        assert row["commit"] == before[row["version"]][0].strip()
+        assert row["commit"] == before[row["version"]]["head"]
         assert row["torch_pin"] == "2.13.0"
         assert row["runtime"]["torch"].startswith("2.13.0")
         assert not row["cached"]

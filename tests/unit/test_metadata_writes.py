@@ -28,7 +28,7 @@ from vllm_overlay.capture_shape import (
     inspect_capture_source,
     inspect_capture_tree,
 )
-from vllm_overlay.metadata_writes import Walker, find_method, writes_and_doubts
+from vllm_overlay.metadata_writes import META, Walker, find_method
 from vllm_patchkit.audit.static import analyse_tree
 from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.releases import release_tree
@@ -174,9 +174,11 @@ def test_writes_say_how_they_are_spelled() -> None:
         ast.parse(source), "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"
     )
     assert method is not None
-    walker: Walker = writes_and_doubts(
-        method, "common_attn_metadata", {"query_start_loc", "query_start_loc_cpu"}
-    )
+    walker = Walker(
+        method,
+        {"common_attn_metadata": frozenset({META})},
+        {"query_start_loc", "query_start_loc_cpu"},
+    ).run()
     host = [
         (w.line, w.op, w.direct, w.through)
         for w in walker.writes

@@ -63,9 +63,8 @@ COMMANDS = (
 )
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The toolkit's parser; given the ``argv`` it will parse, only the
-    named command's arguments are defined up front (see ``_ListedOnly``)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The toolkit's parser, every command's arguments defined."""
     parser = argparse.ArgumentParser(
         prog="vllm-patchkit",
         description="Keep the vllm-overlay patch series (vLLM PR #51585) applied "
@@ -82,12 +81,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         help="the patch series directory (default: %(default)s)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    wanted = None if argv is None else _command_in(argv)
     for command in COMMANDS:
-        if wanted is None:
-            command.add_parser(commands)
-        else:
-            command.add_parser(_ListedOnly(commands, command, wanted))
+        command.add_parser(commands)
     return parser
 
 
@@ -107,67 +102,6 @@ def _top_level_formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, width=(columns or 80) - 2)
 
 
-def _command_in(argv: list[str]) -> str | None:
-    """The subcommand ``argv`` names, as far as the top level's one option
-    (``--patches DIR``, which argparse also takes abbreviated) shows it:
-    ``""`` when it names none (``--help``, or no argument: every command is
-    listed, none built), None when it cannot tell (after ``--``: all built)."""
-    words = iter(argv)
-    for word in words:
-        if word == "--":
-            return None
-        if word.startswith("--p") and "--patches".startswith(word):
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return ""
-
-
-class _ListedOnly:
-    """The subparsers action as a command that is not being run sees it.
-
-    Every start built every command's parser, a fifth of a ``check``'s CPU
-    time; the command being run only needs its own. Another command is
-    listed (its name and help, for ``--help`` and "invalid choice"), and its
-    parser is built only if argparse ever asks for it (see ``_Deferred``).
-    """
-
-    def __init__(self, real: Any, module: Any, wanted: str) -> None:
-        self.real, self.module, self.wanted = real, module, wanted
-
-    def add_parser(self, name: str, **kwargs: Any) -> Any:
-        if name == self.wanted:
-            return self.real.add_parser(name, **kwargs)
-        pseudo = self.real._ChoicesPseudoAction(name, (), kwargs.get("help"))
-        self.real._choices_actions.append(pseudo)
-        self.real._name_parser_map[name] = _Deferred(self.real, self.module, name)
-        return _Ignored()
-
-
-class _Deferred:
-    """A command's parser, built from its module when first used."""
-
-    def __init__(self, real: Any, module: Any, name: str) -> None:
-        self.real, self.module, self.name = real, module, name
-        self.built: argparse.ArgumentParser | None = None
-
-    def __getattr__(self, attribute: str) -> Any:
-        if self.built is None:
-            holder = argparse._SubParsersAction(
-                [], prog=self.real._prog_prefix, parser_class=self.real._parser_class
-            )
-            self.module.add_parser(holder)
-            self.built = holder._name_parser_map[self.name]
-        return getattr(self.built, attribute)
-
-
-class _Ignored:
-    """Takes the argument definitions of a command that is not being run."""
-
-    def __getattr__(self, attribute: str) -> Any:
-        return lambda *args, **kwargs: self
-
-
 def _terminate(signum: int, frame: object) -> None:
     # SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C. Inside a
     # CheckoutGuard all three are handled there instead (gitcmd.py).
@@ -176,7 +110,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     return error_handler(args, args.handler)

@@ -1,4 +1,11 @@
-"""``vllm-patchkit check``: read-only status of each patch in a checkout."""
+"""``vllm-patchkit check``: read-only status of each patch in a checkout.
+
+Nothing changes, in the work tree or under ``.git``: the states come from
+:func:`vllm_patchkit.checkout.classify`, which tries each patch against a
+scratch index and a temporary object directory, patch after patch, so later
+patches are checked on top of earlier ones. It works on a read-only
+repository and gives the same answer there.
+"""
 
 from __future__ import annotations
 
@@ -42,11 +49,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.check import check_series
-    from vllm_patchkit.checkout import PatchState
+    from vllm_patchkit.checkout import PatchState, classify, open_checkout
     from vllm_patchkit.series import load_series
 
-    reports = check_series(args.path, load_series(args.patches))
+    reports = classify(open_checkout(args.path), load_series(args.patches))
     conflict = any(r.status == PatchState.CONFLICT for r in reports)
     if args.json:
         emit_json({"path": args.path.resolve(), "patches": reports})
