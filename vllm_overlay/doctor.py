@@ -15,30 +15,24 @@ import argparse
 import contextlib
 import importlib
 import json
-import os
 import sys
 from contextlib import nullcontext
 from typing import Any
 
 from vllm_overlay import plugin
-from vllm_overlay.entry_points import (
-    ENTRY_POINT_GROUP,
-    ENTRY_POINT_NAME,
-    entry_point_registered,
-)
+from vllm_overlay.entry_points import ENTRY_POINT_GROUP, entry_point_registered
 from vllm_overlay.fix import FixPlan
-from vllm_overlay.fixes import assess_installed, on_vllm
-from vllm_overlay.install import Action, InstallState, vllm_version
+from vllm_overlay.fixes import RECORD, assess_installed, disable_setting, on_vllm
+from vllm_overlay.installed import vllm_version
 from vllm_overlay.kernel_switch import KERNEL_ENV, caller_module
-from vllm_overlay.record import RECORD, render_record
-
-
-def allowed_by_vllm_plugins() -> bool:
-    """vLLM loads a general plugin only if VLLM_PLUGINS is unset or names it."""
-    value = os.environ.get("VLLM_PLUGINS")
-    if value is None:
-        return True
-    return ENTRY_POINT_NAME in [name.strip() for name in value.split(",")]
+from vllm_overlay.record import render_record
+from vllm_overlay.settings import (
+    DISABLE_ENV,
+    STRICT_ENV,
+    allowed_by_vllm_plugins,
+    env_flag,
+)
+from vllm_overlay.state import Action, InstallState
 
 
 def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
@@ -77,7 +71,7 @@ def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
 
 
 def diagnose(load_plugins: bool = True) -> dict[str, Any]:
-    disabled, unknown = plugin.disable_setting()
+    disabled, unknown = disable_setting()
     fixes = [fix_report(state, state.name in disabled) for state in assess_installed()]
     first = fixes[0]
     report: dict[str, Any] = {
@@ -105,8 +99,8 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         "disabled": disabled == {target.name for target in RECORD},
         "disabled_fixes": sorted(disabled),
         "disabled_unknown": unknown,
-        "strict": plugin.env_flag(plugin.STRICT_ENV),
-        "kernel_opt_in": plugin.env_flag(KERNEL_ENV),
+        "strict": env_flag(STRICT_ENV),
+        "kernel_opt_in": env_flag(KERNEL_ENV),
         "kernel": None,
         "active": None,
         "fix_on_vllm_class": None,
@@ -186,7 +180,7 @@ def render(report: dict[str, Any]) -> str:
             f"{yes_no[report['entry_point_registered']]}"
         ),
         f"allowed by VLLM_PLUGINS: {yes_no[report['allowed_by_vllm_plugins']]}",
-        f"disabled ({plugin.DISABLE_ENV}): "
+        f"disabled ({DISABLE_ENV}): "
         + ("all" if report["disabled"] else ", ".join(report["disabled_fixes"]) or "no")
         + (
             f" (ignored: {', '.join(report['disabled_unknown'])}, no fix has that name)"
@@ -197,7 +191,7 @@ def render(report: dict[str, Any]) -> str:
     ]
     for entry in report["fixes"]:
         lines += ["", *render_fix(entry)]
-    lines += ["", "what the overlay patches:", *render_record()]
+    lines += ["", "what the overlay patches:", *render_record(RECORD)]
     return "\n".join(lines)
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from types import ModuleType
 
 from vllm_overlay.import_hook import after_import
-from vllm_overlay.install import InstallState, logger
+from vllm_overlay.log import logger
+from vllm_overlay.state import InstallState
 
 KERNEL_ENV = "VLLM_OVERLAY_PREFIX_PREFILL"
 CALLER_MODULE = "vllm.v1.attention.ops.chunked_prefill_paged_decode"

@@ -1,18 +1,18 @@
 """The ``vllm.general_plugins`` entry point: install the fixes at vLLM start-up.
 
 vLLM calls :func:`register` in every process it starts, possibly more than
-once, on every platform. Each fix in :data:`vllm_overlay.record.RECORD` is
-decided on its own (a vLLM can need one, both or none): the #51585 capture
-fix on ``rocm_attn`` and the #53821 builder for ``ROCM_AITER_UNIFIED_ATTN``.
-It never breaks start-up: outside strict mode every failure becomes a
-warning, logged when vLLM imports the module concerned (ROCm), and vLLM
-runs as it would without that fix. On platforms that never load those
-modules (CUDA, CPU) it logs nothing above debug level.
+once, on every platform. Each fix of the registry (:mod:`vllm_overlay.fixes`)
+is decided on its own (a vLLM can need one, both or none), in the registry's
+order, each with the decisions of the fixes it needs. It never breaks
+start-up: outside strict mode every failure becomes a warning, logged when
+vLLM imports the module concerned (ROCm), and vLLM runs as it would without
+that fix. On platforms that never load those modules (CUDA, CPU) it logs
+nothing above debug level.
 
-Environment:
+Environment (:mod:`vllm_overlay.settings`):
 
 * ``VLLM_OVERLAY_DISABLE=1`` (or ``all``): do nothing.
-  ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``: skip the fixes of those record names
+  ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``: skip the fixes of those names
   (the others still install); a name that is no fix's is ignored with a
   warning that names the fixes, on every platform (it is the user's setting).
 * ``VLLM_OVERLAY_STRICT=1``: raise when the installed vLLM's code is not
@@ -23,33 +23,17 @@ Environment:
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-
-from vllm_overlay.aiter_install import (
-    AITER_MODULE,
-    arm_aiter,
-    assess_aiter,
-    warn_aiter_when_loaded,
+from vllm_overlay.fixes import FIXES, disable_setting
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.installed import vllm_version
+from vllm_overlay.log import logger
+from vllm_overlay.settings import (
+    DISABLE_ENV,
+    STRICT_ENV,
+    env_flag,
+    unknown_names_warning,
 )
-from vllm_overlay.capture_shape import CaptureCode
-from vllm_overlay.install import (
-    UPSTREAM_MODULE,
-    Action,
-    InstallState,
-    arm,
-    assess,
-    logger,
-    vllm_version,
-    warn_when_loaded,
-)
-from vllm_overlay.kernel_switch import KERNEL_ENV, arm_kernel
-from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, RECORD
-
-DISABLE_ENV = "VLLM_OVERLAY_DISABLE"
-STRICT_ENV = "VLLM_OVERLAY_STRICT"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
+from vllm_overlay.state import Action, InstallState
 
 _states: dict[str, InstallState] = {}
 """What :func:`register` did in this process, by fix name (empty: not yet)."""
@@ -59,38 +43,8 @@ class OverlayStrictError(RuntimeError):
     """Strict mode: the overlay could not recognise or fix the installed vLLM."""
 
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
-
-
-def disable_setting() -> tuple[set[str], list[str]]:
-    """What ``VLLM_OVERLAY_DISABLE`` turns off (record names; all of them for
-    "1" or "all"), and the names in it that are no fix's (ignored)."""
-    known = {target.name for target in RECORD}
-    value = os.environ.get(DISABLE_ENV, "").strip()
-    if value.lower() in _TRUE | {"all"}:
-        return known, []
-    if value.lower() in _FALSE:
-        return set(), []
-    names = {name.strip() for name in value.split(",") if name.strip()}
-    return names & known, sorted(names - known)
-
-
-def disabled_fixes() -> set[str]:
-    """The record names ``VLLM_OVERLAY_DISABLE`` turns off."""
-    return disable_setting()[0]
-
-
-def unknown_names_warning(unknown: list[str]) -> str:
-    known = ", ".join(target.name for target in RECORD)
-    return (
-        f"vllm-overlay: {DISABLE_ENV} names no fix: {', '.join(unknown)}; ignored "
-        f"(the fixes: {known}; or 1 for all)"
-    )
-
-
 def current_states() -> dict[str, InstallState]:
-    """What :func:`register` did for each fix, in the record's order."""
+    """What :func:`register` did for each fix, in the registry's order."""
     return dict(_states)
 
 
@@ -107,45 +61,23 @@ def register() -> None:
     strict = env_flag(STRICT_ENV)
     disabled, unknown = disable_setting()
     if unknown:
-        logger.warning("%s", unknown_names_warning(unknown))
-    capture = _register_fix(
-        CAPTURE_HOST_OFFSETS.name,
-        UPSTREAM_MODULE,
-        assess,
-        arm,
-        warn_when_loaded,
-        strict,
-        disabled,
-    )
-    rocm = capture.code if isinstance(capture.code, CaptureCode) else None
-    _register_fix(
-        AITER_UNIFIED_OFFSETS.name,
-        AITER_MODULE,
-        lambda: assess_aiter(rocm),
-        arm_aiter,
-        warn_aiter_when_loaded,
-        strict,
-        disabled,
-    )
-    if env_flag(KERNEL_ENV) and capture.action is not Action.DISABLED:
-        try:
-            arm_kernel(capture)
-        except Exception as exc:
-            if strict:
-                raise OverlayStrictError(f"kernel switch failed: {exc!r}") from exc
-            logger.debug("vllm-overlay: kernel switch failed: %r", exc)
+        logger.warning(
+            "%s", unknown_names_warning(unknown, [fix.name for fix in FIXES])
+        )
+    for fix in FIXES:
+        state = _register_fix(fix, strict, disabled)
+        if fix.also is not None and state.action is not Action.DISABLED:
+            try:
+                fix.also(state)
+            except Exception as exc:
+                if strict:
+                    raise OverlayStrictError(f"{fix.name}: {exc!r}") from exc
+                logger.debug("vllm-overlay: %s: %r", fix.name, exc)
 
 
-def _register_fix(
-    name: str,
-    module: str,
-    assess_fix: Callable[[], InstallState],
-    arm_fix: Callable[[InstallState], None],
-    warn_fix: Callable[[InstallState], None],
-    strict: bool,
-    disabled: set[str],
-) -> InstallState:
+def _register_fix(fix: Fix, strict: bool, disabled: set[str]) -> InstallState:
     """Decide one fix, arm it or arrange its warning; record the state."""
+    name = fix.name
     if name in disabled:
         state = InstallState(
             Action.DISABLED, vllm_version(), f"{DISABLE_ENV} is set", name=name
@@ -154,16 +86,16 @@ def _register_fix(
         logger.debug("vllm-overlay: %s disabled by %s", name, DISABLE_ENV)
         return state
     try:
-        state = assess_fix()
+        state = fix.assess({need: _states[need] for need in fix.needs})
         if state.action is Action.UNRECOGNISED and strict:
             raise OverlayStrictError(
                 f"vllm-overlay: {name}: nothing done on vLLM {state.vllm_version}: "
                 f"{state.reason}"
             )
         if state.action is Action.INSTALLED:
-            arm_fix(state)
+            fix.arm(state)
         elif state.action is Action.UNRECOGNISED:
-            warn_fix(state)
+            fix.warn(state)
     except OverlayStrictError:
         raise
     except Exception as exc:
@@ -175,7 +107,7 @@ def _register_fix(
             raise OverlayStrictError(f"{name}: {state.reason}") from exc
         logger.debug("vllm-overlay: %s: %s", name, state.reason)
         try:
-            warn_fix(state)
+            fix.warn(state)
         except Exception:
             logger.warning("vllm-overlay: %s: %s", name, state.reason)
         return state
@@ -185,7 +117,7 @@ def _register_fix(
             "vllm-overlay: armed %s on vLLM %s; when vLLM imports %s: %s",
             name,
             state.vllm_version,
-            module,
+            fix.module,
             state.reason,
         )
     else:

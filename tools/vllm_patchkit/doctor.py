@@ -11,20 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_overlay.aiter_shape import inspect_aiter_tree
-from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_overlay.entry_points import (
     ENTRY_POINT_GROUP,
     ENTRY_POINT_NAME,
     entry_point_registered,
 )
-from vllm_overlay.fixes import assess_tree
-from vllm_overlay.install import Action, assess_file
-from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS, RECORD
+from vllm_overlay.fixes import FIXES, RECORD, assess_tree, off_reason
+from vllm_overlay.state import Action, InstallState
 from vllm_patchkit.checkout import PatchReport, classify_path
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.installed import installed_vllm_dir
-from vllm_patchkit.invariants import check_invariant
 from vllm_patchkit.series import Series
 from vllm_patchkit.versions import tree_version
 
@@ -97,45 +93,39 @@ class Diagnosis:
         )
 
 
-FIX_INVARIANTS = {
-    "#51585": "rocm-capture-zeroes-device-offsets-only",
-    "#53821": "rocm-aiter-unified-capture-keeps-offsets",
-}
-FIX_RECORDS = {
-    "#51585": CAPTURE_HOST_OFFSETS.name,
-    "#53821": AITER_UNIFIED_OFFSETS.name,
-}
-"""The overlay's record entry for each fix."""
 OVERLAY_ENTRY_POINT = (ENTRY_POINT_GROUP, ENTRY_POINT_NAME)
 """The overlay's plugin entry point (group, name): vLLM loads what it names."""
-AITER_FILE = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
+
+
+def overlay_word(state: InstallState) -> str:
+    """The overlay's decision for one fix, as vLLM started in this
+    environment would take it (``VLLM_OVERLAY_DISABLE``, ``VLLM_PLUGINS``)."""
+    return "disabled" if off_reason(state.name) else str(state.action)
 
 
 def fix_statuses(
-    root: Path, series: Series, patches: list[PatchReport]
+    root: Path,
+    series: Series,
+    patches: list[PatchReport],
+    states: list[InstallState] | None = None,
 ) -> list[FixStatus]:
-    """#51585 and #53821 on ``root``: affected, and the state of each one's
-    patch (the patch whose invariant is the fix's)."""
-    code = inspect_capture_tree(root)
-    states = {r.name: r.status for r in patches}
-    overlay = {state.name: str(state.action) for state in assess_tree(root, "")}
+    """Each fix of the registry on ``root``: affected (by the overlay's
+    proof of the code), and the state of its patch in the series."""
+    by_patch = {r.name: r.status for r in patches}
     statuses = []
-    for fix, invariant in FIX_INVARIANTS.items():
-        patch = next((p for p in series.patches if p.invariant == invariant), None)
+    for fix, state in zip(FIXES, states or assess_tree(root, ""), strict=True):
+        patch = next((p for p in series.patches if p.name in fix.patches), None)
         name = patch.name if patch else "(none in the series)"
-        state = str(states.get(name, "-"))
-        if fix == "#51585":
-            affected = code.shape is Shape.BUGGY if code.judged else None
-            detail = code.detail
-        elif not (root / AITER_FILE).is_file():
-            affected, detail = False, f"no {AITER_FILE}: no AITER unified backend"
-        elif not (aiter := inspect_aiter_tree(root)).judged:
-            affected, detail = None, aiter.detail
-        else:
-            result = check_invariant(invariant, root)
-            affected, detail = not result.holds, result.detail
+        detail = state.code.detail if state.code is not None else state.reason
         statuses.append(
-            FixStatus(fix, affected, detail, name, state, overlay[FIX_RECORDS[fix]])
+            FixStatus(
+                fix.pr,
+                state.affected,
+                detail,
+                name,
+                str(by_patch.get(name, "-")),
+                overlay_word(state),
+            )
         )
     return statuses
 
@@ -144,27 +134,28 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     root = path.resolve() if path is not None else installed_vllm_dir().parent
     if not (root / "vllm" / "__init__.py").is_file():
         raise NotAVllmTreeError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
-    code = inspect_capture_tree(root)
     version = tree_version(root)
     patches = classify_path(root, series)
-    overlay = assess_file(code.file, version) if code.file.is_file() else None
+    states = assess_tree(root, version)
+    first = states[0]  # the first fix's (#51585's) verdict is the tree's
+    code = first.code
+    file = code.file if code is not None else root / FIXES[0].record.source_file
+    off = off_reason(first.name)
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",
         vllm_version=version,
-        affected=code.shape is Shape.BUGGY if code.judged else None,
-        shape=str(code.shape),
-        reason=code.detail,
-        file=str(code.file),
-        line=code.line,
+        affected=first.affected,
+        shape=str(code.shape) if code is not None else "missing",
+        reason=code.detail if code is not None else first.reason,
+        file=str(file),
+        line=code.line if code is not None else None,
         patches=patches,
         installed=path is None,
         overlay_entry_point=entry_point_registered(*OVERLAY_ENTRY_POINT),
-        overlay_would_activate=bool(overlay and overlay.action is Action.INSTALLED),
+        overlay_would_activate=first.action is Action.INSTALLED and off is None,
         overlay_decision=(
-            f"{overlay.action}: {overlay.reason}"
-            if overlay
-            else f"absent: {code.detail}"
+            f"disabled: {off}" if off else f"{first.action}: {first.reason}"
         ),
         overlay_record=[target.as_dict() for target in RECORD],
-        fixes=fix_statuses(root, series, patches),
+        fixes=fix_statuses(root, series, patches, states),
     )

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     hint = "or name a vLLM tree: doctor PATH"
     if args.path is None:
         require("doctor", INSTALLED_VLLM, hint)
+    from vllm_overlay.fixes import RECORD
     from vllm_overlay.record import render_record
     from vllm_patchkit.doctor import diagnose
     from vllm_patchkit.series import load_series
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"  {diagnosis.overlay_decision}")
         print("what the overlay patches:")
-        print("\n".join(f"  {line}" for line in render_record()))
+        print("\n".join(f"  {line}" for line in render_record(RECORD)))
     if not diagnosis.judged:
         return Verdict.CANNOT_JUDGE.exit_code
     return (Verdict.FIXED if diagnosis.protected else Verdict.NOT_FIXED).exit_code

@@ -1,0 +1,61 @@
+"""What one fix is: its record, its patches, and how to decide and install it.
+
+A fix is one module of :mod:`vllm_overlay.fixes` exporting ``FIX``; the
+registry finds it there, so adding a fix is that module plus its patches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+    from types import ModuleType
+
+    from vllm_overlay.record import PatchTarget
+    from vllm_overlay.state import InstallState
+
+    Before = Mapping[str, InstallState]
+    """The decisions, by fix name, of the fixes this one ``needs``."""
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One upstream fix the overlay and the series carry for older vLLMs."""
+
+    order: int
+    """Where the fix comes among the others (after what it ``needs``)."""
+    record: PatchTarget
+    """What it patches, why, how, for which releases, and when it goes."""
+    pr: str
+    """The upstream PR it stands for (``#51585``): its label in reports."""
+    patches: tuple[str, ...]
+    """The series' patch files for it (``patches/series`` names), the fix first."""
+    assess: Callable[[Before], InstallState]
+    """The decision for the vLLM this interpreter would import (AST only)."""
+    assess_tree: Callable[[Path, str, Before], InstallState]
+    """The decision for the vLLM source tree at a path, of a version."""
+    arm: Callable[[InstallState], None]
+    """Install the fix when vLLM imports :attr:`module` (INSTALLED only)."""
+    warn: Callable[[InstallState], None]
+    """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
+    installed_on: Callable[[ModuleType], bool]
+    """Whether vLLM's loaded module carries the fix."""
+    needs: tuple[str, ...] = ()
+    """Fixes whose decisions this one reads (decided first, passed in)."""
+    core_scenarios: tuple[str, ...] = ()
+    """The regression scenarios without which it is never called fixed."""
+    also: Callable[[InstallState], None] | None = None
+    """Runs after the decision unless the fix is disabled (an opt-in riding
+    on it); a failure is the fix's, as for :attr:`arm`."""
+
+    @property
+    def name(self) -> str:
+        """The one key for code, reports and ``VLLM_OVERLAY_DISABLE``."""
+        return self.record.name
+
+    @property
+    def module(self) -> str:
+        return self.record.module

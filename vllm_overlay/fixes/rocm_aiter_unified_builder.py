@@ -1,0 +1,265 @@
+"""#53821: ROCM_AITER_UNIFIED_ATTN gets a capture builder of its own.
+
+The decision reads two files by their AST, imports neither: the AITER
+module (:mod:`vllm_overlay.aiter_shape`) and ``rocm_attn.py``, whose capture
+method the new builder inherits and must be a known shape that zeroes the
+device offsets in place (buggy or #51585-fixed), so that putting them back is
+exactly what 0.29.0's builder leaves. That capture is the #51585 fix's
+inspected code, so this fix ``needs`` it and reads it from that decision. The
+install waits until vLLM imports the AITER module (ROCm only); then, and only
+then, it logs above debug: "installed" once the backend hands out the new
+builder, or a warning naming the file, the line and why the code was left
+alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from vllm_overlay.aiter_fix import (
+    AITER_BUILDER,
+    AiterPlan,
+    FixRefused,
+    install_on,
+    is_installed_on,
+)
+from vllm_overlay.aiter_shape import (
+    AITER_UNIFIED_ATTN,
+    AiterShape,
+    inspect_aiter_source,
+)
+from vllm_overlay.capture_shape import (
+    CaptureCode,
+    Shape,
+    inspect_capture_source,
+    inspect_capture_tree,
+)
+from vllm_overlay.fixes import rocm_capture_host_offsets as capture
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.import_hook import after_import
+from vllm_overlay.installed import source_file, vllm_version
+from vllm_overlay.log import logger, warn_when_loaded
+from vllm_overlay.record import PatchTarget
+from vllm_overlay.state import Action, InstallState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from vllm_overlay.fixes.base import Before
+
+RECORD = PatchTarget(
+    name="rocm-aiter-unified-capture-keeps-offsets",
+    module="vllm.v1.attention.backends.rocm_aiter_unified_attn",
+    qualname="RocmAiterUnifiedAttentionBackend.get_builder_cls",
+    source_file="vllm/v1/attention/backends/rocm_aiter_unified_attn.py",
+    why=(
+        "ROCM_AITER_UNIFIED_ATTN hands out the generic ROCm builder, whose "
+        "capture zeroes the device query offsets (query_start_loc) to keep "
+        "ROCM_ATTN's prefix-prefill kernel in bounds (#25985). AITER unified "
+        "attention does not run that kernel: its metadata points at the model "
+        "runner's persistent offsets buffer, which the captured graph reads "
+        "as cu_seqlens_q on every replay. After the zeroing, a graph run "
+        "before the runner rewrites the buffer (the FULL-graph replays of "
+        "dummy batches, the V2 runner's capture warm-up) reads query length 0 "
+        "for every request, and so do the builders of later KV-cache groups "
+        "in the same capture loop. Upstream fixed it in 0.29.0 (#53821)."
+    ),
+    how=(
+        "At start-up the plugin reads rocm_aiter_unified_attn.py by its AST "
+        "(no import): get_builder_cls must be a plain @staticmethod whose body "
+        "is exactly `return RocmAttentionMetadataBuilder`, that name bound only "
+        "by its import from rocm_attn, and rocm_attn's capture must zero the "
+        "device offsets in place (the shape of 0.11.1-0.28.0, with or without "
+        "the #51585 fix). When vLLM imports the AITER module (ROCm only), after "
+        "proving the loaded get_builder_cls is the code that was read, it "
+        "creates RocmAiterUnifiedAttentionMetadataBuilder, a subclass of vLLM's "
+        "RocmAttentionMetadataBuilder whose capture calls the inherited method "
+        "(every vendor line and the #51585 fix run as installed) and then "
+        "copies the saved device offsets back into the same tensor; the host "
+        "offsets are not touched. get_builder_cls is wrapped to hand out that "
+        "subclass where it handed out the generic builder; ROCM_ATTN keeps the "
+        "generic one. Code it cannot prove is left alone, with a warning naming "
+        "the file, the line and why."
+    ),
+    related=(
+        (
+            "vLLM PR #53821: [Bugfix][ROCm] Preserve AITER unified-attention "
+            "metadata during graph replay (the AITER builder, in 0.29.0)"
+        ),
+        (
+            "vLLM issue #25985: why the generic capture zeroes the device "
+            "offsets (band-aid PR #25983; ROCM_ATTN keeps it)"
+        ),
+        (
+            "vLLM PR #51585: the host offsets, kept by "
+            "rocm-capture-keeps-host-offsets (the inherited method runs it)"
+        ),
+    ),
+    affected="0.11.1-0.28.0",
+    inert_from="0.29.0",
+    removal=(
+        "Inert from vLLM 0.29.0, whose AITER unified backend hands out its own "
+        "builder (the overlay sees that shape and does nothing). Remove this "
+        "target together with rocm-capture-keeps-host-offsets, when the oldest "
+        "vLLM release the overlay supports is 0.29.0 or newer."
+    ),
+    reaches=(
+        (
+            "ROCM_AITER_UNIFIED_ATTN: RocmAiterUnifiedAttentionBackend."
+            "get_builder_cls() (the runner's attention groups and its CUDA-graph "
+            "support check)"
+        ),
+        (
+            "builders vLLM derives from it (fast-prefill KV sharing, "
+            "encoder-only, chunked-local, static-sink) subclass the builder it "
+            "hands out"
+        ),
+        "subclasses of RocmAiterUnifiedAttentionBackend that inherit get_builder_cls",
+    ),
+)
+
+NAME = RECORD.name
+WHAT = " for ROCM_AITER_UNIFIED_ATTN (#53821)"
+"""Names this fix in shared log messages."""
+
+
+def _rocm_code(before: Before | None) -> CaptureCode | None:
+    """The #51585 fix's inspected capture, when its decision holds one."""
+    state = (before or {}).get(capture.NAME)
+    code = state.code if state is not None else None
+    return code if isinstance(code, CaptureCode) else None
+
+
+def assess(before: Before | None = None) -> InstallState:
+    """What the overlay would do for the AITER backend of the installed vLLM."""
+    version = vllm_version()
+    file = source_file(RECORD.module)
+    if file is None:
+        return _state(Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}")
+    rocm = _rocm_code(before)
+    if rocm is None:
+        generic = source_file(capture.RECORD.module)
+        if generic is None:
+            return _state(
+                Action.ABSENT, version, f"vLLM {version} has no rocm_attn module"
+            )
+        rocm = inspect_capture_source(generic.read_bytes(), generic)
+    return assess_file(file, rocm, version)
+
+
+def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
+    """The decision for the vLLM source tree (or install) at ``root``."""
+    file = root / AITER_UNIFIED_ATTN
+    if not file.is_file():
+        return _state(Action.ABSENT, version, f"no {AITER_UNIFIED_ATTN} in {root}")
+    rocm = _rocm_code(before) or inspect_capture_tree(root)
+    return assess_file(file, rocm, version)
+
+
+def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
+    """The decision for one AITER module and the ``rocm_attn.py`` it imports."""
+    code = inspect_aiter_source(file.read_bytes(), file)
+    if code.shape is AiterShape.OWN_BUILDER:
+        return _state(Action.NOT_NEEDED, version, code.detail, code)
+    if code.shape is AiterShape.MISSING:
+        return _state(Action.ABSENT, version, code.detail, code)
+    if code.shape is not AiterShape.SHARED:
+        why = code.detail
+        if code.line and not why.startswith(str(code.file)):
+            why = f"{code.file}:{code.line}: {why}"
+        return _left_alone(version, code, f"unrecognised {code.shape} code: {why}")
+    if rocm.shape is Shape.NO_ZEROING:
+        return _state(
+            Action.NOT_NEEDED,
+            version,
+            f"{code.detail}; its capture does not zero the offsets: {rocm.detail}",
+            code,
+        )
+    if rocm.shape not in (Shape.BUGGY, Shape.FIXED):
+        return _left_alone(
+            version,
+            code,
+            f"{code.detail}; the builder's capture is not a known shape "
+            f"({rocm.shape}): {rocm.detail}",
+        )
+    plan = AiterPlan(code)
+    return InstallState(
+        Action.INSTALLED,
+        version,
+        plan.summary,
+        code,
+        RECORD.reaches,
+        plan=plan,
+        name=NAME,
+    )
+
+
+def _state(
+    action: Action, version: str, reason: str, code: object = None
+) -> InstallState:
+    return InstallState(action, version, reason, code, name=NAME)  # type: ignore[arg-type]
+
+
+def _left_alone(version: str, code: object, why: str) -> InstallState:
+    return _state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
+
+
+def arm(state: InstallState) -> None:
+    """Install the fix as soon as vLLM imports the AITER module."""
+    assert isinstance(state.plan, AiterPlan)
+    plan = state.plan
+
+    def install(module: ModuleType) -> None:
+        # Runs inside vLLM's import of the module: never fail that import.
+        try:
+            _install(module, plan, state)
+        except Exception as exc:
+            problem = f"installing failed: {exc!r}"
+            state.problems.append(problem)
+            logger.warning("vllm-overlay: fix%s not installed: %s", WHAT, problem)
+
+    after_import(RECORD.module, install)
+
+
+def warn(state: InstallState) -> None:
+    warn_when_loaded(state, RECORD.module, WHAT)
+
+
+def _install(module: ModuleType, plan: AiterPlan, state: InstallState) -> None:
+    try:
+        builder, new = install_on(module, plan)
+    except FixRefused as exc:
+        problem = f"left as it is: {exc}"
+        state.problems.append(problem)
+        logger.warning(
+            "vllm-overlay: fix%s not installed on vLLM %s: %s",
+            WHAT,
+            state.vllm_version,
+            problem,
+        )
+        return
+    state.applied_to_class = True
+    if new:
+        logger.info(
+            "vllm-overlay: installed the #53821 AITER unified capture fix on "
+            "vLLM %s: %s (%s.%s)",
+            state.vllm_version,
+            plan.summary,
+            builder.__module__,
+            AITER_BUILDER,
+        )
+
+
+FIX = Fix(
+    order=20,
+    record=RECORD,
+    pr="#53821",
+    patches=("0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch",),
+    assess=assess,
+    assess_tree=assess_tree,
+    arm=arm,
+    warn=warn,
+    installed_on=is_installed_on,
+    needs=(capture.NAME,),
+    core_scenarios=("aiter_unified_capture",),
+)

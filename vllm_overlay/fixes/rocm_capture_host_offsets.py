@@ -1,0 +1,241 @@
+"""#51585: ROCM_ATTN's capture zeroes the device query offsets only.
+
+The decision reads the installed ``rocm_attn.py`` by its AST (see
+:mod:`vllm_overlay.capture_shape`) and plans the fix on the method as
+installed (see :mod:`vllm_overlay.fix`): only the known bug is patched, and
+only by removing its one statement. The patch itself waits until vLLM
+imports ``rocm_attn`` (see :mod:`vllm_overlay.import_hook`); only then, and
+only on the platform that loads it (ROCm), does the overlay log above debug
+level: "installed" once vLLM's class carries the fix, or a warning naming
+the file, the line and why it left the code alone. The opt-in prefix-prefill
+kernel (:mod:`vllm_overlay.kernel_switch`) rides on this fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from vllm_overlay.capture_shape import (
+    ROCM_ATTN,
+    CaptureCode,
+    Shape,
+    classify_module,
+    parse_source,
+)
+from vllm_overlay.fix import (
+    FIX_MARKER,
+    FixPlan,
+    FixRefused,
+    fixed_function,
+    is_installed_on,
+    plan_fix,
+)
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.import_hook import after_import
+from vllm_overlay.installed import source_file, vllm_version
+from vllm_overlay.kernel_switch import KERNEL_ENV, arm_kernel
+from vllm_overlay.log import logger, warn_when_loaded
+from vllm_overlay.record import PatchTarget
+from vllm_overlay.settings import env_flag
+from vllm_overlay.state import Action, InstallState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from vllm_overlay.fixes.base import Before
+
+RECORD = PatchTarget(
+    name="rocm-capture-keeps-host-offsets",
+    module="vllm.v1.attention.backends.rocm_attn",
+    qualname="RocmAttentionMetadataBuilder.build_for_cudagraph_capture",
+    source_file="vllm/v1/attention/backends/rocm_attn.py",
+    why=(
+        "During full CUDA graph capture on ROCm the method zeroes the host copy "
+        "of the query offsets (query_start_loc_cpu) as well as the device copy. "
+        "The model runner shares that host tensor with the metadata builders of "
+        "every other KV-cache group, so in hybrid-attention models (MiniMax-M3) "
+        "the later builders see query length 0 and the engine fails to start "
+        "(AssertionError in minimax_m3 indexer.py). Only the device zeroing is "
+        "needed, to keep the prefix-prefill kernel in bounds during capture."
+    ),
+    how=(
+        "At vLLM start-up the plugin reads rocm_attn.py by its AST (no import) "
+        "and arms an import hook. When vLLM imports rocm_attn (ROCm only), the "
+        "method as installed is recompiled with the one statement "
+        "`<metadata>.query_start_loc_cpu.zero_()` removed and every other line "
+        "kept (vendor lines included), after an AST diff proves that statement "
+        "is the only change and an equal code object proves the loaded method "
+        "is the source that was read; it then replaces the method on vLLM's own "
+        "class. Code it cannot prove is left alone, with a warning naming the "
+        "file, the line and why."
+    ),
+    related=(
+        (
+            "vLLM PR #51585: [ROCm] [Bugfix] Preserve CPU query offsets during "
+            "capture (the fix, in 0.29.0)"
+        ),
+        (
+            "vLLM issue #25985: invalid memory access in prefix prefill during "
+            "capture (why the device offsets are zeroed; band-aid PR #25983)"
+        ),
+    ),
+    affected="0.11.1-0.28.0",
+    inert_from="0.29.0",
+    removal=(
+        "Inert from vLLM 0.29.0, whose method zeroes only the device offsets "
+        "(the overlay sees the fixed shape and does nothing). Remove this "
+        "target when the oldest vLLM release the overlay supports is 0.29.0 "
+        "or newer."
+    ),
+    reaches=(
+        "ROCM_ATTN: RocmAttentionBackend.get_builder_cls()",
+        "ROCM_AITER_UNIFIED_ATTN: RocmAiterUnifiedAttentionBackend.get_builder_cls()",
+        "subclasses of RocmAttentionMetadataBuilder calling super()",
+    ),
+)
+NAME = RECORD.name
+
+
+def assess(before: Before | None = None) -> InstallState:
+    """What the overlay would do on the installed vLLM, changing nothing."""
+    version = vllm_version()
+    source = source_file(RECORD.module)
+    if source is None:
+        return _state(Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}")
+    return assess_file(source, version)
+
+
+def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
+    """The decision for the vLLM source tree (or install) at ``root``."""
+    file = root / ROCM_ATTN
+    if not file.is_file():
+        return _state(Action.ABSENT, version, f"no {ROCM_ATTN} in {root}")
+    return assess_file(file, version)
+
+
+def assess_file(source: Path, version: str) -> InstallState:
+    """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
+    module = parse_source(source.read_bytes(), source)
+    if isinstance(module, CaptureCode):
+        return _left_alone(version, module, f"{source}:{module.line}: {module.detail}")
+    method, code = classify_module(module, source)
+    action = action_for(code.shape)
+    if action is Action.INSTALLED:
+        assert method is not None
+        try:
+            plan = plan_fix(method, code)
+        except FixRefused as exc:
+            return _left_alone(version, code, str(exc))
+        return InstallState(
+            action, version, plan.summary, code, RECORD.reaches, plan=plan, name=NAME
+        )
+    if action is Action.UNRECOGNISED:
+        return _left_alone(
+            version, code, f"unrecognised {code.shape} code: {code.detail}"
+        )
+    return _state(action, version, code.detail, code)
+
+
+def _state(
+    action: Action, version: str, reason: str, code: CaptureCode | None = None
+) -> InstallState:
+    return InstallState(action, version, reason, code, name=NAME)
+
+
+def _left_alone(version: str, code: CaptureCode, why: str) -> InstallState:
+    return _state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
+
+
+def action_for(shape: Shape) -> Action:
+    """The overlay's decision for a capture-method shape (before planning)."""
+    return {
+        Shape.BUGGY: Action.INSTALLED,
+        Shape.FIXED: Action.NOT_NEEDED,
+        Shape.NO_ZEROING: Action.NOT_NEEDED,
+        Shape.MISSING: Action.ABSENT,
+    }.get(shape, Action.UNRECOGNISED)
+
+
+def arm(state: InstallState) -> None:
+    """Fix vLLM's builder class as soon as ``rocm_attn`` is imported.
+
+    Patching the class itself, rather than registering a subclass as the
+    backend, is what reaches every path in ``RECORD.reaches``.
+    """
+    assert isinstance(state.plan, FixPlan)
+    plan = state.plan
+
+    def patch(module: ModuleType) -> None:
+        # Runs inside vLLM's own import of rocm_attn: a failure here must not
+        # become a failed import of vLLM's module.
+        try:
+            _patch_loaded_module(module, plan, state)
+        except Exception as exc:
+            problem = f"patching failed: {exc!r}"
+            state.problems.append(problem)
+            logger.warning("vllm-overlay: fix not installed: %s", problem)
+
+    after_import(RECORD.module, patch)
+
+
+def warn(state: InstallState) -> None:
+    warn_when_loaded(state, RECORD.module)
+
+
+def kernel_opt_in(state: InstallState) -> None:
+    """``VLLM_OVERLAY_PREFIX_PREFILL=1``: swap in the overlay's kernel too."""
+    if env_flag(KERNEL_ENV):
+        arm_kernel(state)
+
+
+def _patch_loaded_module(
+    module: ModuleType, plan: FixPlan, state: InstallState
+) -> None:
+    """Install the fixed method if the loaded class is the inspected code."""
+    owner_name, method_name = RECORD.qualname.split(".")
+    owner = getattr(module, owner_name, None)
+    live = owner.__dict__.get(method_name) if isinstance(owner, type) else None
+    if getattr(live, FIX_MARKER, False):
+        state.applied_to_class = True
+        return
+    try:
+        fixed = fixed_function(plan, live)
+    except FixRefused as exc:
+        problem = f"left as it is: {exc}"
+        state.problems.append(problem)
+        logger.warning(
+            "vllm-overlay: fix not installed on vLLM %s: %s",
+            state.vllm_version,
+            problem,
+        )
+        return
+    setattr(owner, method_name, fixed)
+    state.applied_to_class = owner.__dict__.get(method_name) is fixed
+    if not state.applied_to_class:
+        problem = f"{RECORD.target} did not take the fixed method"
+        state.problems.append(problem)
+        logger.warning("vllm-overlay: fix not installed: %s", problem)
+        return
+    logger.info(
+        "vllm-overlay: installed the #51585 capture fix on vLLM %s: %s",
+        state.vllm_version,
+        plan.summary,
+    )
+
+
+FIX = Fix(
+    order=10,
+    record=RECORD,
+    pr="#51585",
+    patches=(
+        "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch",
+        "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch",
+    ),
+    assess=assess,
+    assess_tree=assess_tree,
+    arm=arm,
+    warn=warn,
+    installed_on=is_installed_on,
+    core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
+    also=kernel_opt_in,
+)
