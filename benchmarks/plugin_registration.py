@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
     plugin.register()
     imported = sorted(set(sys.modules) - before)
-    from vllm_overlay.record import CAPTURE_HOST_OFFSETS  # loaded by plugin
+    from vllm_overlay.fixes.rocm_capture_host_offsets import (
+        RECORD as CAPTURE_HOST_OFFSETS,
+    )  # loaded by plugin
 
     def reset_vllm() -> None:
         vllm.plugins.plugins_loaded = False

@@ -64,7 +64,9 @@ def main(output: str, import_rocm_attn: bool, import_aiter: bool) -> None:
 
         importlib.import_module(AITER)
     from vllm_overlay import plugin
-    from vllm_overlay.record import CAPTURE_HOST_OFFSETS
+    from vllm_overlay.fixes.rocm_capture_host_offsets import (
+        RECORD as CAPTURE_HOST_OFFSETS,
+    )
 
     state = plugin.current_states().get(CAPTURE_HOST_OFFSETS.name)
     result = {

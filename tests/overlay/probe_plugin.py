@@ -66,7 +66,9 @@ def main(output: str) -> None:
     from vllm_overlay.import_hook import _AfterImportFinder
 
     plugin.register()
-    from vllm_overlay.record import CAPTURE_HOST_OFFSETS
+    from vllm_overlay.fixes.rocm_capture_host_offsets import (
+        RECORD as CAPTURE_HOST_OFFSETS,
+    )
 
     state = plugin.current_states().get(CAPTURE_HOST_OFFSETS.name)
     finders = [f for f in sys.meta_path if isinstance(f, _AfterImportFinder)]

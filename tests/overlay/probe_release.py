@@ -22,8 +22,10 @@ def main(output: str) -> None:
 
     load_general_plugins()
     from vllm_overlay import plugin
+    from vllm_overlay.fixes.rocm_capture_host_offsets import (
+        RECORD as CAPTURE_HOST_OFFSETS,
+    )
     from vllm_overlay.import_hook import _AfterImportFinder
-    from vllm_overlay.record import CAPTURE_HOST_OFFSETS
 
     state = plugin.current_states().get(CAPTURE_HOST_OFFSETS.name)
     result: dict[str, Any] = {

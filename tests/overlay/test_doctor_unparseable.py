@@ -16,9 +16,9 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
-from vllm_overlay.fixes import assess_tree
-from vllm_overlay.install import Action, assess_file
-from vllm_overlay.record import RECORD
+from vllm_overlay.fixes import RECORD, assess_tree
+from vllm_overlay.fixes.rocm_capture_host_offsets import assess_file
+from vllm_overlay.state import Action
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.releases import clone_release
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_overlay.capture_shape import ROCM_ATTN
-from vllm_overlay.install import Action, assess_file
+from vllm_overlay.fixes.rocm_capture_host_offsets import assess_file
+from vllm_overlay.state import Action
 from vllm_patchkit.gitcmd import Git
 
 pytestmark = pytest.mark.release_trees

@@ -19,7 +19,9 @@ import importlib, json, sys
 from vllm.plugins import load_general_plugins
 load_general_plugins()
 from vllm_overlay import plugin
-from vllm_overlay.record import CAPTURE_HOST_OFFSETS
+from vllm_overlay.fixes.rocm_capture_host_offsets import (
+    RECORD as CAPTURE_HOST_OFFSETS,
+)
 caller = importlib.import_module("vllm.v1.attention.ops.chunked_prefill_paged_decode")
 state = plugin.current_states()[CAPTURE_HOST_OFFSETS.name]
 json.dump({

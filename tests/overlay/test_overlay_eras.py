@@ -16,7 +16,12 @@ from collections.abc import Callable
 
 import pytest
 
-from vllm_overlay.record import AITER_UNIFIED_OFFSETS, CAPTURE_HOST_OFFSETS
+from vllm_overlay.fixes.rocm_aiter_unified_builder import (
+    RECORD as AITER_UNIFIED_OFFSETS,
+)
+from vllm_overlay.fixes.rocm_capture_host_offsets import (
+    RECORD as CAPTURE_HOST_OFFSETS,
+)
 from vllm_patchkit.overlay_probe import BUG, FIXES, INERT, PASSES, OverlayResult
 from vllm_patchkit.releases import release_tree
 

@@ -14,9 +14,9 @@ import subprocess
 import sys
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
-from vllm_overlay.aiter_install import AITER_MODULE
-from vllm_overlay.install import UPSTREAM_MODULE
-from vllm_overlay.record import RECORD
+from vllm_overlay.aiter_shape import AITER_MODULE
+from vllm_overlay.aiter_shape import GENERIC_MODULE as UPSTREAM_MODULE
+from vllm_overlay.fixes import RECORD
 
 
 def overlay_doctor(*args: str) -> subprocess.CompletedProcess[str]:

@@ -270,7 +270,7 @@ def _checkers() -> dict[str, tuple[str, ...]]:
     checkers = {
         "tools/vllm_patchkit/invariants.py": everywhere,
         "vllm_overlay/capture_shape.py": everywhere,
-        "vllm_overlay/install.py": everywhere,
+        "vllm_overlay/fixes/rocm_capture_host_offsets.py": everywhere,
         # Wherever the series' invariant check lives (checkout.py today).
         str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)): (
             everywhere

@@ -21,7 +21,6 @@ from vllm_overlay.aiter_fix import (
     installed_builder,
     is_installed_on,
 )
-from vllm_overlay.aiter_install import assess_aiter_file
 from vllm_overlay.aiter_shape import (
     AITER_UNIFIED_ATTN,
     AiterShape,
@@ -29,7 +28,10 @@ from vllm_overlay.aiter_shape import (
 )
 from vllm_overlay.capture_shape import ROCM_ATTN, CaptureCode, Shape
 from vllm_overlay.fix import FixRefused
-from vllm_overlay.install import Action
+from vllm_overlay.fixes.rocm_aiter_unified_builder import (
+    assess_file as assess_aiter_file,
+)
+from vllm_overlay.state import Action
 from vllm_patchkit.invariants import check_invariant
 
 FILE = Path("/v/rocm_aiter_unified_attn.py")

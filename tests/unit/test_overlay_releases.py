@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.aiter_install import assess_aiter_file
 from vllm_overlay.aiter_shape import AITER_UNIFIED_ATTN
 from vllm_overlay.capture_shape import (
     ROCM_ATTN,
@@ -27,7 +26,10 @@ from vllm_overlay.capture_shape import (
     find_capture_method,
 )
 from vllm_overlay.fix import plan_fix
-from vllm_overlay.install import Action
+from vllm_overlay.fixes.rocm_aiter_unified_builder import (
+    assess_file as assess_aiter_file,
+)
+from vllm_overlay.state import Action
 from vllm_patchkit.releases import sdist_path
 
 pytestmark = pytest.mark.release_trees

@@ -27,8 +27,11 @@ from pathlib import Path
 
 from vllm_overlay.aiter_shape import AiterShape, inspect_aiter_tree
 from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.fixes.rocm_capture_host_offsets import (
+    RECORD as CAPTURE_HOST_OFFSETS,
+)
 from vllm_overlay.metadata_writes import method_def
-from vllm_overlay.record import CAPTURE_HOST_OFFSETS, PatchTarget
+from vllm_overlay.record import PatchTarget
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.series import Patch
 from vllm_patchkit.versions import (

@@ -52,6 +52,7 @@ from types import ModuleType
 from typing import Any
 
 import vllm_overlay
+import vllm_overlay.fixes
 import vllm_patchkit.regression
 from vllm_overlay.capture_shape import inspect_capture_tree
 from vllm_patchkit import audit, overlay_probe, tree_runtime
@@ -278,11 +279,15 @@ def decider_files(step: str) -> list[Path]:
     moves to another module is still covered, then closed over the project
     modules they import; another step's own modules (:data:`STEP_OWN`) are
     not followed. Code that runs in a child process (the regression suite,
-    the overlay vLLM loads, the probe and the audit) is taken as whole
-    packages, since no import statement leads to it.
+    the overlay vLLM loads, the probe and the audit) and the fix registry's
+    modules are taken as whole packages, since no import statement leads to
+    them.
     """
     seeds = [_source(sys.modules[__name__]), _source(release_tree)]
     seeds.append(_source(tree_runtime))
+    # The fix registry finds its modules by listing its package: every step
+    # reads them (the verdict's per-fix checks, the doctor's columns).
+    seeds += _package_files(_source(vllm_overlay.fixes))
     overlay = _package_files(_source(vllm_overlay))
     suite = [_source(run_scenarios), _source(judge_tree)]
     suite += _package_files(_source(vllm_patchkit.regression))

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
 from vllm_patchkit.matrix import Cell, Row
 from vllm_patchkit.paths import relative_to_checkout
 
 WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
+FIX_COLUMNS = tuple(fix.pr for fix in FIXES)
+"""One column per fix of the registry, headed by its PR."""
+STEP_COLUMNS = ("series", "stock suite", "series applied", "overlay", "audit")
 
 
 def _cell(text: str) -> str:
@@ -101,7 +105,7 @@ LEGEND = """\
 Each release's source tree, run with this project's torch (what else it
 needed is under "What ran each release"). Column words:
 
-- **#51585**, **#53821**: does the release need that fix (read from its code).
+- {fixes}: does the release need that fix (read from its code).
 - **series**: each patch's state on the release (`applies`, `upstreamed`,
   `not-carried`, `conflict`), in series order.
 - **stock suite**, **series applied**: the regression suite on the stock tree
@@ -118,7 +122,7 @@ needed is under "What ran each release"). Column words:
 
 A release's details (every cell's full text, what it rests on) follow the
 table; `matrix.json` has every count and reason.
-"""
+""".format(fixes=", ".join(f"**{label}**" for label in FIX_COLUMNS))
 
 SHORT = {"bug reproduced": "bug"}
 
@@ -143,19 +147,20 @@ def _anchor(version: str) -> str:
 
 def table(rows: list[Row]) -> list[str]:
     """The matrix's main table, one row per release, one word a cell."""
+    heads = ("vLLM", *FIX_COLUMNS, *STEP_COLUMNS, "seconds")
     lines = [
-        (
-            "| vLLM | #51585 | #53821 | series | stock suite | series applied "
-            "| overlay | audit | seconds |"
-        ),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| " + " | ".join(heads) + " |",
+        "| " + " | ".join("---" for _ in heads) + " |",
     ]
     for row in rows:
         fixes = row.fixes or {}
         cells = (
             f"[{row.version}](#{_anchor(row.version)})",
-            WORDS[fixes.get("#51585", row.affected)],
-            WORDS[fixes.get("#53821")],
+            # A row from before per-fix columns has the first fix's only.
+            *(
+                WORDS[fixes.get(label, row.affected if i == 0 else None)]
+                for i, label in enumerate(FIX_COLUMNS)
+            ),
             _cell(row.series),
             *(_short(cell) for cell in row.cells.values()),
             f"{row.cost:.0f}",

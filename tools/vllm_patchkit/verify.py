@@ -23,13 +23,13 @@ reported ("not fixed (not carried for 0.25.0)") but decides nothing.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_overlay.fixes import fix_of_patch as registry_fix_of_patch
 from vllm_patchkit.carry import decide, read_version
 from vllm_patchkit.checkout import BASE_REF
 from vllm_patchkit.errors import InputError
@@ -199,10 +199,9 @@ def verify_tree(
 
 
 def fix_of_patch(patch: Patch) -> str | None:
-    """``#53821`` for a patch whose ``Origin:`` names vLLM PR 53821."""
-    origin = patch.trailer("Origin") or ""
-    match = re.search(r"#(\d+)", origin)
-    return f"#{match.group(1)}" if match else None
+    """The PR label (``#53821``) of the registry's fix that ``patch`` is of."""
+    fix = registry_fix_of_patch(patch.name)
+    return fix.pr if fix is not None else None
 
 
 def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:

@@ -45,8 +45,11 @@ class Fix:
     """Whether vLLM's loaded module carries the fix."""
     needs: tuple[str, ...] = ()
     """Fixes whose decisions this one reads (decided first, passed in)."""
+    scenarios: tuple[str, ...] = ()
+    """The regression scenarios that judge it (the first fix also judges
+    every scenario no fix names)."""
     core_scenarios: tuple[str, ...] = ()
-    """The regression scenarios without which it is never called fixed."""
+    """Of those, the ones without which it is never called fixed."""
     also: Callable[[InstallState], None] | None = None
     """Runs after the decision unless the fix is disabled (an opt-in riding
     on it); a failure is the fix's, as for :attr:`arm`."""

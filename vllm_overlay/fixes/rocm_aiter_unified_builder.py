@@ -261,5 +261,6 @@ FIX = Fix(
     warn=warn,
     installed_on=is_installed_on,
     needs=(capture.NAME,),
+    scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),
     core_scenarios=("aiter_unified_capture",),
 )

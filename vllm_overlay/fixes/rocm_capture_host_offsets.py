@@ -236,6 +236,7 @@ FIX = Fix(
     arm=arm,
     warn=warn,
     installed_on=is_installed_on,
+    scenarios=("capture_effects", "minimax_indexer_after_rocm"),
     core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
     also=kernel_opt_in,
 )

@@ -11,14 +11,15 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vllm_overlay.fixes import FIXES
+
 DECODE_QUERY_LENS = (1, 3)
 """1: plain decode; 3: speculative decoding with two draft tokens."""
 
-CODE_UNDER_TEST = "vllm/v1/attention/backends/rocm_attn.py"
-"""The file whose capture method the suite judges (a mutant's copy included)."""
-AITER_UNDER_TEST = "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
-"""ROCM_AITER_UNIFIED_ATTN's backend and builder (#53821), judged too."""
-CODE_UNDER_TEST_FILES = (CODE_UNDER_TEST, AITER_UNDER_TEST)
+CODE_UNDER_TEST_FILES = tuple(fix.record.source_file for fix in FIXES)
+"""The files the fixes change, whose code the suite judges (a mutant's copy
+included): ``rocm_attn.py`` (#51585) and ``rocm_aiter_unified_attn.py``
+(#53821)."""
 
 
 @dataclass
@@ -64,8 +65,8 @@ def error_info(exc: BaseException) -> dict[str, Any]:
 
 
 def involves_code_under_test(exc: BaseException) -> bool:
-    """Did ``exc`` come through a function or method of a ROCm backend
-    under test (ROCM_ATTN's, or ROCM_AITER_UNIFIED_ATTN's)?
+    """Did ``exc`` come through a function or method of a file a fix
+    changes (ROCM_ATTN's, or ROCM_AITER_UNIFIED_ATTN's)?
 
     Such an exception is the code under test misbehaving: a failure. Any
     other exception in a scenario is the harness or the host failing, and

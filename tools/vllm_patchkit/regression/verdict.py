@@ -9,9 +9,10 @@ capture's effects and the PR's own crash, at every query length) ran and
 passed there; otherwise, with no failure, the answer is "cannot judge".
 
 Each check belongs to one fix, and each fix gets a verdict of its own by the
-same rule over its own checks (:func:`judge_fixes`): #51585 (ROCM_ATTN's
-capture keeps the host offsets) and #53821 (ROCM_AITER_UNIFIED_ATTN's
-capture keeps both offsets, through a builder of its own). A release can
+same rule over its own checks (:func:`judge_fixes`), for every fix of the
+registry (:mod:`vllm_overlay.fixes`, which names each fix's scenarios):
+#51585 (ROCM_ATTN's capture keeps the host offsets) and #53821
+(ROCM_AITER_UNIFIED_ATTN's capture keeps both offsets). A release can
 need one, both or none; which fixes decide a tree's verdict is for the
 caller, who knows the series (see :mod:`vllm_patchkit.verify`).
 
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_overlay.fixes import FIXES as REGISTRY
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.regression.records import DECODE_QUERY_LENS, Outcome
 
@@ -46,11 +48,11 @@ PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
 FIXED, NOT_FIXED, CANNOT_JUDGE = Verdict.FIXED, Verdict.NOT_FIXED, Verdict.CANNOT_JUDGE
 """The suite's verdicts: :class:`vllm_patchkit.judgement.Verdict`."""
 
-HOST_FIX = "#51585"
-"""ROCM_ATTN's capture zeroes the device offsets only (patch 0001)."""
-AITER_FIX = "#53821"
-"""ROCM_AITER_UNIFIED_ATTN's capture keeps both offsets (patch 0003)."""
-FIXES = (HOST_FIX, AITER_FIX)
+FIXES = tuple(fix.pr for fix in REGISTRY)
+"""Every fix of the registry, by its PR label (``#51585``): each gets a verdict."""
+HOST_FIX = REGISTRY[0].pr
+"""The first fix (#51585, ROCM_ATTN's capture): the PR's crash is its bug, and
+a scenario no fix names is its."""
 
 AITER_CAPTURE = "aiter_unified_capture"
 ROCM_CAPTURE = "rocm_attn_capture_via_backend"
@@ -80,16 +82,12 @@ PAIR_FACTS = {
     ),
 }
 """What each scenario of the ROCm builder pair must show (see .aiter_unified)."""
-AITER_SCENARIOS = (AITER_CAPTURE, AITER_LOOP)
-"""The #53821 scenarios; ROCM_ATTN through its backend is #51585's side."""
 
 MINIMAX_ABSENT = (
     "not applicable: this tree has no MiniMax-M3 (vllm/models/minimax_m3, in "
     "releases from 0.24.0), so the PR's crash cannot happen here; "
     "capture_effects judges the host offsets"
 )
-CORE_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
-"""Without these, at every query length, #51585 is never called fixed."""
 
 
 def check_name(scenario: str, decode_query_len: int) -> str:
@@ -97,16 +95,18 @@ def check_name(scenario: str, decode_query_len: int) -> str:
 
 
 def fix_of(scenario: str) -> str:
-    return AITER_FIX if scenario in AITER_SCENARIOS else HOST_FIX
+    """The fix a scenario judges: the one whose scenarios name it."""
+    return next((f.pr for f in REGISTRY if scenario in f.scenarios), HOST_FIX)
 
 
 CORE_BY_FIX = {
-    HOST_FIX: tuple(
-        check_name(s, q) for s in CORE_SCENARIOS for q in DECODE_QUERY_LENS
-    ),
-    AITER_FIX: tuple(check_name(AITER_CAPTURE, q) for q in DECODE_QUERY_LENS),
+    fix.pr: tuple(
+        check_name(s, q) for s in fix.core_scenarios for q in DECODE_QUERY_LENS
+    )
+    for fix in REGISTRY
 }
-"""Per fix, the checks without which it is never called fixed."""
+"""Per fix, the checks without which it is never called fixed (each of its
+core scenarios at every query length)."""
 CORE_CHECKS = tuple(name for fix in FIXES for name in CORE_BY_FIX[fix])
 
 
@@ -118,7 +118,7 @@ class Check:
     or ``not run`` (the detail says why: absent here, or a harness error)."""
     detail: str
     fix: str = HOST_FIX
-    """The fix this check judges: #51585 or #53821."""
+    """The fix this check judges, by its PR label (#51585, #53821)."""
     applies: bool = True
     """False when the tree lacks what the check exercises (a tree without
     MiniMax-M3): it still counts as not run, but a core check that does not
