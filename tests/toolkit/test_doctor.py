@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.toolkit.cli_helpers import patchkit_json
+from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_patchkit.installed import installed_vllm_dir
 from vllm_patchkit.releases import release_tree
 
@@ -51,3 +53,26 @@ def test_installed_vllm_is_affected_but_protected_by_the_overlay() -> None:
     assert report["overlay_entry_point"] and report["overlay_would_activate"]
     assert report["protected"] is True
     assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"VLLM_OVERLAY_DISABLE": "rocm-capture-keeps-host-offsets"}, "VLLM_OVERLAY"),
+        ({"VLLM_PLUGINS": "some-other-plugin"}, "VLLM_PLUGINS"),
+    ],
+)
+def test_installed_vllm_with_the_overlay_turned_off_is_not_protected(
+    env: dict[str, str], why: str
+) -> None:
+    """The toolkit's doctor reads the environment as the overlay's does: a
+    fix turned off (or the plugin not loaded) protects nothing."""
+    proc = patchkit("doctor", "--json", env=env)
+    report = json.loads(proc.stdout)
+    assert report["affected"] is True and report["overlay_entry_point"]
+    assert report["overlay_would_activate"] is False
+    assert report["overlay_decision"].startswith("disabled: ")
+    assert why in report["overlay_decision"]
+    assert report["fixes"][0]["overlay"] == "disabled"
+    assert report["protected"] is False
+    assert proc.returncode == 1
