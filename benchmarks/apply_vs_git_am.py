@@ -32,8 +32,8 @@ from processes import (
 )
 
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
-from vllm_patchkit.releases import clone_release
-from vllm_patchkit.series import load_series
+from vllm_patchkit.trees.releases import clone_release
+from vllm_patchkit.git.series import load_series
 
 TARGET = 2.0
 BASE_REF = "refs/vllm-patchkit/base"

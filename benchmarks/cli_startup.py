@@ -27,7 +27,7 @@ from pathlib import Path
 
 from processes import Series, import_profile, paired, ratio, with_bytecode
 
-from vllm_patchkit.releases import clone_release
+from vllm_patchkit.trees.releases import clone_release
 
 HEAVY = ("torch", "vllm", "numpy", "triton")
 TARGETS = {"--help": 3.0, "check": 5.0, "doctor PATH": 5.0}

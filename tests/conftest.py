@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from tests.vllm_in_process import import_vllm
-from vllm_patchkit.apply import Status, apply_series
-from vllm_patchkit.installed import copy_installed_vllm
-from vllm_patchkit.regression import report_cache
-from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.releases import clone_release, user_commit
-from vllm_patchkit.series import Series, load_series
+from vllm_patchkit.git.apply import Status, apply_series
+from vllm_patchkit.git.series import Series, load_series
+from vllm_patchkit.judge.regression import report_cache
+from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
+from vllm_patchkit.trees.installed import copy_installed_vllm
+from vllm_patchkit.trees.releases import clone_release, user_commit
 
 pytest_plugins = ("tests.interpreter_state",)
 

@@ -27,7 +27,7 @@ DATA = Path("vllm_patchkit", "data")
 # only read or change a checkout (tests/packaging checks this list against
 # the code). torch, vLLM, Triton, numpy and pytest are never installed by the
 # toolkit: the commands that run vLLM code use the venv's own and say so
-# when it has none (vllm_patchkit.runtime).
+# when it has none (vllm_patchkit.trees.runtime).
 REQUIREMENTS = [
     "pyyaml>=6",  # precommit: reads and writes .pre-commit-config.yaml
     "identify>=2.5",  # precommit: file types, as pre-commit matches them

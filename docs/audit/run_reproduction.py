@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     import pytest
 
     import tests.v1.attention.utils as vllm_test_utils
-    from vllm_patchkit.regression import harness
+    from vllm_patchkit.judge.regression import harness
 
     local_model = str(harness.model_dir("llama"))
     vllm_test_utils.create_vllm_config = functools.partial(

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
-from vllm_patchkit.audit.findings import AuditReport
 from vllm_patchkit.commands.audit import print_report
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.judge.audit.findings import AuditReport
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 
@@ -147,5 +147,5 @@ def test_the_command_itself_imports_no_vllm_runtime(tmp_path: Path) -> None:
 
     added = added_by("audit", str(tmp_path), "--static-only", ok=(3,))
 
-    assert "vllm_patchkit.audit.static" in added
+    assert "vllm_patchkit.judge.audit.static" in added
     assert not packages(added) & RUNTIME, sorted(packages(added) & RUNTIME)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.audit import dynamic_builders, effect
-from vllm_patchkit.audit.dynamic import DynamicResult, run_dynamic
-from vllm_patchkit.audit.findings import Finding
-from vllm_patchkit.installed import installed_vllm_dir
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.judge.audit import dynamic_builders, effect
+from vllm_patchkit.judge.audit.dynamic import DynamicResult, run_dynamic
+from vllm_patchkit.judge.audit.findings import Finding
+from vllm_patchkit.trees.installed import installed_vllm_dir
+from vllm_patchkit.trees.releases import release_tree
 
 ROCM = "vllm/v1/attention/backends/rocm_attn.py"
 ROCM_CAPTURE = "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"

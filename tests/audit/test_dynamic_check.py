@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from vllm_patchkit.audit.dynamic import BuilderRun, DynamicResult
-from vllm_patchkit.audit.run import dynamic_check
+from vllm_patchkit.judge.audit.dynamic import BuilderRun, DynamicResult
+from vllm_patchkit.judge.audit.run import dynamic_check
 
 
 def _run(status: str) -> BuilderRun:

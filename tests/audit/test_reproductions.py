@@ -17,8 +17,8 @@ import pytest
 
 import vllm_patchkit
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.releases import clone_release, release_tree
-from vllm_patchkit.tree_runtime import runtime_for
+from vllm_patchkit.trees.releases import clone_release, release_tree
+from vllm_patchkit.trees.tree_runtime import runtime_for
 
 pytestmark = [pytest.mark.release_trees, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.audit.run import audit_tree
-from vllm_patchkit.audit.static import StaticResult, analyse_tree
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.judge.audit.run import audit_tree
+from vllm_patchkit.judge.audit.static import StaticResult, analyse_tree
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 

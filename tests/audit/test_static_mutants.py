@@ -21,8 +21,8 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit
 from vllm_overlay.metadata_writes import find_method
-from vllm_patchkit.audit.static import StaticResult, analyse_tree
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.judge.audit.static import StaticResult, analyse_tree
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 

@@ -10,4 +10,4 @@ from tests.vllm_in_process import import_vllm
 
 import_vllm()
 
-from vllm_patchkit.memcheck.fixture import memcheck  # noqa: E402, F401
+from vllm_patchkit.judge.memcheck.fixture import memcheck  # noqa: E402, F401

@@ -2,7 +2,7 @@
 
 ``tools/gpu-check`` starts this module under ``compute-sanitizer --tool
 memcheck`` on a GPU, and under the Triton interpreter's checker
-(``vllm_patchkit.memcheck``) in its dry run. A process of its own because
+(``vllm_patchkit.judge.memcheck``) in its dry run. A process of its own because
 an out-of-bounds access can leave the CUDA context unusable (or, unchecked
 in the interpreter, corrupt the heap)::
 
@@ -94,7 +94,7 @@ def run(kernel: str, name: str, device: str, checker: str) -> dict[str, Any]:
     if checker != "interpreter":
         launch()
         return {"status": "done"}
-    from vllm_patchkit.memcheck import MemoryViolation, memcheck
+    from vllm_patchkit.judge.memcheck import MemoryViolation, memcheck
 
     try:
         with memcheck():

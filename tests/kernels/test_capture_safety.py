@@ -19,7 +19,7 @@ from tests.kernels.reference import reference
 from tests.kernels.scenarios import SCENARIOS, SENTINEL, Scenario, rows
 from tests.kernels.tolerances import VS_REFERENCE, assert_close
 from vllm_overlay.v1.attention.ops.prefix_prefill import context_attention_fwd
-from vllm_patchkit.memcheck import MemoryViolation, memcheck
+from vllm_patchkit.judge.memcheck import MemoryViolation, memcheck
 
 pytestmark = pytest.mark.kernels
 

@@ -18,7 +18,7 @@ from tests.kernels.reference import reference
 from tests.kernels.strategies import cases, upstream_supports
 from tests.kernels.tolerances import VS_REFERENCE, VS_UPSTREAM, assert_close
 from vllm_overlay.v1.attention.ops.prefix_prefill import context_attention_fwd
-from vllm_patchkit.memcheck import memcheck
+from vllm_patchkit.judge.memcheck import memcheck
 
 pytestmark = pytest.mark.kernels
 

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
-from vllm_patchkit.memcheck import MemoryViolation, Stats, memcheck
+from vllm_patchkit.judge.memcheck import MemoryViolation, Stats, memcheck
 
 pytestmark = pytest.mark.kernels
 

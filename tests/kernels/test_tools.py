@@ -14,7 +14,7 @@ import pytest
 
 from vllm_patchkit import cli
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.memcheck import runner
+from vllm_patchkit.judge.memcheck import runner
 
 pytestmark = pytest.mark.kernels
 

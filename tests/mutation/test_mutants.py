@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.invariants import Shape, inspect_capture_source
-from vllm_patchkit.mutation.mutants import (
+from vllm_patchkit.git.invariants import Shape, inspect_capture_source
+from vllm_patchkit.judge.mutation.mutants import (
     DEVICE_ZERO,
     MUTANTS,
     Mutant,
     MutationError,
     mutate,
 )
-from vllm_patchkit.mutation.worker import MODULE
+from vllm_patchkit.judge.mutation.worker import MODULE
 
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
 FOOL_THE_AST = {
@@ -87,12 +87,12 @@ def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
 ) -> None:
     """The pair's ROCM_ATTN mutants equal mutants the tier has; the AITER
     ones are distinct rewrites of the AITER module, all in the tier."""
-    from vllm_patchkit.mutation.aiter_unified import (
+    from vllm_patchkit.judge.mutation.aiter_unified import (
         AITER_MODULE,
         PAIR_MUTANTS,
         mutate_pair,
     )
-    from vllm_patchkit.mutation.runner import ALL_MUTANTS, TIER_PAIR_MUTANTS
+    from vllm_patchkit.judge.mutation.runner import ALL_MUTANTS, TIER_PAIR_MUTANTS
 
     ours = {m.name: mutate(fixed_source, m) for m in MUTANTS}
     same = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.mutation.test_mutants import FOOL_THE_AST, UNPROVEN_BY_THE_AST
-from vllm_patchkit.mutation.runner import (
+from vllm_patchkit.judge.mutation.runner import (
     ALL_MUTANTS,
     TIER_PAIR_MUTANTS,
     MutationReport,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.mutation.mutants import Mutant
-from vllm_patchkit.mutation.runner import format_report, run_mutation
+from vllm_patchkit.judge.mutation.mutants import Mutant
+from vllm_patchkit.judge.mutation.runner import format_report, run_mutation
 
 pytestmark = pytest.mark.mutation
 

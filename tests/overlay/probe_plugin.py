@@ -13,7 +13,7 @@ from typing import Any
 
 def capture(builder_cls: type) -> tuple[bool, Any]:
     """Whether capture keeps the host offsets, and the builder it used."""
-    from vllm_patchkit.regression import harness
+    from vllm_patchkit.judge.regression import harness
 
     builder = harness.make_builder(builder_cls, 1, "probe")
     metadata = harness.uniform_decode_metadata(4, 1)
@@ -29,7 +29,7 @@ def capture_keeps_host_offsets(builder_cls: type) -> bool:
 def offsets_after_capture(backend: type) -> dict[str, Any]:
     """One capture build through ``backend.get_builder_cls()``, as the runner
     makes it: what became of both offsets tensors and ``seq_lens``."""
-    from vllm_patchkit.regression import harness
+    from vllm_patchkit.judge.regression import harness
 
     builder_cls = backend.get_builder_cls()
     builder = harness.make_builder(builder_cls, 1, backend.get_name())
@@ -129,8 +129,8 @@ def main(output: str) -> None:
         SuperCallingBuilder
     )
 
-    from vllm_patchkit.regression.scenarios import run_all
-    from vllm_patchkit.regression.verdict import bug_reproduced, fixed_checks
+    from vllm_patchkit.judge.regression.scenarios import run_all
+    from vllm_patchkit.judge.regression.verdict import bug_reproduced, fixed_checks
 
     outcomes = run_all(["capture_effects", "minimax_indexer_after_rocm"])
     checks = fixed_checks(outcomes)

@@ -45,7 +45,7 @@ def main(output: str) -> None:
         import importlib
 
         from vllm_overlay.fix import is_installed_on
-        from vllm_patchkit.regression.scenarios import capture_effects
+        from vllm_patchkit.judge.regression.scenarios import capture_effects
 
         upstream = importlib.import_module(UPSTREAM)
         result["fix_on_vllm_class"] = is_installed_on(upstream)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.trees.installed import installed_vllm_dir
 
 ROCM_ATTN = Path("vllm/v1/attention/backends/rocm_attn.py")
 AITER_UNIFIED_ATTN = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")

@@ -20,7 +20,7 @@ from vllm_overlay.fixes import RECORD, assess_tree
 from vllm_overlay.fixes.rocm_capture_host_offsets import assess_file
 from vllm_overlay.state import Action
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.releases import clone_release
+from vllm_patchkit.trees.releases import clone_release
 
 pytestmark = pytest.mark.release_trees
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
 from vllm_overlay.fixes import FIXES, by_name, fix_of_patch
-from vllm_patchkit.series import load_series
+from vllm_patchkit.git.series import load_series
 
 SCRATCH_FIX = '''
 """A scratch third fix (tests/overlay/test_fix_registry.py)."""
@@ -128,10 +128,10 @@ index 0000000..3a8f1b1
 PROBE = """
 import json
 from vllm_overlay import plugin
-from vllm_patchkit.matrix import build_matrix
-from vllm_patchkit.matrix_table import table
-from vllm_patchkit.regression.verdict import judge_fixes
-from vllm_patchkit.series import load_series
+from vllm_patchkit.judge.matrix import build_matrix
+from vllm_patchkit.present.matrix_table import table
+from vllm_patchkit.judge.regression.verdict import judge_fixes
+from vllm_patchkit.git.series import load_series
 
 plugin.register()
 states = plugin.current_states()

@@ -22,8 +22,8 @@ from vllm_overlay.fixes.rocm_aiter_unified_builder import (
 from vllm_overlay.fixes.rocm_capture_host_offsets import (
     RECORD as CAPTURE_HOST_OFFSETS,
 )
-from vllm_patchkit.overlay_probe import BUG, FIXES, INERT, PASSES, OverlayResult
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.judge.overlay_probe import BUG, FIXES, INERT, PASSES, OverlayResult
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = [pytest.mark.overlay_eras, pytest.mark.release_trees]
 
@@ -37,7 +37,7 @@ _results: dict[str, OverlayResult] = {}
 @pytest.fixture(scope="session")
 def probed() -> Callable[[str], OverlayResult]:
     """The overlay probe of a release, run once per session."""
-    from vllm_patchkit.overlay_probe import probe_overlay
+    from vllm_patchkit.judge.overlay_probe import probe_overlay
 
     def get(version: str) -> OverlayResult:
         if version not in _results:

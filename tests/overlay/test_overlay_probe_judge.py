@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_patchkit.overlay_probe import CANNOT_JUDGE, FAILS, FIXES, INERT, judge
+from vllm_patchkit.judge.overlay_probe import CANNOT_JUDGE, FAILS, FIXES, INERT, judge
 
 CAPTURE = "rocm-capture-keeps-host-offsets"
 

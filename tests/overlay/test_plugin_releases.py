@@ -27,9 +27,9 @@ from tests.overlay.test_plugin import (
     assert_keeps_both_offsets,
     assert_zeroes_device_keeps_host,
 )
-from vllm_patchkit.installed import installed_vllm_dir
-from vllm_patchkit.releases import release_tree
-from vllm_patchkit.tree_runtime import runtime_for
+from vllm_patchkit.trees.installed import installed_vllm_dir
+from vllm_patchkit.trees.releases import release_tree
+from vllm_patchkit.trees.tree_runtime import runtime_for
 
 pytestmark = [pytest.mark.plugin_releases, pytest.mark.release_trees]
 

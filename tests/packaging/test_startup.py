@@ -22,7 +22,13 @@ pytestmark = pytest.mark.release_trees
 RUNTIME = {"torch", "vllm", "numpy", "triton"}
 """What only the commands that run vLLM code may import."""
 
-OTHER_COMMANDS = {"yaml", "identify", "pip", "urllib.request", "vllm_patchkit.verify"}
+OTHER_COMMANDS = {
+    "yaml",
+    "identify",
+    "pip",
+    "urllib.request",
+    "vllm_patchkit.judge.verify",
+}
 """Libraries of other commands: the parser alone (``--help``) needs none."""
 
 
@@ -73,12 +79,12 @@ def test_git_level_commands_import_no_vllm_runtime(
     added = added_by(command, str(tree), ok=ok)
 
     assert not packages(added) & RUNTIME, sorted(packages(added) & RUNTIME)
-    assert "vllm_patchkit.verify" not in added
+    assert "vllm_patchkit.judge.verify" not in added
 
 
 def test_the_probe_sees_torch_when_a_command_imports_it() -> None:
     """The check above can fail: the same probe names torch for a module that
     imports it (the regression scenarios run vLLM code on torch)."""
-    modules = imported_modules("-c", "import vllm_patchkit.regression.harness")
+    modules = imported_modules("-c", "import vllm_patchkit.judge.regression.harness")
 
     assert "torch" in packages(modules)

@@ -36,10 +36,10 @@ import pytest
 
 import vllm_overlay
 from tests.toolkit.cli_helpers import snapshot
-from vllm_patchkit import runtime
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR, PROJECT_ROOT
-from vllm_patchkit.series import load_series
+from vllm_patchkit.trees import runtime
 
 pytestmark = pytest.mark.packaging
 

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.trees.releases import release_tree
 
 
 def own_matrix_cache(root: Path) -> dict[str, str]:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit_json
+from vllm_patchkit.git.invariants import check_invariant
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.invariants import check_invariant
-from vllm_patchkit.mutation.aiter_unified import PAIR_MUTANTS, mutate_pair
-from vllm_patchkit.series import Series
-from vllm_patchkit.tree_pytest import run_tree_tests
+from vllm_patchkit.judge.mutation.aiter_unified import PAIR_MUTANTS, mutate_pair
+from vllm_patchkit.judge.tree_pytest import run_tree_tests
 
 pytestmark = pytest.mark.release_trees
 
@@ -133,7 +133,7 @@ def test_the_invariant_sees_the_wrong_combinations(
 def test_which_fixes_decide_a_trees_verdict(
     series: Series, version: str, not_counted: dict[str, str]
 ) -> None:
-    from vllm_patchkit.releases import release_tree
-    from vllm_patchkit.verify import fixes_not_counted
+    from vllm_patchkit.judge.verify import fixes_not_counted
+    from vllm_patchkit.trees.releases import release_tree
 
     assert fixes_not_counted(series, release_tree(version)) == not_counted

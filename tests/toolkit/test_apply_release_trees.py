@@ -9,11 +9,11 @@ import pytest
 
 from tests.toolkit.checkout_state import checkout_state, snapshot
 from tests.toolkit.cli_helpers import as_user
-from vllm_patchkit.apply import Status, apply_series
+from vllm_patchkit.git.apply import Status, apply_series
+from vllm_patchkit.git.invariants import Shape, inspect_capture_tree
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.invariants import Shape, inspect_capture_tree
-from vllm_patchkit.releases import release_tree, sdist_path
-from vllm_patchkit.series import Series
+from vllm_patchkit.trees.releases import release_tree, sdist_path
 
 pytestmark = pytest.mark.release_trees
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.checkout import PatchState, classify
+from vllm_patchkit.git.checkout import PatchState, classify
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
-from vllm_patchkit.series import load_series
 
 
 def git(root: Path, *args: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.child_json import ChildResult, run_json_child
+from vllm_patchkit.trees.child_json import ChildResult, run_json_child
 
 MODULE = "patchkit_json_child"
 CHILD = """\

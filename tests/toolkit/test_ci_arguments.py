@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from vllm_patchkit.git.upstream import build_upstream
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR, PROJECT_ROOT
-from vllm_patchkit.upstream import build_upstream
 
 pytestmark = pytest.mark.release_trees
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
+from vllm_patchkit.git.invariants import Shape, inspect_capture_tree
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.invariants import Shape, inspect_capture_tree
 from vllm_patchkit.paths import PATCHES_DIR
 
 pytestmark = pytest.mark.release_trees

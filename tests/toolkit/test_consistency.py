@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit_json, snapshot
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
-from vllm_patchkit.matrix import run_suite
+from vllm_patchkit.judge.matrix import run_suite
+from vllm_patchkit.judge.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.regression.verdict import CANNOT_JUDGE
-from vllm_patchkit.releases import user_commit
-from vllm_patchkit.series import Series
+from vllm_patchkit.trees.releases import user_commit
 
 pytestmark = pytest.mark.release_trees
 

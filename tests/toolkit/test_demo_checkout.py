@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.series import load_series
 
 pytestmark = pytest.mark.release_trees
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
-from vllm_patchkit.installed import installed_vllm_dir
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.trees.installed import installed_vllm_dir
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 

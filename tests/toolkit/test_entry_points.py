@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from vllm_overlay.entry_points import entry_point_registered
-from vllm_patchkit.doctor import OVERLAY_ENTRY_POINT
+from vllm_patchkit.judge.doctor import OVERLAY_ENTRY_POINT
 
 GROUP = "vllm.general_plugins"
 

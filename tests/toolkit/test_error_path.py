@@ -22,7 +22,7 @@ import pytest
 from tests.toolkit.cli_helpers import patchkit
 from vllm_patchkit.errors import EXIT_ERROR
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 

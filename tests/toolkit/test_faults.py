@@ -29,9 +29,9 @@ from tests.toolkit.cli_helpers import (
     start_patchkit,
     wait_for,
 )
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.series import load_series
 
 pytestmark = pytest.mark.release_trees
 

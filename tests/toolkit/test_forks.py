@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
-from vllm_patchkit.carry import (
+from vllm_patchkit.git.carry import (
     NEAR_TAG,
     Reading,
     TreeVersion,
@@ -22,10 +22,10 @@ from vllm_patchkit.carry import (
     decide,
     read_code,
 )
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.releases import RELEASE_DATE, clone_release, release_files
-from vllm_patchkit.series import Series
-from vllm_patchkit.versions import parse_release
+from vllm_patchkit.trees.releases import RELEASE_DATE, clone_release, release_files
+from vllm_patchkit.trees.versions import parse_release
 
 pytestmark = pytest.mark.release_trees
 

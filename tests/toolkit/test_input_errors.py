@@ -18,12 +18,12 @@ import pytest
 from tests.toolkit.checkout_state import checkout_state
 from vllm_patchkit import cli
 from vllm_patchkit.commands.matrix import MatrixRangeError, check_range
-from vllm_patchkit.demo import DemoInputError, run_checkout_demo
-from vllm_patchkit.doctor import NotAVllmTreeError, diagnose
 from vllm_patchkit.errors import EXIT_REFUSED, RefusedError
+from vllm_patchkit.git.refresh import RefreshRefused, refresh_series
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import init_repo
-from vllm_patchkit.refresh import RefreshRefused, refresh_series
-from vllm_patchkit.series import Series
+from vllm_patchkit.judge.demo import DemoInputError, run_checkout_demo
+from vllm_patchkit.judge.doctor import NotAVllmTreeError, diagnose
 
 
 def _tiny_vllm_checkout(root: Path) -> Path:

@@ -24,10 +24,10 @@ import pytest
 from tests.toolkit.checkout_state import checkout_state
 from tests.toolkit.cli_helpers import patchkit
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
-from vllm_patchkit.matrix import invariant_holds
+from vllm_patchkit.judge.matrix import invariant_holds
+from vllm_patchkit.judge.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.regression.verdict import CANNOT_JUDGE
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 ROOT = PROJECT_ROOT
@@ -222,8 +222,8 @@ def test_matrix_with_an_unreachable_index_is_an_environment_error(
 
 ROW_SCRIPT = """
 import json, sys
-from vllm_patchkit.matrix import STEPS, build_matrix, cache_key
-from vllm_patchkit.series import load_series
+from vllm_patchkit.judge.matrix import STEPS, build_matrix, cache_key
+from vllm_patchkit.git.series import load_series
 series = load_series()
 rows = build_matrix(series, [sys.argv[1]], steps=())
 keys = {step: cache_key(series, step) for step in STEPS}
@@ -268,25 +268,25 @@ def _checkers() -> dict[str, tuple[str, ...]]:
     reading = ("static", "stock", "series")
     everywhere = ALL
     checkers = {
-        "tools/vllm_patchkit/invariants.py": everywhere,
+        "tools/vllm_patchkit/git/invariants.py": everywhere,
         "vllm_overlay/capture_shape.py": everywhere,
         "vllm_overlay/fixes/rocm_capture_host_offsets.py": everywhere,
         # Wherever the series' invariant check lives (checkout.py today).
         str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)): (
             everywhere
         ),
-        "tools/vllm_patchkit/apply.py": everywhere,
-        "tools/vllm_patchkit/regression/verdict.py": everywhere,
-        "tools/vllm_patchkit/regression/runner.py": everywhere,
-        "tools/vllm_patchkit/tree_runtime.py": everywhere,
-        "tools/vllm_patchkit/matrix.py": everywhere,
+        "tools/vllm_patchkit/git/apply.py": everywhere,
+        "tools/vllm_patchkit/judge/regression/verdict.py": everywhere,
+        "tools/vllm_patchkit/judge/regression/runner.py": everywhere,
+        "tools/vllm_patchkit/trees/tree_runtime.py": everywhere,
+        "tools/vllm_patchkit/judge/matrix.py": everywhere,
         "patches/series": reading,
     }
     # The steps other modules provide, where this toolkit has them: only
     # their own step is recomputed.
     for module, step in (
-        ("vllm_patchkit.overlay_probe", "overlay"),
-        ("vllm_patchkit.audit", "audit"),
+        ("vllm_patchkit.judge.overlay_probe", "overlay"),
+        ("vllm_patchkit.judge.audit", "audit"),
     ):
         source = _source(module)
         if source is not None:
@@ -315,7 +315,7 @@ def test_a_changed_checker_never_serves_a_stale_row(tmp_path: Path) -> None:
             assert row["cached"] is False, f"{name} changed, the row was cached"
         keys = row["keys"]
     # The table's layout decides no cell: changing it keeps every key.
-    layout = project / "tools/vllm_patchkit/matrix_table.py"
+    layout = project / "tools/vllm_patchkit/present/matrix_table.py"
     layout.write_text(layout.read_text() + change)
     assert _row(project, "0.29.0") == {"keys": keys, "cached": True}
 

@@ -22,17 +22,22 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
-from vllm_patchkit.matrix import Row
-from vllm_patchkit.matrix_shards import (
+from vllm_patchkit.git.series import load_series
+from vllm_patchkit.judge.matrix import Row
+from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.present.matrix_shards import (
     MatrixShardError,
     digests,
     parse_shard,
     row_file,
     shard_versions,
 )
-from vllm_patchkit.matrix_table import README_END, README_START, markdown, to_json
-from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.series import load_series
+from vllm_patchkit.present.matrix_table import (
+    README_END,
+    README_START,
+    markdown,
+    to_json,
+)
 
 pytestmark = pytest.mark.release_trees
 
@@ -135,7 +140,7 @@ def test_merge_refuses_a_gap_a_duplicate_and_other_code(
 
     # 0.27.1 from a copy of the project whose matrix code differs by a line.
     project = project_copy(tmp_path / "project")
-    decider = project / "tools/vllm_patchkit/matrix.py"
+    decider = project / "tools/vllm_patchkit/judge/matrix.py"
     decider.write_text(decider.read_text() + f"\n# changed {uuid.uuid4().hex}\n")
     env = {
         **runs["env"],

@@ -19,7 +19,7 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.releases import clone_release
+from vllm_patchkit.trees.releases import clone_release
 
 pytestmark = pytest.mark.release_trees
 

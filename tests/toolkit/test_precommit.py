@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git, init_repo
 from vllm_patchkit.precommit import derive_config
 from vllm_patchkit.precommit.derive import derive
-from vllm_patchkit.releases import clone_release, release_tree
-from vllm_patchkit.series import load_series
+from vllm_patchkit.trees.releases import clone_release, release_tree
 
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 SERIES_FILES = list(

@@ -27,10 +27,10 @@ from tests.toolkit.cli_helpers import (
     snapshot,
     upstream_rewrites_the_zeroing,
 )
+from vllm_patchkit.git.invariants import Shape, inspect_capture_tree
+from vllm_patchkit.git.upstream import build_upstream
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.invariants import Shape, inspect_capture_tree
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.upstream import build_upstream
 
 pytestmark = pytest.mark.release_trees
 

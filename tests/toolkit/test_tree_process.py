@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 
-from vllm_patchkit import tree_runtime
-from vllm_patchkit.audit.dynamic import run_dynamic
-from vllm_patchkit.memcheck import command as memcheck_command
-from vllm_patchkit.mutation.runner import ROCM_ATTN, BaselineFailed, run_mutation
-from vllm_patchkit.overlay_probe import probe_overlay
-from vllm_patchkit.regression import report_cache
-from vllm_patchkit.regression.layout import RELEASE_ENV
-from vllm_patchkit.regression.runner import run_scenarios
-from vllm_patchkit.tree_pytest import run_tree_tests
-from vllm_patchkit.verify import run_tree
+from vllm_patchkit.commands import memcheck as memcheck_command
+from vllm_patchkit.judge.audit.dynamic import run_dynamic
+from vllm_patchkit.judge.mutation.runner import ROCM_ATTN, BaselineFailed, run_mutation
+from vllm_patchkit.judge.overlay_probe import probe_overlay
+from vllm_patchkit.judge.regression import report_cache
+from vllm_patchkit.judge.regression.runner import run_scenarios
+from vllm_patchkit.judge.tree_pytest import run_tree_tests
+from vllm_patchkit.judge.verify import run_tree
+from vllm_patchkit.trees import tree_runtime
+from vllm_patchkit.trees.versions import RELEASE_ENV
 
 MARK = "TREE_PROCESS_MARK"
 HANG = "TREE_PROCESS_HANG"

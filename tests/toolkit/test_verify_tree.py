@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
-from vllm_patchkit.mutation.mutants import MUTANTS, mutate
-from vllm_patchkit.releases import release_tree
-from vllm_patchkit.reports import format_verify
-from vllm_patchkit.series import load_series
-from vllm_patchkit.verify import verify_tree
+from vllm_patchkit.git.series import load_series
+from vllm_patchkit.judge.mutation.mutants import MUTANTS, mutate
+from vllm_patchkit.judge.verify import verify_tree
+from vllm_patchkit.present.reports import format_verify
+from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
 

@@ -35,9 +35,9 @@ import yaml
 from tests.toolkit.cli_helpers import USER, as_user, upstream_rewrites_the_zeroing
 from tests.toolkit.matrix_helpers import own_matrix_cache
 from vllm_patchkit.cli import build_parser
+from vllm_patchkit.git.upstream import build_upstream
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR, PROJECT_ROOT
-from vllm_patchkit.upstream import build_upstream
 
 WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "rebase-upstream.yml"
@@ -931,7 +931,7 @@ def test_gate_judges_main_with_the_tree_runtime(tmp_path: Path) -> None:
     pass, and the gate report must find nothing failed."""
     from importlib import metadata
 
-    from vllm_patchkit.releases import clone_release
+    from vllm_patchkit.trees.releases import clone_release
 
     newest = "0.33.0"
     checkout = tmp_path / "main"

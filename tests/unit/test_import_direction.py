@@ -61,7 +61,7 @@ def test_no_library_module_imports_the_command_line() -> None:
 
 def test_the_scan_sees_each_form_of_import() -> None:
     """Absolute, relative from a subpackage, and ``from . import commands``."""
-    where = PACKAGE_DIR / "memcheck" / "command.py"
+    where = PACKAGE_DIR / "judge" / "verify.py"
     assert upward("import vllm_patchkit.commands.common\n", where) == [
         "vllm_patchkit.commands.common"
     ]
@@ -69,7 +69,7 @@ def test_the_scan_sees_each_form_of_import() -> None:
         "from ..commands.common import emit_json\n", where
     )
     assert upward("from .. import commands\n", where) == ["vllm_patchkit.commands"]
-    top = PACKAGE_DIR / "runtime.py"
+    top = PACKAGE_DIR / "errors.py"
     assert upward("from .commands import common\n", top) == [
         "vllm_patchkit.commands",
         "vllm_patchkit.commands.common",
@@ -205,6 +205,6 @@ def test_the_cycle_finder_finds_a_circle() -> None:
     guarded = "if TYPE_CHECKING:\n    from vllm_patchkit import cli\n"
     assert load_time_imports(lazy, "vllm_patchkit.x", False) == set()
     assert load_time_imports(guarded, "vllm_patchkit.x", False) == set()
-    assert "vllm_patchkit.regression" in load_time_imports(
-        "from .regression import verdict\n", "vllm_patchkit.x", False
+    assert "vllm_patchkit.judge.regression" in load_time_imports(
+        "from .regression import verdict\n", "vllm_patchkit.judge.x", False
     )

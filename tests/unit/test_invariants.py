@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.installed import installed_vllm_dir
-from vllm_patchkit.invariants import (
+from vllm_patchkit.git.invariants import (
     Shape,
     check_invariant,
     inspect_capture_source,
     inspect_capture_tree,
 )
+from vllm_patchkit.trees.installed import installed_vllm_dir
 
 TEMPLATE = """
 class RocmAttentionMetadataBuilder:

@@ -10,17 +10,17 @@ from __future__ import annotations
 import pytest
 
 from vllm_patchkit import errors
-from vllm_patchkit.audit.findings import AuditReport, Check, Finding
-from vllm_patchkit.judgement import Judgement, Verdict
-from vllm_patchkit.matrix import UNJUDGED, Cell
-from vllm_patchkit.overlay_probe import (
+from vllm_patchkit.judge.audit.findings import AuditReport, Check, Finding
+from vllm_patchkit.judge.matrix import UNJUDGED, Cell
+from vllm_patchkit.judge.overlay_probe import (
     CANNOT_JUDGE,
     FAILS,
     FIXES,
     INERT,
     OverlayResult,
 )
-from vllm_patchkit.requirement_files import UnreadableRequirements
+from vllm_patchkit.judgement import Judgement, Verdict
+from vllm_patchkit.trees.requirement_files import UnreadableRequirements
 
 
 def test_each_verdict_has_one_spelling_and_the_exit_code_of_errors() -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from vllm_patchkit.matrix import Row
-from vllm_patchkit.matrix_table import markdown
+from vllm_patchkit.judge.matrix import Row
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.present.matrix_table import markdown
 
 DOCS = PROJECT_ROOT / "docs"
 
@@ -45,7 +45,7 @@ def test_a_cell_reads_the_same_from_any_checkout() -> None:
     """A path inside the checkout that measured it (the venv's torch named
     in an error) is kept relative, so the page renders byte for byte from
     a clone elsewhere (CI's, a shard's)."""
-    from vllm_patchkit.matrix import Cell
+    from vllm_patchkit.judge.matrix import Cell
 
     where = f"(at {PROJECT_ROOT}/.venv/lib/torch/cuda/__init__.py:522)"
     cell = Cell("cannot judge", f"cannot judge: {where}", detail={"why": where})

@@ -29,9 +29,9 @@ from vllm_overlay.capture_shape import (
     inspect_capture_tree,
 )
 from vllm_overlay.metadata_writes import META, Walker, find_method
-from vllm_patchkit.audit.static import analyse_tree
-from vllm_patchkit.invariants import check_invariant
-from vllm_patchkit.releases import release_tree
+from vllm_patchkit.git.invariants import check_invariant
+from vllm_patchkit.judge.audit.static import analyse_tree
+from vllm_patchkit.trees.releases import release_tree
 
 ALIAS = "cpu = common_attn_metadata.query_start_loc_cpu"
 WRITE = "cpu.zero_()"

@@ -27,7 +27,7 @@ VICTIMS = (
 POLLUTERS = """\
 import importlib.util
 
-from vllm_patchkit.index import configured_index_urls
+from vllm_patchkit.trees.index import configured_index_urls
 
 
 def test_reads_the_index_configuration():
@@ -51,7 +51,7 @@ def test_reading_the_index_configuration_leaves_setuptools_importable() -> None:
     imports setuptools, which failed after pip had been imported."""
     code = (
         "import sys\n"
-        "from vllm_patchkit.index import configured_index_urls\n"
+        "from vllm_patchkit.trees.index import configured_index_urls\n"
         "assert configured_index_urls()\n"
         "assert 'pip' not in sys.modules, 'pip imported in-process'\n"
         "import setuptools\n"

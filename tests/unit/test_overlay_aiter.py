@@ -32,7 +32,7 @@ from vllm_overlay.fixes.rocm_aiter_unified_builder import (
     assess_file as assess_aiter_file,
 )
 from vllm_overlay.state import Action
-from vllm_patchkit.invariants import check_invariant
+from vllm_patchkit.git.invariants import check_invariant
 
 FILE = Path("/v/rocm_aiter_unified_attn.py")
 HEADER = """\
@@ -222,7 +222,7 @@ def test_own_builder_is_not_needed_whatever_rocm_attn_does(tmp_path: Path) -> No
 
 
 def installed_aiter_source() -> str:
-    from vllm_patchkit.installed import installed_vllm_dir
+    from vllm_patchkit.trees.installed import installed_vllm_dir
 
     return (installed_vllm_dir().parent / AITER_UNIFIED_ATTN).read_text()
 
@@ -299,7 +299,7 @@ def test_each_fix_is_decided_on_its_own_for_a_tree(tmp_path: Path) -> None:
     """``vllm_overlay.fixes.assess_tree``: the reports' one call per tree."""
     from vllm_overlay.capture_shape import ROCM_ATTN
     from vllm_overlay.fixes import assess_tree
-    from vllm_patchkit.installed import installed_vllm_dir
+    from vllm_patchkit.trees.installed import installed_vllm_dir
 
     installed = installed_vllm_dir().parent
     (tmp_path / ROCM_ATTN).parent.mkdir(parents=True)

@@ -30,7 +30,7 @@ from vllm_overlay.fixes.rocm_aiter_unified_builder import (
     assess_file as assess_aiter_file,
 )
 from vllm_overlay.state import Action
-from vllm_patchkit.releases import sdist_path
+from vllm_patchkit.trees.releases import sdist_path
 
 pytestmark = pytest.mark.release_trees
 

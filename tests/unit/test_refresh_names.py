@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_patchkit.refresh import rewrite_series, stable_names
+from vllm_patchkit.git.refresh import rewrite_series, stable_names
 
 
 def test_a_drop_does_not_renumber_the_rest() -> None:

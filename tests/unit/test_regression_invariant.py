@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.invariants import check_invariant
+from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.paths import PATCHES_DIR
 
 NAME = "rocm-capture-regression-test-present"

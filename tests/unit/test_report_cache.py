@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.regression import report_cache
-from vllm_patchkit.tree_process import TreeLauncher
-from vllm_patchkit.tree_pytest import run_tree_tests
+from vllm_patchkit.judge.regression import report_cache
+from vllm_patchkit.judge.tree_pytest import run_tree_tests
+from vllm_patchkit.trees.tree_process import TreeLauncher
 
 TEST_FILE = "tests/test_counted.py"
 
@@ -235,7 +235,7 @@ def test_the_child_reports_what_it_read_outside_the_package(tmp_path: Path) -> N
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from vllm_patchkit.regression.tree_reads import TreeReads\n"
+        "from vllm_patchkit.judge.regression.tree_reads import TreeReads\n"
         "reads = TreeReads()\n"
         "import vllm\n"
         "Path(sys.argv[1], 'vllm.egg-info', 'PKG-INFO').read_text()\n"

@@ -1,7 +1,7 @@
 """The one cache: each part of its key decides a hit, and both users store there.
 
 The report cache (per test session) and the matrix's step cells (across
-runs) are entries of :class:`vllm_patchkit.run_cache.RunCache`; the matrix
+runs) are entries of :class:`vllm_patchkit.trees.run_cache.RunCache`; the matrix
 imports its steps as plain imports (no module named by a string), and the
 code of one step's own module stays out of every other step's key.
 """
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_import_direction import imported
-from vllm_patchkit import matrix
+from vllm_patchkit.git.series import load_series
+from vllm_patchkit.judge import matrix
+from vllm_patchkit.judge.regression import report_cache
 from vllm_patchkit.paths import PACKAGE_DIR
-from vllm_patchkit.regression import report_cache
-from vllm_patchkit.run_cache import CacheKey, RunCache
-from vllm_patchkit.series import load_series
+from vllm_patchkit.trees.run_cache import CacheKey, RunCache
 
 KEY = CacheKey("kind", "tree", "code", {"python": "3"})
 
@@ -63,7 +63,7 @@ def test_two_processes_asking_for_one_key_run_it_once(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from vllm_patchkit.run_cache import CacheKey, RunCache\n"
+        "from vllm_patchkit.trees.run_cache import CacheKey, RunCache\n"
         "root, log = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "def compute():\n"
         "    with log.open('a') as out: out.write('ran\\n')\n"
@@ -110,15 +110,15 @@ def test_the_report_cache_and_the_matrix_store_in_the_one_cache(
 
 def test_the_matrix_imports_its_steps_plainly() -> None:
     """No step module named by a string: the import edges are in the source."""
-    source = (PACKAGE_DIR / "matrix.py").read_text()
-    names = imported(source, PACKAGE_DIR / "matrix.py")
-    assert {"vllm_patchkit.overlay_probe", "vllm_patchkit.audit"} <= names
+    source = (PACKAGE_DIR / "judge" / "matrix.py").read_text()
+    names = imported(source, PACKAGE_DIR / "judge" / "matrix.py")
+    assert {"vllm_patchkit.judge.overlay_probe", "vllm_patchkit.judge.audit"} <= names
     assert "import_module" not in source
 
 
 def test_a_steps_own_module_is_in_its_key_only() -> None:
     probe = Path(matrix.overlay_probe.__file__ or "").resolve()
-    findings = PACKAGE_DIR.resolve() / "audit" / "findings.py"
+    findings = PACKAGE_DIR.resolve() / "judge" / "audit" / "findings.py"
     for step in matrix.STEPS:
         files = set(matrix.decider_files(step))
         assert (probe in files) == (step == "overlay"), step

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.invariants import INVARIANTS
-from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.series import (
+from vllm_patchkit.git.invariants import INVARIANTS
+from vllm_patchkit.git.series import (
     SeriesError,
     inside,
     load_series,
     parse_patch,
     series_entries,
 )
+from vllm_patchkit.paths import PATCHES_DIR
 
 
 def test_real_series_has_the_fix_with_provenance() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_patchkit.tree_pytest import absent_vllm_modules
+from vllm_patchkit.judge.tree_pytest import absent_vllm_modules
 
 # What pytest prints on a user's checkout (no vllm/_version.py): vLLM's own
 # warning, then the collection error of the test file.

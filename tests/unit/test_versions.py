@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patchkit.gitcmd import Git, init_repo
-from vllm_patchkit.versions import (
+from vllm_patchkit.trees.versions import (
     parse_range,
     parse_release,
     tree_release,

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.apply import Status, apply_series
-from vllm_patchkit.installed import copy_installed_vllm
-from vllm_patchkit.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.series import Series
+from vllm_patchkit.git.apply import Status, apply_series
+from vllm_patchkit.git.series import Series
+from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
+from vllm_patchkit.trees.installed import copy_installed_vllm
 
 
 def _run_dir(factory: pytest.TempPathFactory) -> Path:

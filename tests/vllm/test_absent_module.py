@@ -11,8 +11,8 @@ import importlib
 
 import pytest
 
-from vllm_patchkit.regression.scenarios import failed_outcome
-from vllm_patchkit.regression.verdict import HARNESS_ERROR, NOT_RUN, fixed_checks
+from vllm_patchkit.judge.regression.scenarios import failed_outcome
+from vllm_patchkit.judge.regression.verdict import HARNESS_ERROR, NOT_RUN, fixed_checks
 
 MISSING = "vllm.v1.attention.backends.rocm_attn_renamed_by_a_fork"
 

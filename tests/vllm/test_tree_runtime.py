@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
-from vllm_patchkit.releases import release_tree
-from vllm_patchkit.requirement_files import MAX_DEPTH
-from vllm_patchkit.tree_runtime import (
+from vllm_patchkit.trees.releases import release_tree
+from vllm_patchkit.trees.requirement_files import MAX_DEPTH
+from vllm_patchkit.trees.tree_runtime import (
     MANIFEST,
     RuntimeUnavailable,
     UnreadableRequirements,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.mutation.mutants import DEVICE_ZERO, Mutant, mutate
-from vllm_patchkit.mutation.worker import MODULE
-from vllm_patchkit.regression.runner import TreeReport
-from vllm_patchkit.regression.verdict import CORE_CHECKS, tally
-from vllm_patchkit.tree_process import TreeLauncher
+from vllm_patchkit.judge.mutation.mutants import DEVICE_ZERO, Mutant, mutate
+from vllm_patchkit.judge.mutation.worker import MODULE
+from vllm_patchkit.judge.regression.runner import TreeReport
+from vllm_patchkit.judge.regression.verdict import CORE_CHECKS, tally
+from vllm_patchkit.trees.tree_process import TreeLauncher
 
 REGRESSION = Path(__file__).parents[2] / "tools" / "vllm_patchkit" / "regression"
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
@@ -32,13 +32,13 @@ NOT_RUN_ON_0_28 = {
 }
 """Checks that cannot run on CPU with 0.28.0, and the start of each reason."""
 START_UP_MODULES = (
-    "vllm_patchkit.regression",
-    "vllm_patchkit.regression.verdict",
-    "vllm_patchkit.regression.runner",
-    "vllm_patchkit.verify",
-    "vllm_patchkit.reports",
-    "vllm_patchkit.demo",
-    "vllm_patchkit.matrix",
+    "vllm_patchkit.judge.regression",
+    "vllm_patchkit.judge.regression.verdict",
+    "vllm_patchkit.judge.regression.runner",
+    "vllm_patchkit.judge.verify",
+    "vllm_patchkit.present.reports",
+    "vllm_patchkit.judge.demo",
+    "vllm_patchkit.judge.matrix",
 )
 
 
@@ -47,13 +47,13 @@ def _imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "vllm_patchkit.regression":
+            if node.module == "vllm_patchkit.judge.regression":
                 found |= {alias.name for alias in node.names}
-            elif node.module.startswith("vllm_patchkit.regression."):
+            elif node.module.startswith("vllm_patchkit.judge.regression."):
                 found.add(node.module.rsplit(".", 1)[1])
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("vllm_patchkit.regression."):
+                if alias.name.startswith("vllm_patchkit.judge.regression."):
                     found.add(alias.name.rsplit(".", 1)[1])
     return found
 
@@ -125,7 +125,7 @@ def _run_with_rocm_attn(
     for name in scenarios:
         args += ["--scenario", name]
     proc = subprocess.run(
-        [sys.executable, "-m", "vllm_patchkit.mutation.worker", str(module_file)]
+        [sys.executable, "-m", "vllm_patchkit.judge.mutation.worker", str(module_file)]
         + ["--", *args],
         cwd=scratch,
         env=TreeLauncher.of(tree).env(),

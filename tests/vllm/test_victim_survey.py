@@ -1,6 +1,6 @@
 """The victim table is complete: every reader of the host offsets is accounted for.
 
-The static survey (:mod:`vllm_patchkit.regression.survey`) lists the builders
+The static survey (:mod:`vllm_patchkit.judge.regression.survey`) lists the builders
 of a tree whose ``build`` or capture reaches ``query_start_loc_cpu``. On the
 installed vLLM each must be a scenario, not run for a stated reason, or
 covered by another scenario; a new reader in a later release fails here
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.installed import installed_vllm_dir
+from vllm_patchkit.judge.regression.survey import survey
+from vllm_patchkit.judge.regression.victims import COVERED_ELSEWHERE, NOT_RUN, VICTIMS
 from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.regression.survey import survey
-from vllm_patchkit.regression.victims import COVERED_ELSEWHERE, NOT_RUN, VICTIMS
+from vllm_patchkit.trees.installed import installed_vllm_dir
 
 ROCM = "vllm.v1.attention.backends.rocm_attn.RocmAttentionMetadataBuilder"
 DOC = PROJECT_ROOT / "docs" / "regression-suite.md"

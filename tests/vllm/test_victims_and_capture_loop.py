@@ -32,10 +32,14 @@ from typing import Any
 
 import pytest
 
-from vllm_patchkit.regression.runner import TreeReport
-from vllm_patchkit.regression.scenarios import DECODE_QUERY_LENS, Outcome
-from vllm_patchkit.regression.verdict import INDEXER_ASSERT, INDEXER_FILE, fixed_checks
-from vllm_patchkit.regression.victims import VICTIMS
+from vllm_patchkit.judge.regression.runner import TreeReport
+from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS, Outcome
+from vllm_patchkit.judge.regression.verdict import (
+    INDEXER_ASSERT,
+    INDEXER_FILE,
+    fixed_checks,
+)
+from vllm_patchkit.judge.regression.victims import VICTIMS
 
 _ASSERT = "assert decode_query_len > 0"
 _MM3 = "vllm/models/minimax_m3"

@@ -59,7 +59,7 @@ MEANINGS: dict[str, dict[int, str]] = {
             "which torch and extra packages ran it, what it pins and what "
             "could not be provided, and each check that could not run says "
             "why (a module layout the harness does not know yet: teach "
-            "`tools/vllm_patchkit/regression/layout.py`, not the patches)"
+            "`tools/vllm_patchkit/judge/regression/layout.py`, not the patches)"
         ),
     },
     "signoff": {

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sys
 
-from vllm_patchkit.releases import release_tree
-from vllm_patchkit.reports import runtime_line
-from vllm_patchkit.tree_runtime import runtime_for
+from vllm_patchkit.present.reports import runtime_line
+from vllm_patchkit.trees.releases import release_tree
+from vllm_patchkit.trees.tree_runtime import runtime_for
 
 
 def main(version: str) -> int:

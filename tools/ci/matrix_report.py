@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from vllm_patchkit.commands.matrix import unjudged_cells
-from vllm_patchkit.matrix import Row
+from vllm_patchkit.judge.matrix import Row
 
 
 def _rows(path: Path) -> dict[str, Row]:

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.git.series import SeriesError, inside, parse_patch
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.series import SeriesError, inside, parse_patch
 
 STATUS_BY_EXIT = {0: "rebased", 2: "refused", 3: "error", 4: "conflict"}
 GATES = (

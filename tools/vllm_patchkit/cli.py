@@ -31,6 +31,7 @@ from vllm_patchkit.commands import (
     test,
     upstream,
 )
+from vllm_patchkit.commands import memcheck as memcheck_command
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
@@ -38,7 +39,6 @@ from vllm_patchkit.commands.common import (
     emit_json,
 )
 from vllm_patchkit.errors import PatchkitError
-from vllm_patchkit.memcheck import command as memcheck_command
 from vllm_patchkit.paths import PATCHES_DIR
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only

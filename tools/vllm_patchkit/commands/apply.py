@@ -20,7 +20,7 @@ from vllm_patchkit.commands.common import (
 
 def exit_by_status() -> dict[object, int]:
     """Exit code per apply.Status (built on use: the library loads in run())."""
-    from vllm_patchkit.apply import Status
+    from vllm_patchkit.git.apply import Status
 
     return {
         Status.APPLIED: EXIT_OK,
@@ -103,9 +103,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.apply import apply_series
-    from vllm_patchkit.guard import JournalAction
-    from vllm_patchkit.series import load_series
+    from vllm_patchkit.git.apply import apply_series
+    from vllm_patchkit.git.guard import JournalAction
+    from vllm_patchkit.git.series import load_series
 
     journal = JournalAction(args.journal_action)
     series = load_series(args.patches)

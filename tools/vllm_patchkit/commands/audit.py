@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, add_json, emit_json
-from vllm_patchkit.runtime import INSTALLED_VLLM, require
+from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
-    from vllm_patchkit.audit.findings import AuditReport
+    from vllm_patchkit.judge.audit.findings import AuditReport
 
 _DESCRIPTION = (
     "Find the class of bug behind vLLM #51585 in a vLLM tree or (with no "
@@ -65,14 +65,14 @@ def run(args: argparse.Namespace) -> int:
     if installed:
         hint = "or name a vLLM tree: audit PATH"
         require("audit", INSTALLED_VLLM, hint)
-        from vllm_patchkit.installed import installed_vllm_dir
+        from vllm_patchkit.trees.installed import installed_vllm_dir
 
         tree = installed_vllm_dir().parent
     else:
         tree = args.path.resolve()
         if not (tree / "vllm").is_dir():
             raise RefusedError(f"{args.path} is not a vLLM tree (no vllm/ in it)")
-    from vllm_patchkit.audit import audit_tree
+    from vllm_patchkit.judge.audit import audit_tree
 
     report = audit_tree(
         tree,

@@ -1,7 +1,7 @@
 """``vllm-patchkit check``: read-only status of each patch in a checkout.
 
 Nothing changes, in the work tree or under ``.git``: the states come from
-:func:`vllm_patchkit.checkout.classify`, which tries each patch against a
+:func:`vllm_patchkit.git.checkout.classify`, which tries each patch against a
 scratch index and a temporary object directory, patch after patch, so later
 patches are checked on top of earlier ones. It works on a read-only
 repository and gives the same answer there.
@@ -49,8 +49,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.checkout import PatchState, classify, open_checkout
-    from vllm_patchkit.series import load_series
+    from vllm_patchkit.git.checkout import PatchState, classify, open_checkout
+    from vllm_patchkit.git.series import load_series
 
     reports = classify(open_checkout(args.path), load_series(args.patches))
     conflict = any(r.status == PatchState.CONFLICT for r in reports)

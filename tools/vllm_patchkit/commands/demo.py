@@ -7,11 +7,11 @@ from pathlib import Path
 
 from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import add_json, emit_json
-from vllm_patchkit.runtime import VLLM_RUNTIME, require
+from vllm_patchkit.trees.runtime import VLLM_RUNTIME, require
 
 
 def _describe(parser: argparse.ArgumentParser) -> None:
-    from vllm_patchkit import demo
+    from vllm_patchkit.judge import demo
 
     parser.set_defaults(release=demo.DEFAULT_VERSION, branch=demo.DEFAULT_BRANCH)
     parser.description = (
@@ -50,10 +50,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     require("demo", VLLM_RUNTIME)
-    from vllm_patchkit import demo
+    from vllm_patchkit.git.series import load_series
+    from vllm_patchkit.judge import demo
     from vllm_patchkit.paths import cache_dir
-    from vllm_patchkit.reports import format_demo
-    from vllm_patchkit.series import load_series
+    from vllm_patchkit.present.reports import format_demo
 
     series = load_series(args.patches)
     if args.path is None:

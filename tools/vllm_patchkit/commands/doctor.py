@@ -13,7 +13,7 @@ from vllm_patchkit.commands.common import (
     to_jsonable,
 )
 from vllm_patchkit.judgement import Verdict
-from vllm_patchkit.runtime import INSTALLED_VLLM, require
+from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
         require("doctor", INSTALLED_VLLM, hint)
     from vllm_overlay.fixes import RECORD
     from vllm_overlay.record import render_record
-    from vllm_patchkit.doctor import diagnose
-    from vllm_patchkit.series import load_series
+    from vllm_patchkit.git.series import load_series
+    from vllm_patchkit.judge.doctor import diagnose
 
     diagnosis = diagnose(load_series(args.patches), args.path)
     if args.json:

@@ -15,14 +15,14 @@ from vllm_patchkit.commands.common import (
 )
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.judgement import Verdict
-from vllm_patchkit.runtime import VLLM_RUNTIME, require
+from vllm_patchkit.trees.runtime import VLLM_RUNTIME, require
 
 ROW_FILE = "matrix-rows.json"
 """What a sharded run (--releases, --shard) writes in --output-dir."""
 
 TYPE_CHECKING = False  # the matrix library loads only when the command runs
 if TYPE_CHECKING:
-    from vllm_patchkit.matrix import Row
+    from vllm_patchkit.judge.matrix import Row
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -200,10 +200,10 @@ def run(args: argparse.Namespace) -> int:
     check_readme(args)
     import time
 
-    from vllm_patchkit import matrix_shards as shards
-    from vllm_patchkit.matrix import Progress, build_matrix, select_versions
-    from vllm_patchkit.matrix_table import summary
-    from vllm_patchkit.series import load_series
+    from vllm_patchkit.git.series import load_series
+    from vllm_patchkit.judge.matrix import Progress, build_matrix, select_versions
+    from vllm_patchkit.present import matrix_shards as shards
+    from vllm_patchkit.present.matrix_table import summary
 
     everything = select_versions(args.first, args.last)  # InputError: none there
     versions = everything
@@ -246,14 +246,14 @@ def run(args: argparse.Namespace) -> int:
 def check_readme(args: argparse.Namespace) -> None:
     """Refuse a --readme without the markers before anything runs."""
     if args.readme is not None:
-        from vllm_patchkit.matrix_table import README_START
+        from vllm_patchkit.present.matrix_table import README_START
 
         if README_START not in args.readme.read_text():
             raise InputError(f"{args.readme}: no '{README_START}' marker")
 
 
 def list_releases(args: argparse.Namespace) -> int:
-    from vllm_patchkit.matrix import select_versions
+    from vllm_patchkit.judge.matrix import select_versions
 
     versions = select_versions(args.first, args.last)
     if args.json:
@@ -265,7 +265,7 @@ def list_releases(args: argparse.Namespace) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """The table of sharded runs' row files, written as one run writes it."""
-    from vllm_patchkit.matrix_shards import merge as merge_rows
+    from vllm_patchkit.present.matrix_shards import merge as merge_rows
 
     check_readme(args)
     rows, run_info = merge_rows(args.merge)
@@ -275,7 +275,7 @@ def merge(args: argparse.Namespace) -> int:
 def write_table(args: argparse.Namespace, rows: list[Row], run_info: dict) -> int:
     """matrix.md, matrix.json and the README's table from ``rows``: the one
     tail of an unsharded run and of a merge, so the two write the same bytes."""
-    from vllm_patchkit.matrix_table import markdown, to_json, with_table
+    from vllm_patchkit.present.matrix_table import markdown, to_json, with_table
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     table = markdown(rows)
@@ -311,7 +311,7 @@ def _exit(rows: list[Row]) -> int:
 def unjudged_cells(rows: list[Row]) -> list[str]:
     """``VERSION step`` of every measured cell that could not be judged
     (cannot judge, cannot run); a step the user left out is not one."""
-    from vllm_patchkit.matrix import UNJUDGED
+    from vllm_patchkit.judge.matrix import UNJUDGED
 
     return [
         f"{row.version} {name}"

@@ -110,13 +110,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vllm_patchkit.git.series import load_series
     from vllm_patchkit.pull_request import (
         UPSTREAM_REPO,
         Options,
         prepare_pull_request,
         submit,
     )
-    from vllm_patchkit.series import load_series
 
     options = Options(
         signoff=args.signoff,

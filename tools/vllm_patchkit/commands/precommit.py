@@ -93,9 +93,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # PrecommitRefused (2) and PrecommitEnvironmentError (3) take the CLI's
     # one error path.
+    from vllm_patchkit.git.series import load_series
     from vllm_patchkit.precommit import run_precommit
-    from vllm_patchkit.reports import format_precommit
-    from vllm_patchkit.series import load_series
+    from vllm_patchkit.present.reports import format_precommit
 
     series = load_series(args.patches)
     files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))

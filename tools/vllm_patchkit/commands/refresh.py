@@ -38,7 +38,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.refresh import refresh_series
+    from vllm_patchkit.git.refresh import refresh_series
 
     result = refresh_series(args.path, writable_series(args.patches), args.base)
     if args.json:

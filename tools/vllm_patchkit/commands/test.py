@@ -11,7 +11,7 @@ from vllm_patchkit.commands.common import (
     emit_json,
 )
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.runtime import TEST_RUNTIME, require
+from vllm_patchkit.trees.runtime import TEST_RUNTIME, require
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline and args.no_baseline:
         raise InputError("--baseline and --no-baseline contradict each other")
     require("test", TEST_RUNTIME)
-    from vllm_patchkit.reports import format_verify
-    from vllm_patchkit.series import load_series
-    from vllm_patchkit.verify import verify_tree
+    from vllm_patchkit.git.series import load_series
+    from vllm_patchkit.judge.verify import verify_tree
+    from vllm_patchkit.present.reports import format_verify
 
     result = verify_tree(
         args.path,

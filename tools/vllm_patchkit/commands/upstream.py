@@ -36,7 +36,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.upstream import build_upstream
+    from vllm_patchkit.git.upstream import build_upstream
 
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     path = build_upstream(versions, args.dest)

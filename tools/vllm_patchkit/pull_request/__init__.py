@@ -18,16 +18,30 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patchkit.checkout import (
+from vllm_patchkit.git.checkout import (
     BASE_REF,
     busy_reason,
     committer_env,
     dirty_reason,
     open_checkout,
 )
+from vllm_patchkit.git.revs import (
+    ArgumentError,
+    check_ref_name,
+    check_repository,
+    check_revision,
+)
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.judge.tree_pytest import series_test_files
+from vllm_patchkit.judge.verify import verify_tree
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit import run_precommit
+from vllm_patchkit.present.reports import (
+    format_precommit,
+    format_verify,
+    suite_highlight,
+)
 from vllm_patchkit.pull_request.body import (
     RunRecord,
     fill_template,
@@ -45,16 +59,6 @@ from vllm_patchkit.pull_request.signoff import (
     series_commits,
     upstream_message,
 )
-from vllm_patchkit.reports import format_precommit, format_verify, suite_highlight
-from vllm_patchkit.revs import (
-    ArgumentError,
-    check_ref_name,
-    check_repository,
-    check_revision,
-)
-from vllm_patchkit.series import Series
-from vllm_patchkit.tree_pytest import series_test_files
-from vllm_patchkit.verify import verify_tree
 
 UPSTREAM_REPO = "vllm-project/vllm"
 _REFERENCE = re.compile(r"vllm-project/vllm#(\d+)")

@@ -1,0 +1,472 @@
+"""A user's vLLM checkout: open it, say why not to touch it, classify patches.
+
+Every command that reads or changes a checkout starts here. The state of a
+patch in a checkout is decided by :func:`classify` alone and named by
+:class:`PatchState` alone, so apply, check, doctor and matrix speak one
+vocabulary. Classifying writes nothing anywhere under ``.git``: applicability
+is tried against a scratch index whose new objects go to a temporary object
+directory (the repository's own is only read, as an alternate).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from vllm_patchkit.errors import RefusedError
+from vllm_patchkit.git.carry import (
+    Carry,
+    TreeVersion,
+    decide,
+    read_version,
+)
+from vllm_patchkit.git.invariants import check_invariant
+from vllm_patchkit.git.series import Patch, Series
+from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
+
+BASE_REF = "refs/vllm-patchkit/base"
+"""The upstream commit the series sits on: written by apply and rebase, read
+by refresh."""
+
+
+class PatchState(enum.StrEnum):
+    """The state of one patch in one tree; the only words reports use for it."""
+
+    APPLIED = "applied"
+    """The tree has it: a commit in its history has the patch's patch-id (or,
+    outside git, the patch reverses cleanly)."""
+    UPSTREAMED = "upstreamed"
+    """Not applied, but its invariant holds without it: upstream carries it."""
+    NOT_CARRIED = "not-carried"
+    """Neither, and the series does not carry the patch for this tree
+    (skipped, not a failure): its code lacks the bug's shape (target
+    missing, or the shape of a release the patch is not for), or, where the
+    code cannot be read, its release is outside the patch's ``Affects:``
+    range; or the user skipped it (``apply --skip``). See
+    :func:`vllm_patchkit.git.carry.decide`."""
+    APPLIES = "applies"
+    """Neither; it applies on top of the patches before it (cleanly or with a
+    3-way merge)."""
+    CONFLICT = "conflict"
+    """Neither; it does not apply here."""
+
+
+@dataclass
+class PatchReport:
+    name: str
+    status: str
+    """A :class:`PatchState`."""
+    detail: str = ""
+    files: list[str] = field(default_factory=list)
+    hunks: list[str] = field(default_factory=list)
+    carry: str = ""
+    """Why the series carries the patch here although the tree's version
+    says otherwise (the code decided: :func:`vllm_patchkit.git.carry.decide`)."""
+
+
+class NotACheckoutError(RefusedError, ValueError):
+    """The path is not a vLLM git checkout the tool can work on."""
+
+
+_IN_PROGRESS = {
+    "rebase-apply": "a git am or rebase",
+    "rebase-merge": "a git rebase",
+    "MERGE_HEAD": "a git merge",
+    "CHERRY_PICK_HEAD": "a git cherry-pick",
+    "REVERT_HEAD": "a git revert",
+    "BISECT_LOG": "a git bisect",
+}
+
+
+def open_checkout(path: Path) -> Git:
+    """The git work tree at ``path``; raise NotACheckoutError otherwise."""
+    path = path.resolve()
+    if not path.is_dir():
+        raise NotACheckoutError(f"{path}: no such directory")
+    git = Git(path)
+    # One rev-parse for the common case (the objects directory too, for
+    # classify's scratch index); the separate calls below only run to
+    # explain a failure precisely.
+    proc = git.run(
+        "rev-parse",
+        "--show-toplevel",
+        "--absolute-git-dir",
+        "--path-format=absolute",
+        "--git-path",
+        "objects",
+        "HEAD",
+        check=False,
+    )
+    if proc.returncode == 0:
+        top, git_dir, objects, _ = proc.stdout.splitlines()
+        git.set_git_dir(Path(git_dir), Path(objects))
+    else:
+        top = git.toplevel()
+    if top is None:
+        raise NotACheckoutError(f"{path}: not a git checkout")
+    if Path(top) != path:
+        raise NotACheckoutError(f"{path}: not the top of its git checkout ({top})")
+    if not (path / "vllm" / "__init__.py").is_file():
+        raise NotACheckoutError(f"{path}: a git checkout, but not of vLLM (no vllm/)")
+    # The first rev-parse named HEAD: when it succeeded, there is a commit.
+    verify = ("rev-parse", "--verify", "--quiet", "HEAD")
+    if proc.returncode and git.run(*verify, check=False).returncode:
+        raise NotACheckoutError(f"{path}: the checkout has no commits")
+    return git
+
+
+def dirty_reason(git: Git) -> str | None:
+    status = git.status_porcelain()
+    if not status:
+        return None
+    entries = [e for e in status.split("\0") if e and len(e) > 3]
+    shown = ", ".join(e[3:] for e in entries[:5])
+    more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+    return f"uncommitted changes or untracked files: {shown}{more}"
+
+
+def busy_reason(git: Git) -> str | None:
+    """A git operation the user has in progress (not one of ours)."""
+    git_dir = git.git_dir()
+    for name, what in _IN_PROGRESS.items():
+        if (git_dir / name).exists():
+            return f"{what} is in progress; finish or abort it first"
+    return None
+
+
+def refusal(
+    git: Git, *, allow_detached: bool = False, branch: str | None | bool = False
+) -> str | None:
+    """Why a run that changes this checkout must not start, if it must not.
+
+    ``branch``: the checked-out branch when the caller has just read it
+    (None: detached), so that it is not asked of git twice.
+    """
+    reason = busy_reason(git) or dirty_reason(git)
+    if reason:
+        return f"{git.root}: refusing: {reason}"
+    if branch is False:
+        branch = git.branch()
+    if not allow_detached and branch is None:
+        return (
+            f"{git.root}: refusing a detached HEAD: the commits would belong to no "
+            "branch; check out a branch first (git switch -c NAME)"
+        )
+    return None
+
+
+def committer_env(git: Git) -> dict[str, str]:
+    """The user's identity when configured, else the toolkit's."""
+    configured = git.run("config", "user.email", check=False).stdout.strip()
+    if configured:
+        return {}
+    return {k: v for k, v in TOOL_IDENTITY.items() if k.startswith("GIT_COMMITTER")}
+
+
+def patch_ids(git: Git, text: str) -> list[str]:
+    """The stable patch-id of every mail or commit in ``text``, in order."""
+    proc = git.run("patch-id", "--stable", input_text=text)
+    return [line.split()[0] for line in proc.stdout.splitlines()]
+
+
+def in_history(git: Git, patch: Patch, limit: int = 200) -> bool:
+    """True when a recent commit touching the patch's files has its patch-id."""
+    return patch.name in history(git, [patch], limit).applied
+
+
+@dataclass
+class History:
+    """What :func:`history` found for a list of patches."""
+
+    patch_ids: dict[str, str]
+    """Each patch's stable patch-id, by name (the journal records them)."""
+    applied: set[str]
+    """The patches a recent commit touching their files has the patch-id of."""
+
+
+def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
+    """Each patch's patch-id, and whether a recent commit carries it.
+
+    One ``git log -p`` per patch (its last ``limit`` commits touching the
+    patch's files, each diff limited to those files) and one ``git
+    patch-id`` for all patches and their candidate commits: the check stays
+    fast on a real vLLM history. Each patch's own mail gets a marker commit
+    id, so that the output splits back into patches by position.
+    """
+    chunks, markers = [], {}
+    for number, patch in enumerate(patches):
+        marker = f"{number + 1:040x}"
+        markers[marker] = patch.name
+        _, _, rest = patch.path.read_text().partition("\n")
+        chunks.append(f"From {marker} Mon Sep 17 00:00:00 2001\n{rest}")
+        log = git.run(
+            "log",
+            f"--max-count={limit}",
+            "--format=commit %H",
+            "--patch",
+            "--full-index",
+            "--no-color",
+            "HEAD",
+            "--",
+            *patch.files,
+        ).stdout
+        chunks.append(log)
+    found = History({}, set())
+    if not patches:
+        return found
+    ids = git.run("patch-id", "--stable", input_text="".join(chunks)).stdout
+    current = None
+    for line in ids.splitlines():
+        pid, commit = line.split()
+        if commit in markers:
+            current = markers[commit]
+            found.patch_ids[current] = pid
+        elif current is not None and found.patch_ids[current] == pid:
+            found.applied.add(current)
+    return found
+
+
+def invariant_holds(git: Git, patch: Patch) -> bool | None:
+    """None when the patch declares no invariant."""
+    if patch.invariant is None:
+        return None
+    return check_invariant(patch.invariant, git.root).holds
+
+
+def carry_of(
+    patch: Patch, root: Path, version: TreeVersion, skip: frozenset[str] = frozenset()
+) -> Carry:
+    """Whether the series carries ``patch`` for the tree at ``root``
+    (:func:`vllm_patchkit.git.carry.decide`: by its code, or by its version
+    where the code cannot be read); not when the user skips it (``skip``,
+    from ``apply --skip``)."""
+    if patch.name in skip:
+        return Carry(False, SKIPPED_BY_USER)
+    return decide(patch, root, version)
+
+
+SKIPPED_BY_USER = "skipped by the user (--skip)"
+
+
+def not_carried(patch: Patch, root: Path, version: TreeVersion) -> PatchReport | None:
+    """The NOT_CARRIED report when :func:`carry_of` says so; None otherwise."""
+    carry = carry_of(patch, root, version)
+    if carry.carried:
+        return None
+    return PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why)
+
+
+def classify(
+    git: Git, series: Series, skip: frozenset[str] = frozenset()
+) -> list[PatchReport]:
+    """Every patch's :class:`PatchState` in the checkout, reading only.
+
+    In order: applied, upstreamed, not carried for the tree's release; a
+    patch that is none of these is tried with ``git apply --cached`` (then
+    ``--3way``) against a scratch index holding HEAD and the patches before
+    it; its objects go to a temporary directory.
+    """
+    return classify_with_history(git, series, skip=skip)[0]
+
+
+def classify_with_history(
+    git: Git,
+    series: Series,
+    *,
+    try_apply: bool = True,
+    skip: frozenset[str] = frozenset(),
+) -> tuple[list[PatchReport], History]:
+    """:func:`classify`, and the :class:`History` it read on the way.
+
+    ``try_apply=False`` leaves a patch that is none of applied, upstreamed
+    or not carried as :attr:`PatchState.APPLIES` with the detail
+    ``UNTRIED``, without trying it: apply tries it with ``git am`` anyway,
+    and asks :func:`classify` only when that fails. ``skip``: patch names
+    the user skips (``apply --skip``), not-carried whatever the tree is.
+    """
+    reports: list[PatchReport] = []
+    version = read_version(git.root)
+    found = history(git, list(series.patches))
+    to_try: dict[int, Patch] = {}
+    for patch in series.patches:
+        if patch.name in found.applied:
+            reports.append(PatchReport(patch.name, PatchState.APPLIED, "in history"))
+        elif invariant_holds(git, patch):
+            detail = f"invariant {patch.invariant} holds without the patch"
+            reports.append(PatchReport(patch.name, PatchState.UPSTREAMED, detail))
+        elif not (carry := carry_of(patch, git.root, version, skip)).carried:
+            reports.append(PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why))
+        else:
+            to_try[len(reports)] = patch
+            files = list(patch.files)
+            reports.append(
+                PatchReport(
+                    patch.name, PatchState.APPLIES, UNTRIED, files, carry=carry.why
+                )
+            )
+    if try_apply and to_try:
+        tried = _try_in_order(git, list(to_try.values()))
+        for (index, patch), (state, detail) in zip(to_try.items(), tried, strict=True):
+            why = reports[index].carry
+            reports[index] = PatchReport(
+                patch.name, state, detail, list(patch.files), carry=why
+            )
+    return reports, found
+
+
+def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]]:
+    """Each patch tried on a scratch index holding HEAD and the patches
+    before it. One ``git apply --cached`` of all of them first: git applies
+    its patches one after another, each on the result of those before, and
+    writes the index only if all apply, so when it succeeds each of them
+    applies cleanly; otherwise they are tried one by one on the index as it
+    was (``--3way`` for those that need it)."""
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
+        env = scratch_env(git, Path(scratch))
+        _seed_index(git, {name for p in patches for name in p.files}, env)
+        if len(patches) > 1:
+            paths = [str(p.path) for p in patches]
+            together = git.run("apply", "--cached", *paths, check=False, env=env)
+            if together.returncode == 0:
+                return [(PatchState.APPLIES, "applies cleanly")] * len(patches)
+        return [_try_apply(git, patch.path, env) for patch in patches]
+
+
+UNTRIED = "not tried before git am"
+
+
+def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
+    """Fill the scratch index with HEAD's entries that decide ``paths``.
+
+    ``git apply --cached`` reads no others: the entries at and under each
+    path (a path the patches create is absent here exactly when HEAD lacks
+    it; a directory there is a file/directory conflict), and any file or
+    submodule at one of its parent directories (the other conflict, "appears
+    as both a file and as a directory"). Reading all of HEAD instead (6,600
+    entries on vLLM) was check's costliest step.
+    """
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    listing = git.run(
+        "ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", *sorted(paths), env=literal
+    ).stdout
+    parents = {str(d) for name in paths for d in PurePosixPath(name).parents}
+    parents -= {".", *paths}
+    if parents:
+        # Without -r: a parent that is a directory is one tree entry (not
+        # kept), not all of its files.
+        above = git.run(
+            "ls-tree", "-z", "--full-tree", "HEAD", "--", *sorted(parents), env=literal
+        ).stdout
+        kept = [e for e in above.split("\0") if e and e.split(" ", 2)[1] != "tree"]
+        listing += "".join(f"{entry}\0" for entry in kept)
+    git.run("update-index", "-z", "--index-info", input_text=listing, env=env)
+
+
+def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
+    """An index and an object directory in ``scratch``; the repository's
+    objects are read through an alternate, never written."""
+    objects = scratch / "objects"
+    objects.mkdir()
+    alternates = [str(git.objects_dir())]
+    inherited = os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+    if inherited:
+        alternates.append(inherited)
+    return {
+        "GIT_INDEX_FILE": str(scratch / "index"),
+        "GIT_OBJECT_DIRECTORY": str(objects),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join(alternates),
+    }
+
+
+def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, str]:
+    clean = git.run("apply", "--cached", str(patch), check=False, env=env)
+    if clean.returncode == 0:
+        return PatchState.APPLIES, "applies cleanly"
+    merged = git.run("apply", "--cached", "--3way", str(patch), check=False, env=env)
+    if merged.returncode == 0:
+        return PatchState.APPLIES, "applies with a 3-way merge"
+    errors = [
+        line for line in (merged.stderr or clean.stderr).splitlines() if line.strip()
+    ]
+    return PatchState.CONFLICT, "; ".join(errors[:3]) or "does not apply"
+
+
+def classify_path(root: Path, series: Series) -> list[PatchReport]:
+    """Every patch's :class:`PatchState` in whatever tree ``root`` is, the
+    same answer check and apply give for it: a clean git checkout is
+    classified by :func:`classify` (its history says what is applied); any
+    other tree, or a checkout with uncommitted changes, by its files
+    (:func:`classify_tree`)."""
+    try:
+        git = open_checkout(root)
+    except NotACheckoutError:
+        return classify_tree(root, series)
+    if dirty_reason(git) is not None:
+        return classify_tree(root, series)
+    return classify(git, series)
+
+
+def classify_tree(root: Path, series: Series) -> list[PatchReport]:
+    """Every patch's :class:`PatchState` in a tree that may not be a git
+    checkout (a release's files, an installed vLLM), reading only.
+
+    Without a history, applied and upstreamed look alike (0.29.0 carries
+    the series verbatim): upstreamed (invariant) first, then applied (the
+    patch reverses cleanly), not carried, then ``git apply --check`` against
+    the files as they are (each patch alone; ``--check`` never writes). A
+    clean git checkout goes to :func:`classify` (see :func:`classify_path`).
+    """
+    git = Git(root)
+    version = read_version(root)
+    reports = []
+    for patch in series.patches:
+        if invariant_holds(git, patch):
+            reports.append(
+                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
+            )
+            continue
+        carry = carry_of(patch, root, version)
+        skipped = PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why)
+        forward = _check_apply(root, patch.path)
+        if forward.returncode == 0:
+            reports.append(
+                PatchReport(
+                    patch.name, PatchState.APPLIES, "git apply --check", carry=carry.why
+                )
+                if carry.carried
+                else skipped
+            )
+            continue
+        if _check_apply(root, patch.path, "--reverse").returncode == 0:
+            reports.append(
+                PatchReport(patch.name, PatchState.APPLIED, "reverses cleanly")
+            )
+            continue
+        reports.append(
+            PatchReport(
+                patch.name,
+                PatchState.CONFLICT,
+                forward.stderr.strip()[:200],
+                carry=carry.why,
+            )
+            if carry.carried
+            else skipped
+        )
+    return reports
+
+
+def _check_apply(
+    root: Path, patch: Path, *options: str
+) -> subprocess.CompletedProcess[str]:
+    # Outside a repository git apply acts like patch(1); inside one it
+    # checks against the work tree.
+    return subprocess.run(
+        [git_executable(), "apply", "--check", *options, str(patch)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )

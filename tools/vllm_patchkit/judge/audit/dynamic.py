@@ -1,0 +1,197 @@
+"""The audit's dynamic pass seen from the CLI: run the builders, read their writes.
+
+The builders run in a child process (:mod:`.dynamic_child`) started with the
+audited tree's runtime, so the tree's vLLM is the one imported. The child
+runs every builder it can make on CPU, in both modes, over one shared
+``CommonAttentionMetadata`` laid out as the model runner lays it out, records
+each in-place write (and each reassignment) of a shared field with the
+tree's file and line that made it, measures what each write does to the
+builders that can run after it (:mod:`.effect`), and prints JSON. This module
+starts the child and turns its JSON into typed results; it imports neither
+torch nor vLLM, so the CLI stays quick to start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.trees.child_json import run_json_child
+from vllm_patchkit.trees.tree_process import TreeLauncher
+
+MODES = ("build", "capture")
+"""``build``: ``build(0, metadata)``; ``capture``: ``build_for_cudagraph_capture``."""
+
+
+@dataclass(frozen=True)
+class ObservedWrite:
+    """One statement of the tree that wrote a shared metadata field during a run."""
+
+    file: str
+    """Relative to the tree root, e.g. ``vllm/v1/attention/backends/rocm_attn.py``."""
+    line: int
+    field: str
+    method: str
+    """``Class.method`` of the innermost frame of the tree that made the write."""
+    operation: str
+    """The in-place aten op (``zero_``, ``fill_``, ``copy_``...), ``slice
+    assignment`` / ``index assignment`` when the statement subscripts, or
+    ``reassignment`` (the field was bound to another object)."""
+    builder: str
+    """The builder whose run made it (``module.Class``)."""
+    mode: str
+    changed: bool
+    """The field's contents differ after the run (False: same values written)."""
+    source: str = ""
+    query_len: int = 1
+    """Decode query length of the batch (above 1: speculative decoding)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Effect:
+    """What one writer's writes of one field do to the builders that follow it."""
+
+    builder: str
+    mode: str
+    field: str
+    operation_kind: str
+    """``in place`` or ``reassignment``: they are protected differently."""
+    query_len: int = 1
+    victims: list[str] = field(default_factory=list)
+    """``module.Class (mode, q=N)`` of each follower whose build changed."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Capture-mode followers whose metadata only points at the written
+    buffer (what changed is the buffer itself, which the runner refills
+    before each replay): not victims, listed for the reader."""
+    differences: dict[str, str] = field(default_factory=dict)
+    """Victim -> what changed (fields of its metadata, or the exception)."""
+    followers: int = 0
+    """How many followers were compared."""
+    not_judged: dict[str, str] = field(default_factory=dict)
+    """Followers whose comparison could not be made, with why."""
+
+
+@dataclass
+class BuilderRun:
+    builder: str
+    file: str
+    line: int
+    mode: str | None
+    status: str
+    """``ran``, ``raised`` (its own run failed on CPU), ``could not run``
+    (not made: the reason says why) or ``abstract``."""
+    reason: str = ""
+    query_len: int | None = None
+
+
+@dataclass
+class DynamicResult:
+    tree: str
+    returncode: int
+    writes: list[ObservedWrite] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+    runs: list[BuilderRun] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    runtime: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    """Set when the child gave no result: the pass could not run at all."""
+
+    @property
+    def ran(self) -> list[BuilderRun]:
+        return [r for r in self.runs if r.status == "ran"]
+
+    @property
+    def could_not_run(self) -> list[BuilderRun]:
+        return [r for r in self.runs if r.status in ("raised", "could not run")]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tree": self.tree,
+            "returncode": self.returncode,
+            "error": self.error,
+            "writes": [w.to_json() for w in self.writes],
+            "effects": [asdict(e) for e in self.effects],
+            "runs": [asdict(r) for r in self.runs],
+            "seconds": self.seconds,
+            "runtime": self.runtime,
+        }
+
+
+def from_json(data: dict[str, Any]) -> DynamicResult:
+    return DynamicResult(
+        tree=data["tree"],
+        returncode=data.get("returncode", 0),
+        writes=[ObservedWrite(**w) for w in data.get("writes", [])],
+        effects=[Effect(**e) for e in data.get("effects", [])],
+        runs=[BuilderRun(**r) for r in data.get("runs", [])],
+        seconds=data.get("seconds", {}),
+        runtime=data.get("runtime", {}),
+        error=data.get("error"),
+    )
+
+
+def run_dynamic(tree: Path | None, timeout: float = 1200) -> DynamicResult:
+    """The dynamic pass and its effects on ``tree`` (None: the installed vLLM).
+
+    With the report cache on (a test session), a tree whose content was
+    already audited this session gets that run's result.
+    """
+    from vllm_patchkit.errors import PatchkitError
+    from vllm_patchkit.judge.regression import report_cache
+
+    name = str(tree) if tree is not None else "installed"
+    if tree is not None and not (tree / "vllm" / "__init__.py").is_file():
+        # Else the child would import (and audit) the installed vLLM.
+        return DynamicResult(name, -1, error=f"{tree} holds no vllm/ package")
+    try:
+        launcher = TreeLauncher.of(tree)
+    except PatchkitError as exc:  # the tree runtime cannot be given
+        return DynamicResult(name, -1, error=f"no runtime for the tree: {exc}")
+    # Builders that launch a Triton kernel run it under Triton's interpreter
+    # on CPU (with no device visible), as the project's kernel tests do.
+    env = launcher.env(TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"))
+    runtime = launcher.runtime.to_json() if launcher.runtime else {}
+
+    def produce() -> tuple[dict[str, Any], bool]:
+        result = _run_child(tree, name, env, timeout)
+        return result.to_json(), result.error is None
+
+    result = from_json(report_cache.reuse("audit-dynamic", tree, [], env, produce))
+    result.runtime = runtime
+    return result
+
+
+def _run_child(
+    tree: Path | None, name: str, env: dict[str, str], timeout: float
+) -> DynamicResult:
+    audited = [] if tree is None else [str(tree)]
+    start = time.monotonic()
+    child = run_json_child(
+        "vllm_patchkit.judge.audit.dynamic_child",
+        lambda output: ["--output", str(output), *audited],
+        env=env,
+        timeout_s=timeout,
+        scratch_prefix="vllm-patchkit-audit-",
+        output_name="dynamic.json",
+    )
+    if child.returncode is None:
+        return DynamicResult(
+            name, -1, error=f"the dynamic pass ran past {timeout:.0f} s"
+        )
+    if child.data is None:
+        tail = child.log[-2000:]
+        return DynamicResult(
+            name,
+            child.returncode,
+            error=f"the dynamic pass gave no result (exit {child.returncode}): {tail}",
+        )
+    result = from_json(child.data)
+    result.returncode = child.returncode
+    result.seconds["process"] = round(time.monotonic() - start, 2)
+    return result

@@ -1,0 +1,257 @@
+"""Every metadata builder of the importable vLLM, made on CPU as the runner makes it.
+
+Runs inside the audited tree's runtime (the dynamic child). The list of
+builders comes from the regression survey's parse of the tree's source, so
+builders defined inside factory functions (subclassed backends such as
+cross attention) are listed even though no class object exists until the
+factory runs. A builder is then made from the regression suite's recipe for
+it when the suite has one (:data:`vllm_patchkit.judge.regression.victims.VICTIMS`:
+its KV-cache spec, model shape, factory), else from a recipe guessed from its
+bases. One that cannot be made is kept with the reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.judge.regression import harness, survey, victims
+
+ROCM_BUILDER = "vllm.v1.attention.backends.rocm_attn.RocmAttentionMetadataBuilder"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to make one builder: a :class:`victims.Victim` minus its scenario."""
+
+    spec: str = "full"
+    model: str = "llama"
+    mla_layer: bool = False
+    factory: str | None = None
+    factory_kwargs: dict[str, Any] = field(default_factory=dict)
+    query_lens: tuple[int, ...] = (1, 3)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Entry:
+    """One builder class found in the tree's source."""
+
+    qualname: str
+    """``module.Class`` (factory-made: the factory's module)."""
+    module: str
+    name: str
+    file: str
+    line: int
+    in_factory: bool
+
+
+@dataclass
+class Made:
+    """A builder that was made, with what its runs need."""
+
+    entry: Entry
+    cls: type
+    builder: Any
+    config: Any
+    recipe: Recipe
+
+    @property
+    def label(self) -> str:
+        return self.entry.qualname
+
+
+@dataclass
+class NotMade:
+    entry: Entry
+    status: str
+    """``abstract`` (runs only through its subclasses) or ``could not run``."""
+    reason: str
+
+
+_LAYERS = "vllm.model_executor.layers.attention"
+FACTORY_RECIPES: dict[str, Recipe] = {
+    f"{_LAYERS}.static_sink_attention.StaticSinkAttentionBuilder": Recipe(
+        factory="create_static_sink_attention_backend",
+        factory_kwargs={"sink_len": harness.BLOCK_SIZE},
+    ),
+    f"{_LAYERS}.chunked_local_attention.ChunkedLocalAttentionBuilder": Recipe(
+        factory="create_chunked_local_attention_backend",
+        factory_kwargs={"attention_chunk_size": 2 * harness.BLOCK_SIZE},
+    ),
+    f"{_LAYERS}.encoder_only_attention.EncoderOnlyAttentionBuilder": Recipe(
+        factory="create_encoder_only_attention_backend"
+    ),
+    "vllm.v1.attention.backends.utils.FastPrefillAttentionBuilder": Recipe(
+        factory="create_fast_prefill_custom_backend",
+        factory_kwargs={"prefix": "Audit_"},
+    ),
+}
+"""Factory-made builders the regression suite has no victim for: the factory
+and its arguments. Like the suite's, each wraps the ROCm backend (a backend
+every release can make on CPU), so the subclass's own code runs on top of it."""
+
+
+def _from_factory(module: Any, recipe: Recipe) -> type:
+    factory = getattr(module, recipe.factory or "")
+    params = inspect.signature(factory).parameters
+    backend = harness.rocm_backend_cls()
+    if "underlying_attn_backend" in params:
+        made = factory(underlying_attn_backend=backend, **recipe.factory_kwargs)
+    else:
+        made = factory(backend, **recipe.factory_kwargs)
+    return made.get_builder_cls()
+
+
+def _recipes_from_suite() -> dict[str, Recipe]:
+    out = dict(FACTORY_RECIPES)
+    for v in victims.VICTIMS:
+        out[v.qualname] = Recipe(
+            v.spec,
+            v.model,
+            v.mla_layer,
+            v.factory,
+            dict(v.factory_kwargs),
+            tuple(v.query_lens),
+            dict(v.kwargs),
+        )
+    return out
+
+
+def discover(tree: Path) -> list[Entry]:
+    """Builder classes defined in ``tree``'s ``vllm/`` (the survey's rules)."""
+    found = [
+        Entry(
+            f"{module.name}.{cls.name}",
+            module.name,
+            cls.name,
+            str(module.path.relative_to(tree)),
+            cls.node.lineno,
+            cls.in_factory,
+        )
+        for module, cls in survey.builder_classes(tree)
+    ]
+    return sorted(found, key=lambda e: e.qualname)
+
+
+def _import(module: str) -> Any:
+    parts = module.split(".")
+    if module.startswith("vllm.models.") and len(parts) > 3:
+        # Model packages' __init__ import the whole model (torchvision).
+        return harness.import_without_parent_init(
+            ".".join(parts[:3]), ".".join(parts[3:])
+        )
+    return importlib.import_module(module)
+
+
+def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
+    """Recipes to try for a builder the suite has none for, likeliest first:
+    the recipe of the nearest base the suite knows, then by the bases' names."""
+    inherited = [
+        suite[f"{c.__module__}.{c.__qualname__}"]
+        for c in cls.__mro__[1:]
+        if f"{c.__module__}.{c.__qualname__}" in suite
+    ]
+    inherited = [dataclasses.replace(r, factory=None) for r in inherited[:1]]
+    names = {c.__name__ for c in cls.__mro__}
+    mla = Recipe("mla", "deepseek", mla_layer=True)
+    mamba = Recipe("mamba")
+    if any("MLA" in n for n in names):
+        return [*inherited, mla, Recipe("full")]
+    if any(k in n for n in names for k in ("Mamba", "GDN", "Linear", "Conv", "KDA")):
+        return [*inherited, mamba, Recipe("full")]
+    return [*inherited, Recipe("full"), Recipe("sliding_window"), mamba, mla]
+
+
+def _make(cls: type, recipe: Recipe, qlen: int, layer: str) -> tuple[Any, Any]:
+    config = harness.vllm_config(qlen, recipe.model)
+    harness.init_distributed()
+    if recipe.mla_layer:
+        harness.register_mla_layer(config, layer)
+    builder = harness.make_builder(
+        cls,
+        qlen,
+        layer,
+        harness.kv_cache_spec(recipe.spec, qlen),
+        model=recipe.model,
+        **recipe.kwargs,
+    )
+    return builder, config
+
+
+def why(exc: BaseException) -> str:
+    """The exception with the innermost vLLM line it passed through."""
+    tb = exc.__traceback__
+    where = ""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if "/vllm/" in name and "vllm_patchkit" not in name:
+            where = f" at vllm/{name.rpartition('/vllm/')[2]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return f"{type(exc).__name__}{where}: {str(exc)[:200]}"
+
+
+def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]]:
+    """Make every listed builder for decode batches of query length ``qlen``."""
+    suite = _recipes_from_suite()
+    made: list[Made] = []
+    not_made: list[NotMade] = []
+    seen: set[type] = set()
+    for entry in entries:
+        recipe = suite.get(entry.qualname)
+        try:
+            module = _import(entry.module)
+            if recipe is not None and recipe.factory:
+                cls = _from_factory(module, recipe)
+            elif entry.in_factory:
+                not_made.append(
+                    NotMade(
+                        entry,
+                        "could not run",
+                        "made inside a factory function the audit has no "
+                        "recipe for (the regression victim table and "
+                        "FACTORY_RECIPES name the factories it can call)",
+                    )
+                )
+                continue
+            else:
+                cls = getattr(module, entry.name)
+        except Exception as exc:  # absent module, CUDA-only import
+            not_made.append(NotMade(entry, "could not run", f"import: {why(exc)}"))
+            continue
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if inspect.isabstract(cls):
+            not_made.append(
+                NotMade(entry, "abstract", "abstract base: runs through its subclasses")
+            )
+            continue
+        candidates = [recipe] if recipe is not None else _guess(cls, suite)
+        if recipe is not None and qlen not in recipe.query_lens:
+            not_made.append(
+                NotMade(
+                    entry,
+                    "could not run",
+                    f"the regression suite runs it only at query lengths "
+                    f"{recipe.query_lens} on CPU",
+                )
+            )
+            continue
+        first_error = ""
+        for n, candidate in enumerate(candidates):
+            layer = f"audit.{entry.qualname}.{qlen}.{n}"
+            try:
+                builder, config = _make(cls, candidate, qlen, layer)
+            except Exception as exc:  # another release's constructor, CUDA
+                first_error = first_error or f"construct: {why(exc)}"
+                continue
+            made.append(Made(entry, cls, builder, config, candidate))
+            break
+        else:
+            not_made.append(NotMade(entry, "could not run", first_error))
+    return made, not_made

@@ -1,0 +1,416 @@
+"""The dynamic pass inside the audited tree's runtime: run builders, record writes.
+
+``python -m vllm_patchkit.judge.audit.dynamic_child [TREE] --output FILE`` (the
+environment imports TREE's vLLM:
+:class:`vllm_patchkit.trees.tree_process.TreeLauncher`).
+
+Every builder :mod:`.dynamic_builders` can make runs in both modes over a
+fresh ``CommonAttentionMetadata`` of a uniform decode batch, handed to it as
+the runner hands one to each KV-cache group: a shallow copy of one base
+object, so the tensors are the base's. Meanwhile:
+
+- a ``TorchDispatchMode`` sees every aten op; one whose schema marks an
+  argument as written (``zero_``, ``fill_``, ``copy_``, ``index_put_``, the
+  ``out=`` forms...) and whose argument's memory overlaps a shared tensor is
+  attributed to the innermost Python frame inside the tree;
+- the metadata object's class is swapped for a subclass that records
+  ``setattr`` of a field, with the frame inside the tree that made it;
+- every shared tensor is compared before and after; a change no op was seen
+  making (a write through a NumPy view of a host tensor, as vLLM often
+  writes them) is found again by rerunning the builder under a line tracer
+  that compares the field after each line of the tree.
+
+Every field counts: the attention groups of one KV-cache group get the very
+same object, so even the fields the runner sets per KV-cache group (block
+table, slot mapping, encoder lengths) are shared by them; :mod:`.effect`
+says so in such a finding's reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import linecache
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from vllm_patchkit.errors import EXIT_ERROR
+from vllm_patchkit.judge.audit import dynamic_builders, effect
+from vllm_patchkit.judge.audit.dynamic import MODES, BuilderRun, ObservedWrite
+
+NUM_REQS = 4
+DECODE_QUERY_LENS = (1, 3)
+"""Plain decode, and speculative decoding with two draft tokens (the
+regression suite's two batches: some builders read the host offsets only
+with draft tokens)."""
+_INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
+_SUBSCRIPT_ASSIGN = re.compile(r"\]\s*(\+|-|\*|/|//|%|&|\||\^)?=[^=]")
+
+
+class Tree:
+    """Where the imported vLLM lives, for attributing frames to its files."""
+
+    def __init__(self) -> None:
+        import vllm
+
+        self.package = os.path.realpath(os.path.dirname(vllm.__file__))
+        self.root = os.path.dirname(self.package)
+        self._inside: dict[str, str | None] = {}
+
+    def relpath(self, filename: str) -> str | None:
+        """``vllm/...`` for a file of the tree, None for any other."""
+        if filename not in self._inside:
+            real = os.path.realpath(filename)
+            inside = real.startswith(self.package + os.sep)
+            self._inside[filename] = (
+                os.path.relpath(real, self.root) if inside else None
+            )
+        return self._inside[filename]
+
+    def interpreted(self, frame: Any) -> bool:
+        """Is this op Triton's interpreter copying a kernel's arguments back?
+
+        On CPU the interpreter copies every tensor argument back after a
+        kernel ran, read-only ones too: not a write the GPU would make. A
+        kernel that really changes a shared tensor still shows, by content.
+        """
+        while frame is not None:
+            if self.relpath(frame.f_code.co_filename) is not None:
+                return False
+            if frame.f_code.co_filename.endswith(_INTERPRETER):
+                return True
+            frame = frame.f_back
+        return False
+
+    def innermost(self, frame: Any) -> tuple[str, int, str, str] | None:
+        """(file, line, Class.method, source) of the innermost tree frame."""
+        while frame is not None:
+            rel = self.relpath(frame.f_code.co_filename)
+            if rel is not None:
+                source = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+                # A class made in a factory: "Class.method", not the factory's
+                # "<locals>" path.
+                method = frame.f_code.co_qualname.rpartition(".<locals>.")[2]
+                return rel, frame.f_lineno, method, source.strip()
+            frame = frame.f_back
+        return None
+
+
+def shared_tensors(metadata: Any) -> dict[str, torch.Tensor]:
+    """The tensors every group's copy of ``metadata`` shares, by field name."""
+    out = {}
+    for f in dataclasses.fields(metadata):
+        value = getattr(metadata, f.name, None)
+        if isinstance(value, torch.Tensor):
+            out[f.name] = value
+    return out
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int, int]:
+    """(storage address, first byte, byte past the last) that ``t`` can touch."""
+    size = t.element_size()
+    start = t.storage_offset()
+    span = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(), strict=True))
+    base = t.untyped_storage().data_ptr()
+    if t.numel() == 0:
+        return base, 0, 0
+    return base, start * size, (start + span + 1) * size
+
+
+class WriteRecorder(TorchDispatchMode):
+    """Notes each aten op that writes memory of a shared tensor."""
+
+    def __init__(self, tree: Tree, shared: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.tree = tree
+        self.shared = {name: _extent(t) for name, t in shared.items()}
+        self.writes: list[tuple[str, str, tuple[str, int, str, str] | None]] = []
+
+    def _fields(self, t: torch.Tensor) -> list[str]:
+        if t.device.type == "meta":
+            return []
+        base, lo, hi = _extent(t)
+        return [
+            name
+            for name, (b, s, e) in self.shared.items()
+            if b == base and lo < e and s < hi
+        ]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        for index, arg in enumerate(func._schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            if arg.kwarg_only or index >= len(args):
+                value = kwargs.get(arg.name)
+            else:
+                value = args[index]
+            values = value if isinstance(value, list | tuple) else [value]
+            for tensor in values:
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                fields = self._fields(tensor)
+                if fields and self.tree.interpreted(sys._getframe(1)):
+                    continue
+                for name in fields:
+                    where = self.tree.innermost(sys._getframe(1))
+                    op = func._schema.name.split("::")[-1]
+                    self.writes.append((name, op, where))
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def track_setattr(
+    metadata: Any, tree: Tree, names: set[str]
+) -> Iterator[list[tuple[str, Any]]]:
+    """Record each binding of a field of ``metadata`` while inside."""
+    sets: list[tuple[str, Any]] = []
+    base = type(metadata)
+
+    class Tracked(base):  # type: ignore[misc, valid-type]
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in names:
+                where = tree.innermost(sys._getframe(1))
+                # The metadata's own lazy caches are not a builder's write.
+                if where is None or not where[2].startswith(base.__name__ + "."):
+                    sets.append((name, where))
+            super().__setattr__(name, value)
+
+    Tracked.__name__, Tracked.__qualname__ = base.__name__, base.__qualname__
+    metadata.__class__ = Tracked
+    try:
+        yield sets
+    finally:
+        metadata.__class__ = base
+
+
+def fresh_metadata(query_len: int) -> Any:
+    from vllm_patchkit.judge.regression import harness
+
+    return harness.uniform_decode_metadata(NUM_REQS, query_len)
+
+
+def group_copy(base: Any, made: dynamic_builders.Made) -> Any:
+    """The copy of ``base`` the runner would hand ``made``'s group."""
+    from vllm_patchkit.judge.regression import harness
+
+    cm = copy.copy(base)
+    if made.recipe.spec == "cross":
+        harness.add_encoder_lengths(cm)
+    return cm
+
+
+def call(made: dynamic_builders.Made, mode: str, cm: Any) -> Any:
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(made.config):
+        if mode == "capture":
+            return made.builder.build_for_cudagraph_capture(cm)
+        return made.builder.build(common_prefix_len=0, common_attn_metadata=cm)
+
+
+def _operation(op: str, source: str) -> str:
+    if _SUBSCRIPT_ASSIGN.search(source):
+        return "slice assignment" if ":" in source.split("=")[0] else "index assignment"
+    return op
+
+
+def locate(
+    tree: Tree, made: dynamic_builders.Made, mode: str, query_len: int, name: str
+) -> tuple[str, int, str, str] | None:
+    """The tree's line after which field ``name`` first changed, by line tracing.
+
+    For writes no aten op showed (NumPy views). The builder runs again from
+    fresh metadata; before each line of the tree runs, the field is compared
+    with its first contents, so the first mismatch blames the line that ran
+    just before it.
+    """
+    base = fresh_metadata(query_len)
+    cm = group_copy(base, made)
+    tensor = getattr(base, name)
+    first = tensor.clone()
+    last: list[tuple[str, int, str, str] | None] = [None]
+    found: list[tuple[str, int, str, str] | None] = [None]
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if found[0] is None and event in ("line", "return"):
+            if not torch.equal(tensor, first):
+                found[0] = last[0]
+            elif event == "line":
+                last[0] = tree.innermost(frame)
+        return local
+
+    def global_(frame: Any, event: str, arg: Any) -> Any:
+        if tree.relpath(frame.f_code.co_filename) is None:
+            return None
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(global_)
+    try:
+        call(made, mode, cm)
+    except Exception:  # noqa: BLE001 - the write may come before the raise
+        pass
+    finally:
+        sys.settrace(previous)
+    return found[0]
+
+
+def observe(
+    tree: Tree, made: dynamic_builders.Made, mode: str, query_len: int
+) -> tuple[list[ObservedWrite], str | None]:
+    """Run ``made`` once in ``mode``; its writes to shared fields, and its error."""
+    base = fresh_metadata(query_len)
+    cm = group_copy(base, made)
+    shared = shared_tensors(base)
+    before = {name: t.clone() for name, t in shared.items()}
+    names = {f.name for f in dataclasses.fields(cm)}
+    bound = {name: id(getattr(cm, name, None)) for name in names}
+    recorder = WriteRecorder(tree, shared)
+    error = None
+    with track_setattr(cm, tree, names) as sets:
+        try:
+            with recorder:
+                call(made, mode, cm)
+        except Exception as exc:  # the builder's own failure on CPU
+            error = dynamic_builders.why(exc)
+    changed = {n for n, t in shared.items() if not torch.equal(t, before[n])}
+    out: dict[tuple[Any, ...], ObservedWrite] = {}
+    method_name = "build_for_cudagraph_capture" if mode == "capture" else "build"
+    entry = f"{made.cls.__name__}.{method_name}"
+
+    def observed(
+        name: str, where: Any, operation: str | None, changed_it: bool
+    ) -> ObservedWrite:
+        """The write of ``name`` at ``where`` (the builder's method when the
+        line is unknown); ``operation`` None: the reassignment."""
+        file, line, method, source = where or (made.entry.file, 0, entry, "")
+        return ObservedWrite(
+            file,
+            line,
+            name,
+            method,
+            "reassignment" if operation is None else _operation(operation, source),
+            made.label,
+            mode,
+            changed_it,
+            source,
+            query_len,
+        )
+
+    def key(write: ObservedWrite) -> tuple[Any, ...]:
+        return (write.file, write.line, write.field, write.operation)
+
+    for name, op, where in recorder.writes:
+        write = observed(name, where, op, name in changed)
+        out.setdefault(key(write), write)
+    seen_fields = {w.field for w in out.values()}
+    for name in sorted(changed - seen_fields):
+        where = locate(tree, made, mode, query_len, name)
+        write = observed(name, where, "write without a torch op", True)
+        out[key(write)] = write
+    for name, where in sets:
+        if id(getattr(cm, name, None)) == bound[name]:
+            continue
+        write = observed(name, where, None, True)
+        out.setdefault(key(write), write)
+    return list(out.values()), error
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_patchkit.judge.audit.dynamic_child"
+    )
+    parser.add_argument("tree", nargs="?", type=Path)
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    seconds: dict[str, float] = {}
+    start = time.monotonic()
+    tree = Tree()
+    root = Path(tree.root)
+    if args.tree is not None and root != args.tree.resolve():
+        # Never audit another vLLM than the one asked for (a tree with no
+        # vllm/ package would silently import the installed one).
+        print(
+            f"imported vLLM from {tree.package}, not from {args.tree}", file=sys.stderr
+        )
+        return EXIT_ERROR
+    entries = dynamic_builders.discover(root)
+    seconds["discover"] = round(time.monotonic() - start, 2)
+    runs: list[BuilderRun] = []
+    writes: list[ObservedWrite] = []
+    effects = []
+    for query_len in DECODE_QUERY_LENS:
+        start = time.monotonic()
+        made, not_made = dynamic_builders.make_all(entries, query_len)
+        seconds[f"make q={query_len}"] = round(time.monotonic() - start, 2)
+        runs += [
+            BuilderRun(
+                n.entry.qualname,
+                n.entry.file,
+                n.entry.line,
+                None,
+                n.status,
+                n.reason,
+                query_len,
+            )
+            for n in not_made
+        ]
+        found_here: list[ObservedWrite] = []
+        runnable: dict[str, list[dynamic_builders.Made]] = {m: [] for m in MODES}
+        start = time.monotonic()
+        for m in made:
+            for mode in MODES:
+                found, error = observe(tree, m, mode, query_len)
+                found_here += found
+                runs.append(
+                    BuilderRun(
+                        m.label,
+                        m.entry.file,
+                        m.entry.line,
+                        mode,
+                        "raised" if error else "ran",
+                        error or "",
+                        query_len,
+                    )
+                )
+                if error is None:
+                    runnable[mode].append(m)
+        seconds[f"observe q={query_len}"] = round(time.monotonic() - start, 2)
+        start = time.monotonic()
+        by_label = {m.label: m for m in made}
+        effects += effect.measure_all(
+            found_here, by_label, runnable, _runner(query_len), query_len
+        )
+        seconds[f"effect q={query_len}"] = round(time.monotonic() - start, 2)
+        writes += found_here
+    result = {
+        "tree": str(args.tree) if args.tree else "installed",
+        "root": str(root),
+        "writes": [w.to_json() for w in writes],
+        "effects": [dataclasses.asdict(e) for e in effects],
+        "runs": [dataclasses.asdict(r) for r in runs],
+        "seconds": seconds,
+    }
+    args.output.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def _runner(query_len: int) -> effect.Runner:
+    """What :mod:`.effect` needs from this module, without importing it there."""
+    return effect.Runner(lambda: fresh_metadata(query_len), group_copy, call)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

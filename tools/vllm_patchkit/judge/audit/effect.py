@@ -1,0 +1,354 @@
+"""What each observed shared write does to the builders that run after it.
+
+Measured in the dynamic child: for one writer (a builder, in one mode) and
+one field it wrote, every other builder that ran cleanly in that mode (and
+the writer's own class again: two KV-cache groups may share a backend) is
+built twice from the same input, once after the writer ran on the shared
+object and once after the writer ran with that field protected (its own
+copy of the tensor, or its own copy of the metadata object for a
+reassignment). A follower whose metadata (scalars and small tensors) or
+whose success differs between the two is a victim. A follower that differs
+is built a third time, protected again, so a builder that builds
+differently from the same input is reported as not judged, not as a victim.
+
+Then :func:`classify` turns writes and effects into findings: ``harmful``
+(a victim exists), ``intentional`` (a documented band-aid in
+:data:`INTENTIONAL`, with its reason) or ``latent`` (no runnable follower
+affected).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_patchkit.judge.audit.dynamic import DynamicResult, Effect, ObservedWrite
+from vllm_patchkit.judge.audit.findings import Finding
+
+
+@dataclass(frozen=True)
+class Band:
+    """A write upstream made on purpose, with where it is documented."""
+
+    file: str
+    method: str
+    field: str
+    operations: tuple[str, ...]
+    reason: str
+
+
+_CAPTURE_SPEED = (
+    "capture speed, as the code's comment says: with seq_lens at max_model_len "
+    "graph capture is very slow, so the capture build sets the (device) "
+    "seq_lens its metadata aliases to 1; the runner fills the buffer again "
+    "before every replay"
+)
+_BACKENDS = "vllm/v1/attention/backends"
+
+INTENTIONAL: tuple[Band, ...] = (
+    Band(
+        f"{_BACKENDS}/rocm_attn.py",
+        "RocmAttentionMetadataBuilder.build_for_cudagraph_capture",
+        "query_start_loc",
+        ("zero_",),
+        "#25985 band-aid (PR #25983): the device query offsets are zeroed during "
+        "capture to avoid an illegal memory access in the prefix-prefill kernel; "
+        "#51585 kept it and removed only the host zeroing",
+    ),
+    *(
+        Band(
+            f"{_BACKENDS}/{file}",
+            f"{cls}.build_for_cudagraph_capture",
+            "seq_lens",
+            ("fill_",),
+            _CAPTURE_SPEED,
+        )
+        for file, cls in (
+            ("rocm_attn.py", "RocmAttentionMetadataBuilder"),
+            ("rocm_aiter_unified_attn.py", "RocmAiterUnifiedAttentionMetadataBuilder"),
+            ("triton_attn.py", "TritonAttentionMetadataBuilder"),
+            ("turboquant_attn.py", "TurboQuantMetadataBuilder"),
+        )
+    ),
+)
+"""Matched by file, method, field and operation (line numbers move between
+releases). Nothing is intentional by guess: a write not listed here is
+harmful or latent by what it does."""
+
+
+def intentional(write: ObservedWrite) -> Band | None:
+    for band in INTENTIONAL:
+        if (
+            write.file == band.file
+            and write.method == band.method
+            and write.field == band.field
+            and write.operation in band.operations
+        ):
+            return band
+    return None
+
+
+PER_GROUP_FIELDS = frozenset(
+    {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
+)
+"""Set afresh on each KV-cache group's copy by the runner
+(``GPUModelRunner._build_attention_metadata``): shared only by the attention
+groups of one KV-cache group, not across KV-cache groups."""
+
+
+# --- measured in the child (torch and vLLM importable there) ---------------
+
+
+@dataclass(frozen=True)
+class Runner:
+    """The dynamic child's way to make metadata and run a builder."""
+
+    fresh: Callable[[], Any]
+    group_copy: Callable[[Any, Any], Any]
+    call: Callable[[Any, str, Any], Any]
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    import torch
+
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    return a.untyped_storage().nbytes() > 0
+
+
+def snapshot(obj: Any, written: Any, prefix: str = "", depth: int = 0) -> dict:
+    """Scalars and small tensors of built metadata by dotted name; a tensor
+    that shares memory with ``written`` is keyed ``name@alias``."""
+    import dataclasses
+
+    import torch
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
+    elif hasattr(obj, "__dict__"):
+        items = list(vars(obj).items())
+    else:
+        return {}
+    out: dict[str, Any] = {}
+    for name, value in items:
+        key = f"{prefix}{name}"
+        if value is None or isinstance(value, bool | int | float | str):
+            out[key] = value
+        elif isinstance(value, torch.Tensor):
+            if value.numel() <= SNAPSHOT_MAX_NUMEL:
+                alias = "@alias" if _overlaps(value, written) else ""
+                out[key + alias] = value.tolist()
+        elif (
+            depth < 2
+            and not isinstance(value, type)
+            and type(value).__module__.startswith("vllm")
+            and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__"))
+        ):
+            out.update(snapshot(value, written, f"{key}.", depth + 1))
+    return out
+
+
+SNAPSHOT_MAX_NUMEL = 64
+
+
+def _outcome(
+    runner: Runner, made: Any, mode: str, cm: Any, written: Any
+) -> tuple[Any, ...]:
+    from vllm_patchkit.judge.audit.dynamic_builders import why
+
+    try:
+        built = runner.call(made, mode, cm)
+    except Exception as exc:  # a victim's failure is the evidence
+        return ("raised", why(exc))
+    return ("built", snapshot(built, written))
+
+
+def _run_writer(runner: Runner, writer: Any, mode: str, cm: Any) -> None:
+    """Run the writer; if it raises, the writes it made before still count."""
+    with contextlib.suppress(Exception):
+        runner.call(writer, mode, cm)
+
+
+def _pair(
+    runner: Runner,
+    writer: Any,
+    follower: Any,
+    mode: str,
+    field: str,
+    kind: str,
+    protect: bool,
+) -> tuple[Any, ...]:
+    """The follower's outcome after the writer ran (on a protected copy or not)."""
+    base = runner.fresh()
+    if kind == "reassignment":
+        # Attention groups of one KV-cache group get the very same object.
+        target = runner.group_copy(base, writer)
+        written = copy.copy(target) if protect else target
+        _run_writer(runner, writer, mode, written)
+        return _outcome(runner, follower, mode, target, None)
+    written = runner.group_copy(base, writer)
+    if protect:
+        setattr(written, field, getattr(base, field).clone())
+    _run_writer(runner, writer, mode, written)
+    return _outcome(
+        runner, follower, mode, runner.group_copy(base, follower), getattr(base, field)
+    )
+
+
+def _changed_keys(a: tuple[Any, ...], b: tuple[Any, ...]) -> list[str]:
+    """Keys of two built snapshots that differ; [] when either raised."""
+    if a[0] != "built" or b[0] != "built":
+        return []
+    return sorted(k for k in a[1].keys() | b[1].keys() if a[1].get(k) != b[1].get(k))
+
+
+def _difference(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
+    if a[0] != b[0] or a[0] == "raised":
+        return f"protected: {str(a[1])[:160]}; shared: {str(b[1])[:160]}"
+    return "; ".join(
+        f"{k}: {str(a[1].get(k))[:60]} -> {str(b[1].get(k))[:60]}"
+        for k in _changed_keys(a, b)[:6]
+    )
+
+
+def measure(
+    runner: Runner,
+    writer: Any,
+    mode: str,
+    field: str,
+    kind: str,
+    followers: list[Any],
+    query_len: int = 1,
+) -> Effect:
+    """Compare every follower's build after the writer, protected and not.
+
+    In capture mode a follower whose only differences are tensors sharing
+    memory with the written field is not a victim: it merely points at the
+    runner's buffer, which the runner fills again before each replay, while
+    what it computed from the input is the same. In normal mode the forward
+    pass reads those buffers after every builder ran, so any difference counts.
+    """
+    result = Effect(writer.label, mode, field, kind, query_len)
+    for follower in followers:
+        name = f"{follower.label} ({mode}, q={query_len})"
+        args = (runner, writer, follower, mode, field, kind)
+        protected = _pair(*args, protect=True)
+        shared = _pair(*args, protect=False)
+        result.followers += 1
+        if shared == protected:
+            continue
+        if _pair(*args, protect=True) != protected:
+            result.not_judged[name] = "builds differently from the same input"
+            continue
+        changed = _changed_keys(protected, shared)
+        alias_only = bool(changed) and all(k.endswith("@alias") for k in changed)
+        if mode == "capture" and alias_only:
+            result.aliases[name] = _difference(protected, shared)
+            continue
+        result.victims.append(name)
+        result.differences[name] = _difference(protected, shared)
+    return result
+
+
+def measure_all(
+    writes: list[ObservedWrite],
+    made: dict[str, Any],
+    runnable: dict[str, list[Any]],
+    runner: Runner,
+    query_len: int = 1,
+) -> list[Effect]:
+    """One effect per (writer, mode, field, in place or reassignment)."""
+    groups = sorted(
+        {
+            (
+                w.builder,
+                w.mode,
+                w.field,
+                "reassignment" if w.operation == "reassignment" else "in place",
+            )
+            for w in writes
+        }
+    )
+    return [
+        measure(
+            runner, made[builder], mode, field, kind, runnable.get(mode, []), query_len
+        )
+        for builder, mode, field, kind in groups
+    ]
+
+
+# --- read by the CLI side ----------------------------------------------------
+
+
+def classify(result: DynamicResult) -> list[Finding]:
+    """One finding per statement and field, merged over builders and modes."""
+    effects = {
+        (e.builder, e.mode, e.field, e.operation_kind, e.query_len): e
+        for e in result.effects
+    }
+    findings: dict[tuple[str, int, str, str], Finding] = {}
+    for w in result.writes:
+        kind = "reassignment" if w.operation == "reassignment" else "in place"
+        e = effects.get((w.builder, w.mode, w.field, kind, w.query_len))
+        key = (w.file, w.line, w.field, w.operation)
+        finding = findings.get(key)
+        if finding is None:
+            finding = findings[key] = Finding(
+                w.file,
+                w.line,
+                w.field,
+                w.method,
+                w.operation,
+                "latent",
+                evidence=["dynamic"],
+            )
+        if e is not None:
+            for victim in e.victims:
+                if victim not in finding.victims:
+                    finding.victims.append(victim)
+        writers = f"{w.builder.rpartition('.')[2]} ({w.mode})"
+        if writers not in finding.reason:
+            finding.reason += ("; " if finding.reason else "written by ") + writers
+    out = []
+    for finding in findings.values():
+        band = intentional(
+            ObservedWrite(
+                finding.file,
+                finding.line,
+                finding.field,
+                finding.method,
+                finding.operation,
+                "",
+                "",
+                True,
+            )
+        )
+        if band is not None:
+            affected = finding.victims
+            finding.victims = []
+            finding.kind = "intentional"
+            finding.reason = band.reason + (
+                f" (on CPU it changes what {len(affected)} later builder(s) build: "
+                f"{', '.join(affected)})"
+                if affected
+                else ""
+            )
+        elif finding.victims:
+            finding.kind = "harmful"
+        if finding.field in PER_GROUP_FIELDS:
+            finding.reason += (
+                "; the runner sets this field per KV-cache group, so the write "
+                "reaches only the other attention groups of the writer's group"
+            )
+        elif finding.operation == "reassignment":
+            finding.reason += (
+                "; a reassignment reaches only builders handed the same object "
+                "(the other attention groups of the writer's KV-cache group)"
+            )
+        out.append(finding)
+    return out

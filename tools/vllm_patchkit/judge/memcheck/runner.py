@@ -1,0 +1,47 @@
+"""Run a Python script under the checker (``python -m vllm_patchkit.judge.memcheck``).
+
+The parent (``vllm-patchkit memcheck``) sets ``TRITON_INTERPRET=1`` and,
+unless already set, ``CUDA_VISIBLE_DEVICES=""`` in this process's
+environment, so they hold before the script imports Triton or vLLM (vLLM's
+import shim disables Triton on a machine with no GPU driver otherwise).
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from vllm_patchkit.errors import EXIT_FAILED, EXIT_REFUSED
+from vllm_patchkit.judge.memcheck.checker import MemoryViolation, memcheck
+
+EXIT_VIOLATION = EXIT_FAILED
+EXIT_USAGE = EXIT_REFUSED
+
+
+def run(argv: list[str]) -> int:
+    """Run ``argv[0]`` as ``__main__`` with ``argv`` as its ``sys.argv``."""
+    if not argv:
+        usage = "usage: python -m vllm_patchkit.judge.memcheck SCRIPT [ARGS...]"
+        print(usage, file=sys.stderr)
+        return EXIT_USAGE
+    saved, sys.argv = sys.argv, list(argv)
+    status = 0
+    try:
+        with memcheck() as stats:
+            try:
+                runpy.run_path(argv[0], run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code
+                status = code if isinstance(code, int) else int(code is not None)
+    except MemoryViolation as exc:
+        print(f"memcheck: {exc}", file=sys.stderr)
+        return EXIT_VIOLATION
+    finally:
+        sys.argv = saved
+    print(
+        f"memcheck: no violation: {stats.launches} launches of "
+        f"{len(stats.kernels)} kernels, {stats.accesses} memory operations, "
+        f"{stats.lanes} addresses checked",
+        file=sys.stderr,
+    )
+    return status

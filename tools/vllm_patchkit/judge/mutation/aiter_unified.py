@@ -1,0 +1,240 @@
+"""Wrong combinations of the two ROCm capture builders, as mutants (#53821).
+
+Each mutant rewrites statements of one method of the fixed pair (a 0.28.0
+tree with the series, or 0.29.0+): ROCM_AITER_UNIFIED_ATTN's capture, its
+backend's ``get_builder_cls``, or ROCM_ATTN's capture. The scenarios of
+:mod:`vllm_patchkit.judge.regression.aiter_unified` must fail on every one.
+
+``python -m vllm_patchkit.judge.mutation.aiter_unified`` runs them all in this
+process against the importable vLLM: each mutated module is executed as a
+fresh module object (never put in ``sys.modules``) and its backend class is
+handed to the scenarios, so one vLLM import serves every mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_overlay.metadata_writes import find_method
+from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
+
+AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
+ROCM_MODULE = "vllm.v1.attention.backends.rocm_attn"
+AITER_BUILDER = "RocmAiterUnifiedAttentionMetadataBuilder"
+AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
+ROCM_BUILDER = "RocmAttentionMetadataBuilder"
+ROCM_BACKEND = "RocmAttentionBackend"
+CAPTURE = "build_for_cudagraph_capture"
+
+BUILD = "attn_metadata = self.build(0, common_attn_metadata)"
+FILL = "attn_metadata.seq_lens.fill_(1)"
+DEVICE = "common_attn_metadata.query_start_loc"
+HOST = "common_attn_metadata.query_start_loc_cpu"
+DEVICE_ZERO = f"{DEVICE}.zero_()"
+
+
+@dataclass(frozen=True)
+class PairMutant:
+    mutant: Mutant
+    module: str
+    """The dotted module the edits are made in."""
+    cls: str
+    method: str
+    backend: str
+    """The backend class of ``module`` the scenarios are run with."""
+
+    @property
+    def name(self) -> str:
+        return self.mutant.name
+
+
+Edit = tuple[str, tuple[str, ...]]
+
+
+def _aiter(name: str, description: str, *edits: Edit) -> PairMutant:
+    mutant = Mutant(name, description, edits)
+    return PairMutant(mutant, AITER_MODULE, AITER_BUILDER, CAPTURE, AITER_BACKEND)
+
+
+def _rocm(name: str, description: str, *edits: Edit) -> PairMutant:
+    mutant = Mutant(name, description, edits)
+    return PairMutant(mutant, ROCM_MODULE, ROCM_BUILDER, CAPTURE, ROCM_BACKEND)
+
+
+PAIR_MUTANTS: tuple[PairMutant, ...] = (
+    _aiter(
+        "aiter_zeroes_device",
+        "AITER unified capture zeroes the device offsets (ROCM_ATTN's guard)",
+        (FILL, (FILL, DEVICE_ZERO)),
+    ),
+    _aiter(
+        "aiter_zeroes_device_via_metadata",
+        "AITER unified capture zeroes the same buffer through its own metadata",
+        (FILL, (FILL, "attn_metadata.query_start_loc.zero_()")),
+    ),
+    _aiter(
+        "aiter_zeroes_host",
+        "AITER unified capture zeroes the host offsets",
+        (FILL, (FILL, f"{HOST}.zero_()")),
+    ),
+    _aiter(
+        "aiter_zeroes_both",
+        "AITER unified capture zeroes both offsets (stock 0.28.0 behaviour)",
+        (FILL, (FILL, DEVICE_ZERO, f"{HOST}.zero_()")),
+    ),
+    _aiter(
+        "aiter_host_tail",
+        "AITER unified capture zeroes the last host offset",
+        (FILL, (FILL, f"{HOST}[-1:].zero_()")),
+    ),
+    _aiter(
+        "aiter_delegates_to_rocm",
+        "AITER unified capture hands on to ROCM_ATTN's (which zeroes)",
+        (BUILD, (f"attn_metadata = super().{CAPTURE}(common_attn_metadata)",)),
+    ),
+    _aiter(
+        "aiter_offsets_copied",
+        "AITER metadata given a copy of the offsets, not the runner's buffer",
+        (
+            FILL,
+            (
+                FILL,
+                "attn_metadata.query_start_loc = attn_metadata.query_start_loc.clone()",
+            ),
+        ),
+    ),
+    _aiter(
+        "aiter_fill_dropped", "AITER unified seq_lens fill dropped", (FILL, ("pass",))
+    ),
+    _aiter(
+        "aiter_fill_on_copy",
+        "AITER unified seq_lens filled on a copy, not the runner's buffer",
+        (FILL, ("attn_metadata.seq_lens = attn_metadata.seq_lens.clone().fill_(1)",)),
+    ),
+    PairMutant(
+        Mutant(
+            "aiter_generic_builder",
+            "AITER unified backend hands out the generic ROCm builder again",
+            ((f"return {AITER_BUILDER}", (f"return {ROCM_BUILDER}",)),),
+        ),
+        AITER_MODULE,
+        AITER_BACKEND,
+        "get_builder_cls",
+        AITER_BACKEND,
+    ),
+    _rocm(
+        "rocm_not_zeroing",
+        "ROCM_ATTN capture stops zeroing the device offsets",
+        (DEVICE_ZERO, ("pass",)),
+    ),
+    _rocm(
+        "rocm_zeroes_host",
+        "ROCM_ATTN capture zeroes the host offsets too (the #51585 bug)",
+        (DEVICE_ZERO, (DEVICE_ZERO, f"{HOST}.zero_()")),
+    ),
+    _rocm(
+        "rocm_fill_dropped",
+        "ROCM_ATTN seq_lens fill dropped",
+        (FILL, ("pass",)),
+    ),
+)
+
+
+def method_lines(source: str, cls: str, method: str) -> tuple[int, int]:
+    """1-based first and last line of ``cls.method`` in ``source``."""
+    found = find_method(ast.parse(source), f"{cls}.{method}")
+    if found is None or found.end_lineno is None:
+        raise MutationError(f"no {cls}.{method}")
+    return found.lineno, found.end_lineno
+
+
+def mutate_pair(source: str, target: PairMutant) -> str:
+    """``source`` with the mutant's edits made inside its method."""
+    span = method_lines(source, target.cls, target.method)
+    where = f"{target.cls}.{target.method}"
+    return edit_method(
+        source, target.mutant.edits, span, target.name, where, target.module
+    )
+
+
+def load_mutated(target: PairMutant) -> Any:
+    """The mutant's backend class, from a fresh module (not in sys.modules)."""
+    original = importlib.import_module(target.module)
+    assert original.__file__ is not None
+    with open(original.__file__) as handle:
+        source = mutate_pair(handle.read(), target)
+    module = types.ModuleType(target.module)
+    module.__file__ = original.__file__
+    exec(compile(source, f"<mutant {target.name}>", "exec"), module.__dict__)
+    return getattr(module, target.backend)
+
+
+def run_pair_mutants(
+    mutants: tuple[PairMutant, ...] = PAIR_MUTANTS,
+) -> dict[str, Any]:
+    """Every mutant through the pair's scenarios; the baseline must pass."""
+    from vllm_patchkit.judge.regression import aiter_unified as pair
+    from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS
+
+    def failing(aiter: Any = None, rocm: Any = None) -> list[str]:
+        outcomes = []
+        for query_len in DECODE_QUERY_LENS:
+            outcomes += [
+                pair.aiter_unified_capture(query_len, aiter),
+                pair.rocm_attn_capture_via_backend(query_len, rocm),
+                pair.aiter_unified_runner_loop(query_len, aiter),
+            ]
+        if any(o.status == "unavailable" for o in outcomes):
+            return ["unavailable"]
+        # A kill is a behavioural failure; a check that could not run is not.
+        return [c.name for c in pair.pair_checks(outcomes) if c.status == "failed"]
+
+    report: dict[str, Any] = {"baseline_failing": failing(), "mutants": []}
+    for target in mutants:
+        backend = load_mutated(target)
+        is_aiter = target.module == AITER_MODULE
+        failed = failing(backend, None) if is_aiter else failing(None, backend)
+        report["mutants"].append(
+            {
+                "name": target.name,
+                "description": target.mutant.description,
+                "killed": bool(failed),
+                "failing_checks": failed,
+            }
+        )
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_patchkit.judge.mutation.aiter_unified", description=__doc__
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    import logging
+    import os
+
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    logging.disable(logging.WARNING)
+    report = run_pair_mutants()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"baseline failing: {report['baseline_failing'] or 'none'}")
+        for run in report["mutants"]:
+            verdict = "killed" if run["killed"] else "SURVIVED"
+            print(f"  {verdict:8} {run['name']}: {', '.join(run['failing_checks'])}")
+    survivors = [r for r in report["mutants"] if not r["killed"]]
+    return 1 if report["baseline_failing"] or survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

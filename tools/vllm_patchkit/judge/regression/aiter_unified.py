@@ -1,0 +1,204 @@
+"""Scenarios and verdicts for the pair of ROCm capture builders (#53821).
+
+``ROCM_ATTN`` and ``ROCM_AITER_UNIFIED_ATTN`` need different capture
+behaviour: ROCM_ATTN's capture zeroes the device query offsets in place (the
+#25985 guard for its prefix prefill kernel), while AITER unified attention
+reads those offsets whenever its graph is replayed, so its capture must leave
+them alone. Neither may touch the host offsets (#51585). Each builder is
+reached the way the model runner reaches it, through its backend's
+``get_builder_cls``, so a backend handing out the wrong builder shows.
+
+Like :mod:`.scenarios`, a scenario only records facts; what a fixed tree
+must show is in :mod:`.verdict` (``PAIR_FACTS``); the suite runs these
+scenarios with the others, each check under its fix. The scenarios take
+the backend class as an argument (default: the importable one) so mutants
+can be run in one process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vllm_patchkit.judge.regression import capture_loop, harness, layout
+from vllm_patchkit.judge.regression.capture_loop import NUM_REQS
+from vllm_patchkit.judge.regression.records import Outcome, error_info
+from vllm_patchkit.judge.regression.verdict import (
+    AITER_CAPTURE,
+    AITER_LOOP,
+    PAIR_FACTS,
+    ROCM_CAPTURE,
+    Check,
+    pair_check,
+)
+
+AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
+AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
+
+AITER_FACTS = PAIR_FACTS[AITER_CAPTURE]
+ROCM_FACTS = PAIR_FACTS[ROCM_CAPTURE]
+LOOP_FACTS = PAIR_FACTS[AITER_LOOP]
+
+
+class BackendUnavailable(Exception):
+    """This tree has no such backend (0.11.0 has no AITER unified module)."""
+
+
+def aiter_backend() -> type:
+    import importlib
+
+    try:
+        module = importlib.import_module(AITER_MODULE)
+    except ImportError as exc:
+        raise BackendUnavailable(f"no {AITER_MODULE}: {exc}") from exc
+    except Exception:
+        # 0.33.0 imports vllm.platforms.rocm at module level, which asks the
+        # GPU for its arch: retry once with the layout's amdsmi stand-in.
+        if not layout.import_rocm_platform():
+            raise
+        module = importlib.import_module(AITER_MODULE)
+    return getattr(module, AITER_BACKEND)
+
+
+def _unavailable(scenario: str, decode_query_len: int, why: str) -> Outcome:
+    return Outcome(
+        scenario,
+        decode_query_len,
+        "unavailable",
+        error={"type": "unavailable", "message": why},
+    )
+
+
+def capture_through(backend: type, decode_query_len: int) -> dict[str, Any]:
+    """One capture build with ``backend``'s builder; what it left behind."""
+    builder_cls = backend.get_builder_cls()
+    builder = harness.make_builder(builder_cls, decode_query_len, backend.get_name())
+    metadata = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
+    device, host = metadata.query_start_loc, metadata.query_start_loc_cpu
+    device_before, host_before = device.clone(), host.clone()
+    device_ptr, seq_lens_ptr = device.data_ptr(), metadata.seq_lens.data_ptr()
+    attn = builder.build_for_cudagraph_capture(metadata)
+    return {
+        "builder": builder_cls.__qualname__,
+        "device_same_tensor": metadata.query_start_loc is device
+        and device.data_ptr() == device_ptr,
+        "device_unchanged": bool(torch.equal(device, device_before)),
+        "device_zeroed": bool(torch.all(device == 0)),
+        "host_same_tensor": metadata.query_start_loc_cpu is host,
+        "host_unchanged": bool(torch.equal(metadata.query_start_loc_cpu, host_before)),
+        "seq_lens_all_one": bool(torch.all(attn.seq_lens == 1)),
+        # A captured graph reads the runner's persistent buffers: the backend
+        # metadata must point at them, not at copies.
+        "metadata_uses_shared_buffers": attn.query_start_loc.data_ptr() == device_ptr
+        and attn.seq_lens.data_ptr() == seq_lens_ptr,
+        "device_after": device.tolist(),
+        "host_after": metadata.query_start_loc_cpu.tolist(),
+    }
+
+
+def aiter_unified_capture(decode_query_len: int, backend: Any = None) -> Outcome:
+    """ROCM_AITER_UNIFIED_ATTN's capture build on a uniform decode batch."""
+    try:
+        backend = backend or aiter_backend()
+    except BackendUnavailable as exc:
+        return _unavailable(AITER_CAPTURE, decode_query_len, str(exc))
+    facts = capture_through(backend, decode_query_len)
+    return Outcome(AITER_CAPTURE, decode_query_len, "ok", facts)
+
+
+def rocm_attn_capture_via_backend(
+    decode_query_len: int, backend: Any = None
+) -> Outcome:
+    """ROCM_ATTN's capture build, its builder taken from the backend."""
+    facts = capture_through(backend or harness.rocm_backend_cls(), decode_query_len)
+    return Outcome(ROCM_CAPTURE, decode_query_len, "ok", facts)
+
+
+def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Outcome:
+    """vLLM's V1 per-group loop for capture, one ROCM_AITER_UNIFIED_ATTN group.
+
+    ``GPUModelRunner._build_attention_metadata(for_cudagraph_capture=True)``
+    is what ``_dummy_run`` calls before capturing a FULL graph and, from
+    0.27.0, before replaying one for a dummy batch. Its metadata points at
+    the runner's persistent offsets buffer: whatever the capture leaves there
+    is what the graph's attention kernel reads until the runner writes the
+    buffer again.
+    """
+    try:
+        backend = backend or aiter_backend()
+        groups = _single_group(backend, decode_query_len)
+        runner = capture_loop.minimal_v1_runner(decode_query_len, groups)
+    except (BackendUnavailable, capture_loop.LoopUnavailable) as exc:
+        return _unavailable(AITER_LOOP, decode_query_len, str(exc))
+    from vllm.config import set_current_vllm_config
+
+    offsets = capture_loop._uniform_decode(runner, decode_query_len)
+    n = len(offsets)
+    num_tokens = int(offsets[-1])
+    device, host = runner.query_start_loc.gpu, runner.query_start_loc.cpu
+    try:
+        with set_current_vllm_config(harness.vllm_config(decode_query_len)):
+            per_layer, _ = runner._build_attention_metadata(
+                num_tokens=num_tokens,
+                num_reqs=NUM_REQS,
+                max_query_len=decode_query_len,
+                for_cudagraph_capture=True,
+                slot_mappings={0: torch.arange(num_tokens, dtype=torch.int64)},
+                use_spec_decode=decode_query_len > 1,
+            )
+    except TypeError as exc:  # another release's signature
+        return _unavailable(AITER_LOOP, decode_query_len, f"runner API: {exc}")
+    except Exception as exc:  # the loop itself failing is a finding
+        return Outcome(AITER_LOOP, decode_query_len, "raised", error=error_info(exc))
+    attn = per_layer[groups.layer_names["aiter"]]
+    facts = {
+        "builder": type(groups.attn_groups[0][0].get_metadata_builder()).__qualname__,
+        "runner_device_kept": bool(torch.equal(device[:n], offsets)),
+        "runner_host_kept": bool(torch.equal(host[:n], offsets)),
+        "metadata_reads_runner_buffer": attn.query_start_loc.data_ptr()
+        == device.data_ptr(),
+        "seq_lens_all_one": bool(torch.all(attn.seq_lens == 1)),
+        "runner_device_after": device[:n].tolist(),
+        "runner_host_after": host[:n].tolist(),
+    }
+    return Outcome(AITER_LOOP, decode_query_len, "ok", facts)
+
+
+def _single_group(backend: type, decode_query_len: int) -> capture_loop.Groups:
+    try:
+        from vllm.config import set_current_vllm_config
+        from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
+        from vllm.v1.worker.utils import AttentionGroup
+    except ImportError as exc:
+        raise capture_loop.LoopUnavailable(str(exc)) from exc
+    harness.init_distributed()
+    config = harness.vllm_config(decode_query_len)
+    spec = harness.kv_cache_spec("full")
+    layer = "model.layers.0.aiter"
+    group = AttentionGroup(backend, [layer], spec, 0)
+    with set_current_vllm_config(config):
+        layout.create_metadata_builders(group, config, harness.CPU)
+    kv_cache_config = KVCacheConfig(
+        num_blocks=harness.NUM_GPU_BLOCKS,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec([layer], spec)],
+    )
+    return capture_loop.Groups(kv_cache_config, [[group]], {"aiter": layer})
+
+
+SCENARIOS = {
+    AITER_CAPTURE: aiter_unified_capture,
+    ROCM_CAPTURE: rocm_attn_capture_via_backend,
+    AITER_LOOP: aiter_unified_runner_loop,
+}
+
+
+def pair_checks(outcomes: list[Outcome]) -> list[Check]:
+    """One check per outcome of these scenarios that could run; others are
+    ignored (the suite's own verdict counts those it could not run)."""
+    return [
+        pair_check(o)
+        for o in outcomes
+        if o.scenario in PAIR_FACTS and o.status != "unavailable"
+    ]

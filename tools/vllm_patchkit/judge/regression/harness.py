@@ -1,0 +1,464 @@
+"""Real vLLM objects for the scenarios: config, builders, batch metadata.
+
+Everything here is vLLM's own code; the harness only supplies what a model
+runner would: a tiny model config on disk, a one-process distributed group,
+and the ``CommonAttentionMetadata`` of a uniform decode batch as built for
+CUDA graph capture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import sys
+import tempfile
+import types
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vllm_patchkit.judge.regression import layout
+
+# A llama-shaped model small enough to configure instantly. Only the config
+# is read; no weights are loaded.
+TINY_MODEL_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "float16",
+}
+# A DeepSeek-V3.2-shaped model for the MLA builders: they read the latent
+# dimensions (real DeepSeek sizes, which some kernels' checks insist on) and
+# the sparse ones read the indexer's top-k.
+TINY_DEEPSEEK_CONFIG = {
+    **TINY_MODEL_CONFIG,
+    "architectures": ["DeepseekV32ForCausalLM"],
+    "model_type": "deepseek_v32",
+    "num_key_value_heads": 4,
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "index_topk": 64,
+    "index_n_heads": 4,
+    "index_head_dim": 128,
+}
+MODEL_CONFIGS = {"llama": TINY_MODEL_CONFIG, "deepseek": TINY_DEEPSEEK_CONFIG}
+NUM_INDEX_HEADS = 4
+SPARSE_TOPK_BLOCKS = 4
+BLOCK_SIZE = 16
+HEAD_SIZE = 16
+NUM_GPU_BLOCKS = 64
+SLIDING_WINDOW = 32
+ENCODER_LEN = 20
+SNAPSHOT_MAX_NUMEL = 64
+CPU = torch.device("cpu")
+
+
+@cache
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="vllm-overlay-regression-"))
+
+
+@cache
+def model_dir(model: str = "llama") -> Path:
+    path = workdir() / f"tiny-{model}"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(MODEL_CONFIGS[model]))
+    return path
+
+
+@cache
+def vllm_config(decode_query_len: int = 1, model: str = "llama") -> Any:
+    """A CPU VllmConfig; query length > 1 turns on n-gram speculative decoding.
+
+    Speculative decoding is what makes uniform decode batches have query
+    length 1 + k, and what raises the builders' reorder threshold to match.
+    """
+    from vllm.config import DeviceConfig, ModelConfig, VllmConfig
+
+    model_config = ModelConfig(
+        model=str(model_dir(model)), skip_tokenizer_init=True, dtype="float16"
+    )
+    # MiniMax-M3's indexer and sparse builders read these from the config.
+    model_config.hf_config.sparse_attention_config = {
+        "sparse_num_index_heads": NUM_INDEX_HEADS,
+        "sparse_topk_blocks": SPARSE_TOPK_BLOCKS,
+    }
+    extra: dict[str, Any] = {}
+    if decode_query_len > 1:
+        from vllm.config import SpeculativeConfig
+
+        extra["speculative_config"] = SpeculativeConfig(
+            method="ngram",
+            num_speculative_tokens=decode_query_len - 1,
+            prompt_lookup_max=2,
+            prompt_lookup_min=1,
+        )
+    config = VllmConfig(
+        model_config=model_config, device_config=DeviceConfig(device="cpu"), **extra
+    )
+    # The engine sets this after profiling memory; FlexAttention's builder
+    # sizes its block mask from it.
+    config.cache_config.num_gpu_blocks = NUM_GPU_BLOCKS
+    layout.complete_config(config)
+    return config
+
+
+@cache
+def init_distributed() -> None:
+    """A one-process gloo group: builders ask for the tensor-parallel size."""
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+
+    with set_current_vllm_config(vllm_config()):
+        init_distributed_environment(
+            world_size=1,
+            rank=0,
+            local_rank=0,
+            distributed_init_method=f"file://{workdir() / 'dist-init'}",
+            backend="gloo",
+        )
+        initialize_model_parallel(1, 1)
+
+
+def attention_spec() -> Any:
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    return FullAttentionSpec(
+        block_size=BLOCK_SIZE,
+        num_kv_heads=TINY_MODEL_CONFIG["num_key_value_heads"],
+        head_size=HEAD_SIZE,
+        dtype=torch.float16,
+    )
+
+
+def kv_cache_spec(kind: str, decode_query_len: int = 1) -> Any:
+    """The KV-cache spec a builder of this kind is made with by the runner."""
+    from vllm.v1 import kv_cache_interface as kv
+
+    if kind == "full":
+        return attention_spec()
+    if kind == "sliding_window":
+        return kv.SlidingWindowSpec(
+            block_size=BLOCK_SIZE,
+            num_kv_heads=TINY_MODEL_CONFIG["num_key_value_heads"],
+            head_size=HEAD_SIZE,
+            dtype=torch.float16,
+            sliding_window=SLIDING_WINDOW,
+        )
+    if kind == "mamba":
+        # Conv and SSM state shapes of a tiny linear-attention layer; one
+        # extra block per draft token, as the runner allocates them.
+        return kv.MambaSpec(
+            block_size=BLOCK_SIZE,
+            shapes=((4, 8), (2, 4, 4)),
+            dtypes=(torch.float16, torch.float16),
+            num_speculative_blocks=decode_query_len - 1,
+        )
+    if kind == "mla":
+        dims = TINY_DEEPSEEK_CONFIG
+        return kv.MLAAttentionSpec(
+            block_size=BLOCK_SIZE,
+            num_kv_heads=1,
+            head_size=int(dims["kv_lora_rank"]) + int(dims["qk_rope_head_dim"]),
+            dtype=torch.float16,
+        )
+    if kind == "indexer":
+        # DeepSeek-V3.2's indexer cache: FP8 keys plus a scale, 64-token blocks.
+        return kv.MLAAttentionSpec(
+            block_size=64, num_kv_heads=1, head_size=132, dtype=torch.uint8
+        )
+    if kind == "cross":
+        return kv.CrossAttentionSpec(
+            block_size=BLOCK_SIZE,
+            num_kv_heads=TINY_MODEL_CONFIG["num_key_value_heads"],
+            head_size=HEAD_SIZE,
+            dtype=torch.float16,
+        )
+    raise ValueError(f"unknown KV-cache spec kind {kind!r}")
+
+
+def make_builder(
+    builder_cls: type,
+    decode_query_len: int,
+    layer: str,
+    spec: Any | None = None,
+    model: str = "llama",
+    **kwargs: Any,
+) -> Any:
+    init_distributed()
+    config = vllm_config(decode_query_len, model)
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(config):
+        kwargs = layout.declared_kwargs(builder_cls, kwargs)
+        return builder_cls(spec or attention_spec(), [layer], config, CPU, **kwargs)
+
+
+def apply_intended_capture_effects(metadata: Any) -> None:
+    """What the ROCm capture is meant to leave in the shared metadata.
+
+    The device offsets zeroed (the #25985 band-aid the fix keeps) and the
+    device ``seq_lens`` filled with 1 (the ROCm metadata aliases it); nothing
+    on the host. A later builder fed this must build what it builds after
+    the real ROCm capture, or the capture leaks more than it should.
+    """
+    metadata.query_start_loc.zero_()
+    metadata.seq_lens.fill_(1)
+
+
+def snapshot(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    """Scalars and small tensors of built metadata, by dotted field name.
+
+    Taken right after a build: builders return views of persistent buffers
+    that the next build overwrites.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    elif hasattr(obj, "__dict__"):
+        items = list(vars(obj).items())
+    else:
+        return {}
+    out: dict[str, Any] = {}
+    for name, value in items:
+        key = f"{prefix}{name}"
+        if value is None or isinstance(value, bool | int | float | str):
+            out[key] = value
+        elif isinstance(value, torch.Tensor):
+            if value.numel() <= SNAPSHOT_MAX_NUMEL:
+                out[key] = value.tolist()
+        elif depth < 2 and dataclasses.is_dataclass(value):
+            out.update(snapshot(value, f"{key}.", depth + 1))
+    return out
+
+
+def rocm_builder_cls() -> type:
+    from vllm.v1.attention.backends.rocm_attn import RocmAttentionMetadataBuilder
+
+    return RocmAttentionMetadataBuilder
+
+
+def rocm_backend_cls() -> type:
+    from vllm.v1.attention.backends.rocm_attn import RocmAttentionBackend
+
+    return RocmAttentionBackend
+
+
+@cache
+def init_workspace_manager() -> None:
+    """The workspace manager the GPU runner starts, started on CPU.
+
+    It empties the accelerator cache when it grows; on a host without one,
+    vLLM's own CPU runner turns ``torch.accelerator``'s cache calls into
+    no-ops first, and so does this.
+    """
+    from vllm.v1.worker.cpu_model_runner import _set_torch_accelerator_to_noop
+    from vllm.v1.worker.workspace import init_workspace_manager as start
+
+    _set_torch_accelerator_to_noop()
+    start(CPU)
+
+
+def register_mla_layer(config: Any, name: str) -> Any:
+    """A real MLAAttention layer, registered in ``config``'s forward context.
+
+    MLA builders read the latent sizes and the prefill backend from their
+    layer. The layer is told its backends: automatic selection on a CPU-only
+    host picks ones whose modules need CUDA. TRT-LLM ragged prefill constructs
+    on CPU at no cost (it only takes a workspace); Tokenspeed's compiles
+    CUTLASS kernels for a minute. The capture builds never call it.
+    """
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
+    from vllm.model_executor.layers.linear import ColumnParallelLinear
+    from vllm.v1.attention.backends.mla.prefill.trtllm_ragged import (
+        TrtllmRaggedPrefillBackend,
+    )
+    from vllm.v1.attention.backends.mla.triton_mla import TritonMLABackend
+
+    init_workspace_manager()
+    dims = TINY_DEEPSEEK_CONFIG
+    heads = int(dims["num_attention_heads"])
+    rank = int(dims["kv_lora_rank"])
+    nope, rope, v = (
+        int(dims["qk_nope_head_dim"]),
+        int(dims["qk_rope_head_dim"]),
+        int(dims["v_head_dim"]),
+    )
+    with set_current_vllm_config(config):
+        return MLAAttention(
+            num_heads=heads,
+            scale=(nope + rope) ** -0.5,
+            qk_nope_head_dim=nope,
+            qk_rope_head_dim=rope,
+            v_head_dim=v,
+            q_lora_rank=None,
+            kv_lora_rank=rank,
+            kv_b_proj=ColumnParallelLinear(rank, heads * (nope + v), bias=False),
+            cache_config=config.cache_config,
+            prefix=name,
+            attn_backend=TritonMLABackend,
+            prefill_backend_cls=TrtllmRaggedPrefillBackend,
+        )
+
+
+def add_encoder_lengths(metadata: Any) -> None:
+    """Encoder lengths the runner sets for a cross-attention group."""
+    import numpy as np
+
+    metadata.encoder_seq_lens = torch.full(
+        (metadata.num_reqs,), ENCODER_LEN, dtype=torch.int32
+    )
+    metadata.encoder_seq_lens_cpu = np.full(
+        (metadata.num_reqs,), ENCODER_LEN, dtype=np.int32
+    )
+
+
+def vllm_has(relpath: str) -> bool:
+    """Whether the imported vLLM package has ``relpath`` (a file or package)."""
+    import vllm
+
+    return (Path(vllm.__file__).parent / relpath).exists()
+
+
+def import_without_parent_init(package: str, module: str) -> types.ModuleType:
+    """Import ``package.module`` without running ``package/__init__.py``.
+
+    MiniMax-M3's package ``__init__`` imports the whole model, which pulls in
+    torchvision (not installable beside the CPU torch). The builders live in a
+    subpackage that needs none of it, so the parent is registered as a bare
+    package over its real directory.
+    """
+    if package not in sys.modules:
+        parent_name, _, leaf = package.rpartition(".")
+        parent = importlib.import_module(parent_name)
+        directory = Path(parent.__file__).parent / leaf
+        if not directory.is_dir():
+            raise ModuleNotFoundError(f"{package} is not in this vLLM", name=package)
+        bare = types.ModuleType(package)
+        bare.__path__ = [str(directory)]
+        sys.modules[package] = bare
+    return importlib.import_module(f"{package}.{module}")
+
+
+def uniform_decode_metadata(
+    num_reqs: int, decode_query_len: int, context_len: int = 10
+) -> Any:
+    """CommonAttentionMetadata of a uniform decode batch, as capture builds it."""
+    return batch_metadata([decode_query_len] * num_reqs, context_len)
+
+
+def batch_metadata(query_lens: Sequence[int], context_len: int = 10) -> Any:
+    """CommonAttentionMetadata of a batch with these query lengths.
+
+    Every request has ``context_len`` tokens already computed. Fields differ
+    between releases (0.28.0 has ``_seq_lens_cpu``; 0.32.0 has
+    ``seq_lens_cpu_upper_bound``), so the constructor arguments come from the
+    fields the installed release declares.
+    """
+    CommonAttentionMetadata = layout.common_attention_metadata()  # noqa: N806
+
+    lens = torch.tensor(list(query_lens), dtype=torch.int32)
+    num_reqs = len(lens)
+    num_tokens = int(lens.sum())
+    query_start_loc = torch.zeros(num_reqs + 1, dtype=torch.int32)
+    query_start_loc[1:] = torch.cumsum(lens, 0)
+    seq_lens = context_len + lens
+    blocks_per_req = -(-int(seq_lens.max()) // BLOCK_SIZE)
+    values: dict[str, Any] = {
+        "query_start_loc": query_start_loc.clone(),
+        "query_start_loc_cpu": query_start_loc.clone(),
+        "seq_lens": seq_lens.clone(),
+        "num_reqs": num_reqs,
+        "num_actual_tokens": num_tokens,
+        "max_query_len": int(lens.max()),
+        "max_seq_len": int(seq_lens.max()),
+        "block_table_tensor": torch.arange(
+            num_reqs * blocks_per_req, dtype=torch.int32
+        ).reshape(num_reqs, blocks_per_req),
+        "slot_mapping": torch.arange(num_tokens, dtype=torch.int64),
+        # Host copies some releases carry; set when the release declares them.
+        "seq_lens_cpu": seq_lens.clone(),
+        "_seq_lens_cpu": seq_lens.clone(),
+        "seq_lens_cpu_upper_bound": seq_lens.clone(),
+        "num_computed_tokens_cpu": seq_lens - lens,
+        "_num_computed_tokens_cpu": seq_lens - lens,
+        # Set by the runner in recent releases; mamba-style builders need them.
+        "is_prefilling": torch.zeros(num_reqs, dtype=torch.bool),
+        "positions": torch.cat(
+            [torch.arange(context_len, context_len + int(n)) for n in lens]
+        ),
+    }
+    declared = {f.name for f in dataclasses.fields(CommonAttentionMetadata)}
+    required = {
+        f.name
+        for f in dataclasses.fields(CommonAttentionMetadata)
+        if f.init
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    }
+    missing = required - values.keys()
+    if missing:
+        raise TypeError(
+            f"this vLLM's CommonAttentionMetadata needs fields the harness does "
+            f"not know: {sorted(missing)}"
+        )
+    init_fields = {
+        f.name for f in dataclasses.fields(CommonAttentionMetadata) if f.init
+    }
+    return CommonAttentionMetadata(
+        **{k: v for k, v in values.items() if k in declared and k in init_fields}
+    )
+
+
+def track_host_offset_reads(metadata: Any) -> list[str]:
+    """Record each read of ``metadata.query_start_loc_cpu`` from now on.
+
+    The object's class becomes a subclass that notes the reads and behaves
+    the same otherwise (``replace`` and ``copy`` keep it), so the scenario
+    can say whether a builder looked at the host offsets on this path.
+    """
+    reads: list[str] = []
+    base = type(metadata)
+
+    class HostOffsetReads(base):  # type: ignore[misc, valid-type]
+        def __getattribute__(self, name: str) -> Any:
+            if name == "query_start_loc_cpu":
+                reads.append(name)
+            return super().__getattribute__(name)
+
+    HostOffsetReads.__name__ = base.__name__
+    HostOffsetReads.__qualname__ = base.__qualname__
+    metadata.__class__ = HostOffsetReads
+    return reads
+
+
+def reset_process_state() -> None:
+    """Forget this process's scratch directory and process group.
+
+    For a process forked from one that warmed up imports and configs: it
+    must rendezvous for its own process group (the file lives in the scratch
+    directory). The inherited configs and model files stay valid.
+    """
+    for cached in (workdir, init_distributed, init_workspace_manager):
+        cached.cache_clear()

@@ -1,0 +1,260 @@
+"""Reuse a run's result for a tree whose whole content was already run.
+
+Its entries live in the one cache (:mod:`vllm_patchkit.trees.run_cache`).
+
+Off unless ``VLLM_PATCHKIT_REPORT_CACHE`` names a directory. The test
+session sets it to a fresh directory of its own, so each distinct tree still
+runs for real once per session and nothing is carried over from an earlier
+session or an earlier version of the code. Many tests judge trees with the
+same content (0.28.0 patched by the series, in a differently named clone):
+those share one run.
+
+An entry's key covers everything that decides the result: the kind of run
+and its arguments, the tree's content (every file and directory but
+``.git``), this package's source, the interpreter and every installed
+distribution with its version, and the environment the run gets (the
+tree's own path written as a placeholder). A hit is returned with the
+stored tree's path replaced by the new one, as a run there would print it.
+Only runs that completed are stored; a tree is never cached as ``None``
+(the installed vLLM), whose content the key could not cover cheaply.
+A suite run that shows it read nothing of its tree outside the ``vllm``
+package, its metadata and the top level is also stored under a key of just
+those (:func:`package_view`), for trees that differ only in their tests.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.judge.regression.tree_reads import covered_dirs
+from vllm_patchkit.paths import PACKAGE_DIR
+from vllm_patchkit.trees.run_cache import CacheKey, RunCache
+
+ENV = "VLLM_PATCHKIT_REPORT_CACHE"
+TREE_PLACEHOLDER = "<tree>"
+LOG = "runs.log"
+MAX_TREE_BYTES = 512 * 1024 * 1024
+"""A vLLM source tree is about 120 MB; an installed release with its
+libraries about 750 MB, and is run once per session anyway."""
+# Set per test or per xdist worker; they say nothing about the run.
+_IGNORED_ENV = ("PWD", "OLDPWD", "_", "SHLVL", ENV)
+_IGNORED_ENV_PREFIXES = ("PYTEST_",)
+
+Record = dict[str, Any]
+
+
+def cache_root() -> Path | None:
+    value = os.environ.get(ENV)
+    return Path(value) if value else None
+
+
+def reuse(
+    kind: str,
+    tree: Path | None,
+    params: list[str],
+    env: dict[str, str],
+    produce: Callable[[], tuple[Record, bool]],
+    *,
+    package_only: Callable[[Record], bool] | None = None,
+) -> Record:
+    """``produce()``'s record, or the stored one of a run on the same content.
+
+    ``produce`` returns the record and whether it may be stored (a run that
+    completed). Two processes asking for one key at once run it once: the
+    second waits for the first. ``package_only`` says of a record whether
+    its run read nothing of the tree outside :func:`package_view` (the
+    child reports it, :mod:`~vllm_patchkit.judge.regression.tree_reads`); such a
+    run is also stored under the view's key and serves every tree with the
+    same view: a tree that differs only in its tests is not run again.
+    """
+    root = cache_root()
+    if root is None:
+        return produce()[0]
+    root.mkdir(parents=True, exist_ok=True)
+    whole, view = (
+        (None, None)
+        if tree is None
+        else fingerprints(tree, with_view=package_only is not None)
+    )
+    if tree is None or whole is None:
+        _note(root, "ran", kind)
+        return produce()[0]
+    cache = RunCache(root)
+    key = run_key(kind, tree, params, env, whole)
+    keys = [key]
+    if view is not None:
+        keys.append(run_key(f"{kind} (package view)", tree, params, env, view))
+    # Trees with one content have one view: the view's lock serialises
+    # both, so that two workers never run what one of them could share.
+    with cache.locked(keys[-1]):
+        for entry, how in zip(keys, ("reused", "reused-view"), strict=False):
+            stored = cache.load(entry)
+            if stored is not None:
+                _note(root, how, kind)
+                return _moved(stored["record"], stored["tree"], str(tree))
+        record, keep = produce()
+        _note(root, "ran", kind)
+        if keep:
+            shared = len(keys) > 1 and package_only is not None
+            shared = shared and package_only(record)
+            for entry in keys if shared else keys[:1]:
+                cache.store(entry, {"tree": str(tree), "record": record})
+        return record
+
+
+def summary(root: Path) -> tuple[int, int, int]:
+    """``(ran, reused, of which by package view)``: how many runs were real
+    and how many were served (a view hit is logged as ``reused-view``)."""
+    log = root / LOG
+    lines = log.read_text().splitlines() if log.is_file() else []
+    what = [line.split(" ", 1)[0] for line in lines]
+    by_view = what.count("reused-view")
+    return what.count("ran"), what.count("reused") + by_view, by_view
+
+
+def _note(root: Path, what: str, kind: str) -> None:
+    with (root / LOG).open("a") as log:
+        log.write(f"{what} {kind}\n")
+
+
+def entry_key(
+    kind: str,
+    tree: Path,
+    params: list[str],
+    env: dict[str, str],
+    content: str | None = None,
+) -> str | None:
+    """The digest of a run's key, or None when the tree cannot be read."""
+    if content is None:
+        content = tree_fingerprint(tree)
+    if content is None:
+        return None
+    return run_key(kind, tree, params, env, content).digest()
+
+
+def run_key(
+    kind: str, tree: Path, params: list[str], env: dict[str, str], content: str
+) -> CacheKey:
+    """A run's key: its kind and arguments, the tree's ``content`` (the whole
+    tree's digest, or the narrower :func:`package_view`), this package's
+    source, and the interpreter, its distributions and the run's variables
+    (the tree's own path written as a placeholder)."""
+    here = str(tree)
+    run_env = {
+        name: value.replace(here, TREE_PLACEHOLDER)
+        for name, value in env.items()
+        if name not in _IGNORED_ENV and not name.startswith(_IGNORED_ENV_PREFIXES)
+    }
+    return CacheKey(
+        kind=json.dumps([kind, params]),
+        tree=content,
+        code=toolkit_fingerprint(),
+        environment={
+            "python": [sys.executable, sys.version, *installed_distributions()],
+            "env": sorted(run_env.items()),
+        },
+    )
+
+
+def tree_fingerprint(tree: Path) -> str | None:
+    """A digest of every file, link and directory under ``tree`` but ``.git``.
+
+    Read from the files themselves, not from git: a checkout's index or
+    commit can differ from what the run would import (edits, untracked or
+    ignored files, skip-worktree entries, checkout filters). None for a
+    tree over ``MAX_TREE_BYTES`` (an installed release with its compiled
+    libraries): hashing it would cost more than it could save.
+    """
+    return fingerprints(tree, with_view=False)[0]
+
+
+def package_view(tree: Path) -> str | None:
+    """A digest of what an import of ``vllm`` from ``tree`` can see: the
+    whole of ``vllm/`` and its metadata directory (``vllm.egg-info``), every
+    top-level entry's name and kind, and each top-level file's content;
+    not the tests, docs, benchmarks or other directories."""
+    return fingerprints(tree, with_view=True)[1]
+
+
+def fingerprints(tree: Path, *, with_view: bool) -> tuple[str | None, str | None]:
+    """:func:`tree_fingerprint` and, ``with_view``, :func:`package_view`,
+    from one walk that reads each file once. The view is None without
+    ``with_view``, without a ``vllm`` package, or for a tree too large."""
+    if not tree.is_dir():
+        return None, None
+    entries = list(_walk(tree))
+    files = [path for path, kind in entries if kind == "file"]
+    if sum(path.stat().st_size for path in files) > MAX_TREE_BYTES:
+        return None, None
+    covered = covered_dirs(tree) if with_view else []
+    whole, view = hashlib.sha256(), hashlib.sha256()
+    for path, kind in entries:
+        record = f"{kind} {path.relative_to(tree)}\0".encode()
+        if kind == "link":
+            record += os.readlink(path).encode()
+        elif kind == "file":
+            record += b"x" if os.access(path, os.X_OK) else b"-"
+            record += hashlib.sha256(path.read_bytes()).digest()
+        whole.update(record)
+        if path.parent == tree or any(d in path.parents for d in covered):
+            view.update(record)
+    has_package = with_view and (tree / "vllm").is_dir()
+    return whole.hexdigest(), view.hexdigest() if has_package else None
+
+
+def _walk(tree: Path) -> Iterator[tuple[Path, str]]:
+    """Every entry but the top-level ``.git`` (a directory, or a worktree's
+    file), sorted; links are not followed."""
+    for top, dirs, files in os.walk(tree):
+        base = Path(top)
+        at_top = base == tree
+        dirs[:] = sorted(d for d in dirs if not (at_top and d == ".git"))
+        for name in dirs:
+            yield base / name, "link" if (base / name).is_symlink() else "dir"
+        for name in sorted(files):
+            if at_top and name == ".git":
+                continue
+            path = base / name
+            yield path, "link" if path.is_symlink() else "file"
+
+
+def toolkit_fingerprint() -> str:
+    """A digest of this package's source: the code that runs and reports."""
+    package = PACKAGE_DIR
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        digest.update(f"{path.relative_to(package)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def installed_distributions() -> tuple[str, ...]:
+    """``name==version`` of every distribution this interpreter can import."""
+    from importlib import metadata  # only when a cache is in use
+
+    return tuple(
+        sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()})
+    )
+
+
+def _moved(value: Any, old: str, new: str) -> Any:
+    """``value`` with the path ``old`` written as ``new`` wherever it occurs."""
+    if isinstance(value, str):
+        if value == old:
+            return new
+        return value.replace(old + os.sep, new + os.sep)
+    if isinstance(value, list):
+        return [_moved(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    return value

@@ -1,0 +1,406 @@
+"""What the scenarios must show: the fix present, or the bug reproduced.
+
+Both directions are spelled out so a test on stock code can assert that the
+bug really happens (a suite that cannot fail proves nothing). Every outcome
+becomes a check that passed, failed or could not run; one that could not run
+is counted and named with its reason, never dropped and never a pass. A tree
+is judged fixed only when no check failed and the core checks (the ROCm
+capture's effects and the PR's own crash, at every query length) ran and
+passed there; otherwise, with no failure, the answer is "cannot judge".
+
+Each check belongs to one fix, and each fix gets a verdict of its own by the
+same rule over its own checks (:func:`judge_fixes`), for every fix of the
+registry (:mod:`vllm_overlay.fixes`, which names each fix's scenarios):
+#51585 (ROCM_ATTN's capture keeps the host offsets) and #53821
+(ROCM_AITER_UNIFIED_ATTN's capture keeps both offsets). A release can
+need one, both or none; which fixes decide a tree's verdict is for the
+caller, who knows the series (see :mod:`vllm_patchkit.judge.verify`).
+
+This module imports neither torch nor vLLM: the commands that only read a
+report load it at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_overlay.fixes import FIXES as REGISTRY
+from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, Outcome
+from vllm_patchkit.judgement import Verdict
+
+INDEXER_FILE = "vllm/models/minimax_m3/common/indexer.py"
+INDEXER_ASSERT = "assert decode_query_len > 0"
+CAPTURE_FACTS = (
+    "device_same_tensor",
+    "device_zeroed",
+    "seq_lens_all_one",
+    "metadata_uses_shared_buffers",
+    "host_unchanged",
+)
+LOOP_GROUPS = ["gdn", "indexer", "rocm"]
+HARNESS_ERROR = "harness error"
+VICTIM_PREFIX = "rocm_then_"
+"""Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
+
+PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
+FIXED, NOT_FIXED, CANNOT_JUDGE = Verdict.FIXED, Verdict.NOT_FIXED, Verdict.CANNOT_JUDGE
+"""The suite's verdicts: :class:`vllm_patchkit.judgement.Verdict`."""
+
+FIXES = tuple(fix.pr for fix in REGISTRY)
+"""Every fix of the registry, by its PR label (``#51585``): each gets a verdict."""
+HOST_FIX = REGISTRY[0].pr
+"""The first fix (#51585, ROCM_ATTN's capture): the PR's crash is its bug, and
+a scenario no fix names is its."""
+
+AITER_CAPTURE = "aiter_unified_capture"
+ROCM_CAPTURE = "rocm_attn_capture_via_backend"
+AITER_LOOP = "aiter_unified_runner_loop"
+PAIR_FACTS = {
+    AITER_CAPTURE: (
+        "device_same_tensor",
+        "device_unchanged",
+        "host_same_tensor",
+        "host_unchanged",
+        "seq_lens_all_one",
+        "metadata_uses_shared_buffers",
+    ),
+    ROCM_CAPTURE: (
+        "device_same_tensor",
+        "device_zeroed",
+        "host_same_tensor",
+        "host_unchanged",
+        "seq_lens_all_one",
+        "metadata_uses_shared_buffers",
+    ),
+    AITER_LOOP: (
+        "runner_device_kept",
+        "runner_host_kept",
+        "metadata_reads_runner_buffer",
+        "seq_lens_all_one",
+    ),
+}
+"""What each scenario of the ROCm builder pair must show (see .aiter_unified)."""
+
+MINIMAX_ABSENT = (
+    "not applicable: this tree has no MiniMax-M3 (vllm/models/minimax_m3, in "
+    "releases from 0.24.0), so the PR's crash cannot happen here; "
+    "capture_effects judges the host offsets"
+)
+
+
+def check_name(scenario: str, decode_query_len: int) -> str:
+    return f"{scenario}[q={decode_query_len}]"
+
+
+def fix_of(scenario: str) -> str:
+    """The fix a scenario judges: the one whose scenarios name it."""
+    return next((f.pr for f in REGISTRY if scenario in f.scenarios), HOST_FIX)
+
+
+CORE_BY_FIX = {
+    fix.pr: tuple(
+        check_name(s, q) for s in fix.core_scenarios for q in DECODE_QUERY_LENS
+    )
+    for fix in REGISTRY
+}
+"""Per fix, the checks without which it is never called fixed (each of its
+core scenarios at every query length)."""
+CORE_CHECKS = tuple(name for fix in FIXES for name in CORE_BY_FIX[fix])
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    """``passed``, ``failed`` (the behaviour is wrong: a kill, a bad verdict)
+    or ``not run`` (the detail says why: absent here, or a harness error)."""
+    detail: str
+    fix: str = HOST_FIX
+    """The fix this check judges, by its PR label (#51585, #53821)."""
+    applies: bool = True
+    """False when the tree lacks what the check exercises (a tree without
+    MiniMax-M3): it still counts as not run, but a core check that does not
+    apply is not required for a verdict (see :func:`judge`)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "passed": self.passed,
+            "detail": self.detail,
+            "fix": self.fix,
+            "applies": self.applies,
+        }
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How many checks ran, passed, failed, and which could not run and why
+    (shown by :func:`tally_line`)."""
+
+    passed: int = 0
+    failed: int = 0
+    not_run: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ran(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def total(self) -> int:
+        return self.ran + len(self.not_run)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ran": self.ran,
+            "passed": self.passed,
+            "failed": self.failed,
+            "not_run": [{"name": n, "why": w} for n, w in self.not_run],
+        }
+
+
+def tally_line(counts: Tally) -> str:
+    """``13 checks: 12 ran (12 passed, 0 failed), 1 could not run``."""
+    return (
+        f"{counts.total} checks: {counts.ran} ran ({counts.passed} passed, "
+        f"{counts.failed} failed), {len(counts.not_run)} could not run"
+    )
+
+
+def status_of(check: Check | Mapping[str, Any]) -> str:
+    """A check's status, from a :class:`Check` or its JSON form."""
+    if isinstance(check, Check):
+        return check.status
+    if "status" in check:
+        return str(check["status"])
+    return PASSED if check.get("passed") else FAILED
+
+
+def tally(checks: Iterable[Check | Mapping[str, Any]]) -> Tally:
+    passed = failed = 0
+    not_run = []
+    for check in checks:
+        status = status_of(check)
+        if status == PASSED:
+            passed += 1
+        elif status == FAILED:
+            failed += 1
+        else:
+            name = check.name if isinstance(check, Check) else check["name"]
+            why = check.detail if isinstance(check, Check) else check["detail"]
+            not_run.append((name, why))
+    return Tally(passed, failed, not_run)
+
+
+def check_fix(check: Check | Mapping[str, Any]) -> str:
+    """The fix a check judges, from a :class:`Check` or its JSON form (a
+    report written before checks named their fix: from the scenario)."""
+    if isinstance(check, Check):
+        return check.fix
+    return str(check.get("fix") or fix_of(str(check["name"]).split("[", 1)[0]))
+
+
+def judge_fixes(
+    checks: Iterable[Check | Mapping[str, Any]],
+) -> dict[str, tuple[Verdict, str]]:
+    """Per fix, ``(verdict, why)`` by :func:`judge`'s rule over its checks."""
+    checks = list(checks)
+    return {
+        fix: judge([c for c in checks if check_fix(c) == fix], CORE_BY_FIX[fix])
+        for fix in FIXES
+    }
+
+
+def judge(
+    checks: Iterable[Check | Mapping[str, Any]], core: tuple[str, ...] = CORE_CHECKS
+) -> tuple[Verdict, str]:
+    """``(verdict, why)``: a failure says not fixed; a fix needs the core run."""
+    checks = list(checks)
+    by_name = {(c.name if isinstance(c, Check) else c["name"]): c for c in checks}
+    failed = [n for n, c in by_name.items() if status_of(c) == FAILED]
+    if failed:
+        return NOT_FIXED, f"failing checks: {', '.join(failed)}"
+    missing, inapplicable = [], []
+    for name in core:
+        check = by_name.get(name)
+        if check is None:
+            missing.append(f"{name} (not in this run)")
+        elif status_of(check) != PASSED:
+            detail = check.detail if isinstance(check, Check) else check["detail"]
+            if applies(check):
+                missing.append(f"{name} ({detail})")
+            else:
+                inapplicable.append(name)
+    if missing:
+        return CANNOT_JUDGE, f"core checks did not run: {'; '.join(missing)}"
+    if len(inapplicable) == len(core):
+        return CANNOT_JUDGE, "no core check applies to this tree"
+    why = "every check that ran passed, the core checks included"
+    if inapplicable:
+        why += f" (not applicable to this tree: {', '.join(inapplicable)})"
+    return FIXED, why
+
+
+def applies(check: Check | Mapping[str, Any]) -> bool:
+    """Whether the tree has what ``check`` exercises (older reports: yes)."""
+    if isinstance(check, Check):
+        return check.applies
+    return bool(check.get("applies", True))
+
+
+def is_pr_crash(outcome: Outcome) -> bool:
+    """The AssertionError of vLLM #51585, raised where the PR's trace says."""
+    error = outcome.error or {}
+    return (
+        outcome.status == "raised"
+        and error.get("type") == "AssertionError"
+        and error.get("relpath") == INDEXER_FILE
+        and error.get("source") == INDEXER_ASSERT
+    )
+
+
+def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
+    """One check per outcome; all pass if and only if the tree has the fix."""
+    return [_check(outcome) for outcome in outcomes]
+
+
+def _check(outcome: Outcome) -> Check:
+    name = check_name(outcome.scenario, outcome.decode_query_len)
+    if outcome.status == "unavailable" and not outcome.facts.get("absent"):
+        why = (outcome.error or {}).get("message") or "unavailable"
+        return Check(name, NOT_RUN, str(why))
+    if outcome.status == "error":
+        return Check(name, NOT_RUN, f"{HARNESS_ERROR}: {describe_error(outcome.error)}")
+    if outcome.status == "raised" and outcome.scenario in (
+        "capture_effects",
+        "repeated_capture",
+    ):
+        return Check(name, FAILED, describe_error(outcome.error))
+    if outcome.scenario == "capture_effects":
+        wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
+        detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
+        if "host_unchanged" in wrong:
+            detail += f" (host offsets after capture: {outcome.facts['host_after']})"
+        return Check(name, _status(not wrong), detail)
+    if outcome.scenario == "minimax_indexer_after_rocm":
+        if outcome.status == "unavailable" and outcome.facts.get("absent"):
+            return Check(name, NOT_RUN, MINIMAX_ABSENT, applies=False)
+        if outcome.status == "raised":
+            return Check(name, FAILED, describe_error(outcome.error))
+        got = outcome.facts.get("decode_query_len")
+        ok = got == outcome.decode_query_len
+        return Check(name, _status(ok), f"indexer saw decode query length {got}")
+    if outcome.scenario == "repeated_capture":
+        facts = outcome.facts
+        ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
+        detail = "ok" if ok else f"host offsets after each capture: {facts}"
+        return Check(name, _status(ok), detail)
+    if outcome.scenario.startswith("capture_loop_"):
+        if outcome.status == "raised":
+            return Check(name, FAILED, describe_error(outcome.error))
+        ok, detail = _loop_verdict(outcome)
+        return Check(name, _status(ok), detail)
+    if outcome.scenario.startswith(VICTIM_PREFIX):
+        ok, detail = _victim_verdict(outcome)
+        return Check(name, _status(ok), detail)
+    if outcome.scenario in PAIR_FACTS:
+        return pair_check(outcome)
+    return Check(name, NOT_RUN, f"no verdict for scenario {outcome.scenario!r}")
+
+
+def pair_check(outcome: Outcome) -> Check:
+    """A scenario of the ROCm builder pair: every fact it must show."""
+    name = check_name(outcome.scenario, outcome.decode_query_len)
+    fix = fix_of(outcome.scenario)
+    if outcome.status == "unavailable":
+        why = (outcome.error or {}).get("message") or "unavailable"
+        return Check(name, NOT_RUN, str(why), fix)
+    if outcome.status == "error":
+        detail = f"{HARNESS_ERROR}: {describe_error(outcome.error)}"
+        return Check(name, NOT_RUN, detail, fix)
+    if outcome.status != "ok":
+        return Check(name, FAILED, describe_error(outcome.error), fix)
+    facts = outcome.facts
+    wrong = [k for k in PAIR_FACTS[outcome.scenario] if not facts.get(k)]
+    detail = "ok"
+    if wrong:
+        after = {k: v for k, v in facts.items() if k.endswith("_after")}
+        detail = f"violated: {', '.join(wrong)} ({facts.get('builder')}; {after})"
+    return Check(name, _status(not wrong), detail, fix)
+
+
+def _status(ok: bool) -> str:
+    return PASSED if ok else FAILED
+
+
+def describe_error(error: dict[str, Any] | None) -> str:
+    error = error or {}
+    where = f"{error.get('relpath')}:{error.get('line')}"
+    text = error.get("source") or str(error.get("message", ""))[:120]
+    return f"{error.get('type')} at {where}: {text}"
+
+
+def _loop_verdict(outcome: Outcome) -> tuple[bool, str]:
+    facts = outcome.facts
+    if facts.get("raised"):
+        return False, (
+            f"{describe_error(facts['raised'])}; host offsets after: "
+            f"{facts.get('host_offsets_after')}"
+        )
+    wrong = [
+        k for k in ("host_offsets_kept", "device_offsets_zeroed") if not facts.get(k)
+    ]
+    if facts.get("groups_built") != LOOP_GROUPS:
+        wrong.append(f"groups built {facts.get('groups_built')}")
+    if facts.get("indexer_decode_query_len") != outcome.decode_query_len:
+        wrong.append(f"indexer query length {facts.get('indexer_decode_query_len')}")
+    if wrong:
+        return False, (
+            f"violated: {', '.join(wrong)} (host offsets after: "
+            f"{facts.get('host_offsets_after')})"
+        )
+    return True, "ok"
+
+
+def victim_failure(outcome: Outcome) -> str | None:
+    """How the capture leaked into this victim; None if it did not."""
+    if outcome.status == "raised":
+        error = outcome.error or {}
+        step = f"cannot {error['step']}: " if error.get("step") else ""
+        return step + describe_error(outcome.error)
+    diverged = outcome.facts.get("diverged") or {}
+    if diverged:
+        shown = "; ".join(
+            f"{k}: {exp} -> {got}" for k, (exp, got) in list(diverged.items())[:3]
+        )
+        more = f" (+{len(diverged) - 3} more)" if len(diverged) > 3 else ""
+        return f"built other metadata: {shown}{more}"
+    return None
+
+
+def _victim_verdict(outcome: Outcome) -> tuple[bool, str]:
+    failure = victim_failure(outcome)
+    if failure is None:
+        return True, "builds what it builds from the intended metadata"
+    return False, failure
+
+
+def bug_reproduced(outcomes: list[Outcome]) -> bool:
+    """Stock affected code: host offsets zeroed and the PR's crash raised."""
+    crashes = [o for o in outcomes if o.scenario == "minimax_indexer_after_rocm"]
+    # A release without MiniMax-M3 cannot crash there: the zeroing is the bug.
+    applicable = [o for o in crashes if not o.facts.get("absent")]
+    zeroed = [
+        o
+        for o in outcomes
+        if o.scenario == "capture_effects"
+        and o.status == "ok"
+        and not o.facts.get("host_unchanged")
+    ]
+    return bool(crashes) and all(is_pr_crash(o) for o in applicable) and bool(zeroed)

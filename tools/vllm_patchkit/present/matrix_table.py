@@ -1,0 +1,261 @@
+"""The matrix as text: the Markdown table, its notes, and the JSON document.
+
+Separate from :mod:`vllm_patchkit.judge.matrix` because nothing here decides a
+cell: a change to the layout never invalidates the cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_overlay.fixes import FIXES
+from vllm_patchkit.errors import InputError
+from vllm_patchkit.judge.matrix import Cell, Row
+from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
+from vllm_patchkit.paths import relative_to_checkout
+
+WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
+FIX_COLUMNS = tuple(fix.pr for fix in FIXES)
+"""One column per fix of the registry, headed by its PR."""
+STEP_COLUMNS = ("series", "stock suite", "series applied", "overlay", "audit")
+
+
+def _cell(text: str) -> str:
+    """Table-safe, with this checkout's path left out (the same on any machine)."""
+    text = relative_to_checkout(text)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def summary(rows: list[Row], seconds: float, jobs: int) -> dict[str, Any]:
+    """This run's time, and what computing every row cost when it was computed."""
+    steps: dict[str, float] = {"static": sum(r.static_seconds for r in rows)}
+    for row in rows:
+        for name, cell in row.cells.items():
+            steps[name] = steps.get(name, 0.0) + cell.seconds
+    computed = sum(1 for r in rows if not r.cached)
+    return {
+        "seconds": round(seconds, 1),
+        "jobs": jobs,
+        "releases": len(rows),
+        "rows_computed": computed,
+        "rows_cached": len(rows) - computed,
+        "cells_cached": sum(c.cached for r in rows for c in r.cells.values()),
+        "compute_seconds": round(sum(steps.values()), 1),
+        "compute_seconds_by_step": {k: round(v, 1) for k, v in steps.items()},
+    }
+
+
+AUDIT_FINDING_KEYS = ("file", "line", "field", "method", "operation", "kind")
+
+
+def to_json(rows: list[Row], run: dict[str, Any]) -> dict[str, Any]:
+    """The document: every cell with what it rests on, without the bulk
+    (the audit's per-check list and the overlay's log stay in the cache)."""
+    out = []
+    for row in rows:
+        data = row.to_json()
+        audit = data["audit"]["detail"]
+        if audit.get("findings") is not None:
+            data["audit"]["detail"] = {
+                "verdict": audit.get("verdict"),
+                "counts": audit.get("counts"),
+                "findings": [
+                    {
+                        **{k: f.get(k) for k in AUDIT_FINDING_KEYS},
+                        "victims": f.get("victims", []),
+                    }
+                    for f in audit["findings"]
+                ],
+            }
+        data["overlay"]["detail"].pop("log", None)
+        data["overlay"]["text"] = cell_text(row.overlay)
+        out.append(data)
+    return {"run": run, "rows": out}
+
+
+def cell_text(cell: Cell) -> str:
+    """The cell's text, with the reason of a judgement that could not be made
+    where the text lacks it (an overlay probe that could not run)."""
+    why = str(cell.detail.get("why") or "")
+    if cell.status == Verdict.CANNOT_JUDGE and why and why not in cell.text:
+        return f"{cell.text}: {why}"
+    return cell.text
+
+
+README_START = "<!-- vllm-patchkit matrix: table start -->"
+README_END = "<!-- vllm-patchkit matrix: table end -->"
+
+
+def with_table(readme: str, rows: list[Row]) -> str:
+    """``readme`` with the text between its matrix markers replaced by the table.
+
+    A README without both markers, in order, is refused: the table goes only
+    where its owner put it.
+    """
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise InputError(
+            f"the README has no '{README_START}' ... '{README_END}' block for the table"
+        )
+    head = readme[: start + len(README_START)]
+    return head + "\n" + "\n".join(table(rows)) + "\n" + readme[end:]
+
+
+LEGEND = """\
+Each release's source tree, run with this project's torch (what else it
+needed is under "What ran each release"). Column words:
+
+- {fixes}: does the release need that fix (read from its code).
+- **series**: each patch's state on the release (`applies`, `upstreamed`,
+  `not-carried`, `conflict`), in series order.
+- **stock suite**, **series applied**: the regression suite on the stock tree
+  and on a clone with the series applied: `bug` (the crash of #51585
+  reproduced), `passes`, `fails`, `cannot judge`, `cannot run`; the number of
+  checks that ran. `reused`: the series changes nothing the suite imports,
+  so the stock run stands for it.
+- **overlay**: the overlay loaded by vLLM's own plugin loader, without and
+  with it: `fixes` (bug without, passes with), `inert` (passes both ways,
+  nothing installed), `fails`, `cannot judge`.
+- **audit**: harmful shared-metadata writes the audit found (`none`, `N
+  harmful`, `cannot judge`).
+- **seconds**: what computing the row took, per step in the details.
+
+A release's details (every cell's full text, what it rests on) follow the
+table; `matrix.json` has every count and reason.
+""".format(fixes=", ".join(f"**{label}**" for label in FIX_COLUMNS))
+
+SHORT = {"bug reproduced": "bug"}
+
+
+def _short(cell: Cell) -> str:
+    """A cell's verdict word, with the number of checks it rests on."""
+    word = SHORT.get(cell.status, cell.status.replace("-", " "))
+    if cell.status == "harmful":
+        word = cell.text.split(":", 1)[0]
+    ran = (cell.counts or {}).get("ran")
+    if cell.detail.get("reused"):
+        word += ", reused"
+    elif ran is not None and cell.status not in ("harmful", "none"):
+        word += f" ({ran} ran)"
+    return word
+
+
+def _anchor(version: str) -> str:
+    """The heading slug of a release's details, as mkdocs and GitHub make it."""
+    return "vllm-" + version.replace(".", "")
+
+
+def table(rows: list[Row]) -> list[str]:
+    """The matrix's main table, one row per release, one word a cell."""
+    heads = ("vLLM", *FIX_COLUMNS, *STEP_COLUMNS, "seconds")
+    lines = [
+        "| " + " | ".join(heads) + " |",
+        "| " + " | ".join("---" for _ in heads) + " |",
+    ]
+    for row in rows:
+        fixes = row.fixes or {}
+        cells = (
+            f"[{row.version}](#{_anchor(row.version)})",
+            # A row from before per-fix columns has the first fix's only.
+            *(
+                WORDS[fixes.get(label, row.affected if i == 0 else None)]
+                for i, label in enumerate(FIX_COLUMNS)
+            ),
+            _cell(row.series),
+            *(_short(cell) for cell in row.cells.values()),
+            f"{row.cost:.0f}",
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def details(rows: list[Row]) -> list[str]:
+    """Per release, every cell's full text and the seconds per step."""
+    lines = ["## Details", ""]
+    for row in rows:
+        lines += [f"### vLLM {row.version}", ""]
+        lines.append(
+            f"- commit: `{row.commit}`; overlay plan: {_cell(row.overlay_plan)}"
+        )
+        for name, cell in row.cells.items():
+            lines.append(f"- {name}: {_cell(cell_text(cell))}")
+        lines += [f"- seconds: {timing(row)}", ""]
+    return lines
+
+
+def markdown(rows: list[Row]) -> str:
+    """The page: a pure function of the rows (this run's wall time and cache
+    use go to the JSON only), so the same rows give the same page however
+    they were computed."""
+    lines = ["# vLLM releases: the bug, the series, the overlay, the audit", ""]
+    lines += [LEGEND, *table(rows), "", *details(rows), *runtime_table(rows)]
+    lines += not_run_notes(rows)
+    return "\n".join(lines) + "\n"
+
+
+def timing(row: Row) -> str:
+    parts = [
+        f"{name} {cell.seconds:.0f}"
+        for name, cell in row.cells.items()
+        if cell.status != "skipped" and (cell.seconds or not cell.cached)
+    ]
+    total = f"{row.cost:.0f}"
+    return total + (f" ({', '.join(parts)})" if parts else "")
+
+
+def runtime_table(rows: list[Row]) -> list[str]:
+    lines = [
+        (
+            "## What ran each release\n\nThe venv's torch, beside it the release's "
+            "missing pure-Python requirements:"
+        ),
+        "",
+        "| vLLM | pins torch | ran with torch | extra packages | could not provide |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        runtime = row.runtime or {}
+        extras = ", ".join(runtime.get("extras") or []) or "none"
+        missing = "; ".join(runtime.get("missing") or []) or "none"
+        ran = runtime.get("torch") or "unknown (no runtime record)"
+        lines.append(
+            f"| {row.version} | {row.torch_pin or 'none'} | {_cell(ran)} "
+            f"| {_cell(extras)} | {_cell(missing)} |"
+        )
+    return lines
+
+
+def not_run_notes(rows: list[Row]) -> list[str]:
+    """Checks that could not run, each reason once with the releases it hit
+    (in the stock run and the series-applied run alike, unless marked)."""
+    where: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for row in rows:
+        for step, cell in (("stock", row.stock), ("series", row.applied)):
+            if step == "series" and cell.detail.get("reused"):
+                continue
+            for item in (cell.counts or {}).get("not_run", []):
+                seen = where.setdefault((item["name"], item["why"]), {})
+                seen.setdefault(row.version, set()).add(step)
+    if not where:
+        return []
+    lines = [
+        "",
+        "## Checks that could not run",
+        "",
+        "Each reason, with the releases it hit:",
+        "",
+    ]
+    for (name, why), seen in sorted(where.items()):
+        versions = [
+            version
+            + ("" if len(steps) == 2 or _reused(rows, version) else f" ({min(steps)})")
+            for version, steps in seen.items()
+        ]
+        lines.append(f"- {name}: {_cell(why)} ({', '.join(versions)})")
+    return lines
+
+
+def _reused(rows: list[Row], version: str) -> bool:
+    """Whether the series cell of ``version`` is the stock run itself."""
+    row = next(r for r in rows if r.version == version)
+    return bool(row.applied.detail.get("reused"))

@@ -1,0 +1,249 @@
+"""The plain-text renderers of judged trees: ``test``, ``demo``, the suite,
+``precommit``. Models keep data; the words they are shown in live here.
+
+The commands print them, and ``pr`` pastes them into the PR's Test Result,
+so a reviewer reads exactly what the contributor saw: how many checks ran,
+passed and failed, and each check that could not run, with the reason.
+Only the suite's verdict rules are imported at run time, so the suite's
+own process and the mutation runner can render with them too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vllm_patchkit.judge.regression.verdict import (
+    FAILED,
+    PASSED,
+    Tally,
+    status_of,
+    tally,
+    tally_line,
+)
+
+if TYPE_CHECKING:
+    from vllm_patchkit.judge.demo import DemoResult
+    from vllm_patchkit.judge.regression.runner import TreeReport
+    from vllm_patchkit.judge.verify import TreeRun, VerifyResult
+    from vllm_patchkit.precommit import PrecommitResult
+
+CELL_WIDTH = 64
+
+
+def format_verify(result: VerifyResult) -> str:
+    """A before/after table: one row per check, then the upstream test."""
+    runs = [r for r in (result.before, result.after) if r is not None]
+    header = [r.label for r in runs]
+    rows: list[list[str]] = []
+    names = [c["name"] for r in runs for c in r.checks]
+    for name in dict.fromkeys(names):
+        rows.append([name, *(_cell(r, name) for r in runs)])
+    if result.test_files:
+        rows.append(["upstream test", *(_test_cell(r) for r in runs)])
+    lines = [f"vLLM {_version(runs)} from {result.after.tree}"]
+    lines += [f"  {r.label}: {r.revision}" for r in runs if r.revision]
+    lines += [f"  {r.label}: {runtime_line(r.runtime)}" for r in runs if r.runtime]
+    lines += [f"  {r.label}: stand-in: {s}" for r in runs for s in r.stand_ins]
+    lines += _table(["check", *header], rows)
+    for run in runs:
+        lines += run_summary(run)
+    lines += [f"fix {line}" for line in fix_lines(result.after)]
+    lines.append(f"verdict: {result.verdict.heading}: {result.message}")
+    return "\n".join(lines)
+
+
+def runtime_line(runtime: dict[str, Any]) -> str:
+    """Which torch and extra packages ran a tree, and what its release pins."""
+    pin = runtime.get("pinned_torch")
+    extras = ", ".join(runtime.get("extras") or []) or "none"
+    line = (
+        f"runtime: torch {runtime.get('torch')} (the release pins "
+        f"{'torch ' + pin if pin else 'no torch'}); extra packages: {extras}"
+    )
+    missing = runtime.get("missing") or []
+    if missing:
+        line += f"; not provided ({len(missing)}): " + "; ".join(missing)
+    return line
+
+
+def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
+    """One line per check that could not run, with the reason."""
+    return [f"{indent}could not run: {name}: {why}" for name, why in counts.not_run]
+
+
+def fix_lines(run: TreeRun) -> list[str]:
+    """One line per fix: ``#53821: not fixed (not carried for 0.25.0; does
+    not decide the verdict)``, ``#51585: FIXED: why``."""
+    lines = []
+    for fix, (verdict, why) in run.fix_verdicts().items():
+        if fix in run.not_counted:
+            lines.append(
+                f"{fix}: {verdict.words} ({run.not_counted[fix]}; does not decide "
+                "the verdict)"
+            )
+        else:
+            lines.append(f"{fix}: {verdict.heading}: {why}")
+    return lines
+
+
+def run_summary(run: TreeRun) -> list[str]:
+    """The counts of one run, what could not run and why, test failures."""
+    lines = []
+    if run.checks:
+        lines.append(f"{run.label}: {tally_line(run.tally)}")
+        lines += not_run_lines(run.tally, f"{run.label}:   ")
+    if run.problem:
+        lines.append(f"{run.label}: cannot judge: {run.problem}")
+    test = run.upstream_test
+    if test is not None:
+        lines.append(
+            f"{run.label}: upstream test {' '.join(test.files)}: {test.summary}"
+        )
+        if test.inapplicable_reason is not None:
+            lines.append(f"{run.label}:   did not run: {test.inapplicable_reason}")
+        elif test.not_run_reason is not None:
+            lines.append(f"{run.label}:   did not run: {test.not_run_reason}")
+        lines += [f"{run.label}:   {failure}" for failure in test.failures[:4]]
+    return lines
+
+
+def suite_highlight(result: VerifyResult) -> str:
+    """One sentence for the PR body: the verdict and the counts behind it."""
+    after = result.after
+    line = f"Regression suite: {result.verdict.heading}, {tally_line(after.tally)}"
+    not_run = after.tally.not_run
+    if not_run:
+        line += " (" + "; ".join(f"{n}: {w}" for n, w in not_run) + ")"
+    if result.before is not None:
+        before = result.before.tally
+        line += f"; on the base: {before.failed} of {before.ran} fail"
+        line += ", bug reproduced" if result.before.bug_reproduced else ""
+    return line + "."
+
+
+def _version(runs: list[TreeRun]) -> str:
+    return next((r.vllm_version for r in reversed(runs) if r.vllm_version), "?")
+
+
+def _cell(run: TreeRun, name: str) -> str:
+    for check in run.checks:
+        if check["name"] == name:
+            status = status_of(check)
+            if status == PASSED:
+                return "PASS"
+            word = "FAIL" if status == FAILED else "NOT RUN"
+            return f"{word} {check['detail']}"[:CELL_WIDTH]
+    return "-"
+
+
+def _test_cell(run: TreeRun) -> str:
+    test = run.upstream_test
+    if test is None:
+        return "-"
+    if test.failed:
+        return f"FAIL {test.summary}"
+    if test.inapplicable_reason is not None:
+        return f"DID NOT RUN (needs {', '.join(test.absent_modules)})"
+    if test.not_run_reason is not None:
+        return f"DID NOT RUN ({test.summary})"
+    return f"PASS {test.summary}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(width) for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def format_precommit(result: PrecommitResult) -> str:
+    """One line per hook (failures with their output), then a summary."""
+    lines = [
+        f"  {name}: missing in {result.path} (not checked)" for name in result.missing
+    ]
+    labels = [h.alias if h.alias else h.id for h in result.hooks]
+    width = max(map(len, labels), default=0)
+    for label, hook in zip(labels, result.hooks, strict=True):
+        line = f"  {label:<{width}}  {hook.status}"
+        if hook.status != "failed" and hook.detail:
+            line += f" ({hook.detail})"
+        if hook.mirror:
+            line += f"  [mirror: {hook.mirror}]"
+        lines.append(line)
+        if hook.status == "failed" and hook.detail:
+            lines += [f"      {text}" for text in hook.detail.splitlines()]
+    if result.diff:
+        lines.append(f"  changes the hooks made (not applied to {result.path}):")
+        lines += [f"      {text}" for text in result.diff.splitlines()]
+    counts = {
+        status: sum(h.status == status for h in result.hooks)
+        for status in ("passed", "failed", "skipped")
+    }
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    verdict = "passed" if result.passed else "FAILED"
+    lines.append(f"pre-commit on {len(result.files)} file(s): {summary}: {verdict}")
+    return "\n".join(lines)
+
+
+def _demo_cell(report: TreeReport | None, name: str) -> str:
+    if report is None:
+        return "-"
+    if report.report is None:
+        return "ERROR (see log)"
+    for check in report.report["checks"]:
+        if check["name"] == name:
+            status = status_of(check)
+            if status == PASSED:
+                return "PASS"
+            word = "FAIL" if status == FAILED else "NOT RUN"
+            return f"{word} {check['detail']}"
+    return "n/a"
+
+
+def format_demo(result: DemoResult) -> str:
+    """A short before/after table for a terminal."""
+    lines = [f"vLLM tree: {result.tree} ({result.origin})"]
+    if result.before.report:
+        lines.append(
+            f"vLLM version: {result.before.report['vllm_version']}, "
+            f"imported from {result.before.report['vllm_file']}"
+        )
+    names = [c["name"] for c in (result.before.report or {}).get("checks", [])]
+    width = max((len(n) for n in names), default=10) + 2
+    lines.append("")
+    lines.append(f"{'scenario':<{width}}before (stock)  ->  after (series applied)")
+    for name in names:
+        lines.append(
+            f"{name:<{width}}{_demo_cell(result.before, name)}\n"
+            f"{'':<{width}}  ->  {_demo_cell(result.after, name)}"
+        )
+    lines.append("")
+    lines.append(f"series: {result.apply.status}: {result.apply.message}")
+    for patch in result.apply.patches:
+        detail = f" ({patch.detail})" if patch.detail else ""
+        lines.append(f"  {patch.name}: {patch.status}{detail}")
+    if result.before.bug_reproduced:
+        lines.append("before: the crash of vLLM #51585 reproduces on this tree")
+    elif result.before.fixed:
+        lines.append("before: this tree already behaves correctly")
+    for report, label in ((result.before, "before"), (result.after, "after")):
+        if report is not None and report.report is not None:
+            counts = tally(report.report["checks"])
+            lines.append(f"{label}: {tally_line(counts)}")
+            lines += not_run_lines(counts, f"{label}:   ")
+    lines.extend(result.notes)
+    if result.judged is not None:
+        lines += fix_lines(result.judged)
+    if result.ok:
+        lines.append("verdict: FIXED")
+    else:
+        lines.append(f"verdict: {result.verdict.heading}: {result.why}")
+    if not result.ok:
+        for report, label in ((result.before, "before"), (result.after, "after")):
+            if report is not None and report.report is None:
+                lines.append(f"--- {label} run log (last lines) ---")
+                lines.extend(report.log.splitlines()[-20:])
+    return "\n".join(lines)

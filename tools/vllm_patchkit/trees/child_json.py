@@ -1,0 +1,157 @@
+"""Child processes: each in a group of its own, and the JSON round trip.
+
+The steps that import torch and vLLM (the regression suite, the audit's
+dynamic pass, the overlay probe) do it in a child process, so the parent
+stays free of both and each run gets a fresh interpreter: ``python -m
+MODULE ...`` in a scratch directory, which writes its report to a file
+there for the parent to read. This module is that round trip, once, and
+:func:`run_in_group`, the one way a child is started, timed out and
+cleaned up (with every process it started); what a
+missing report, an exit status or a timeout means is each caller's to say.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What one child run left: its exit status, its report and its output."""
+
+    argv: tuple[str, ...]
+    """The command as started (``sys.executable -m MODULE ...``)."""
+    returncode: int | None
+    """The child's exit status; None when it ran past the timeout (killed)."""
+    data: Any
+    """The JSON the child wrote, parsed; None when it wrote no report."""
+    log: str
+    """Its stdout, then its stderr (what it printed before a timeout)."""
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run_json_child(
+    module: str,
+    args: Callable[[Path], Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    timeout_s: float,
+    scratch_prefix: str,
+    output_name: str = "report.json",
+) -> ChildResult:
+    """Run ``python -m module *args(output)`` in a fresh scratch directory.
+
+    ``args`` gets the path the child must write its JSON to (inside the
+    scratch directory, which is also its working directory and is removed
+    afterwards) and returns the arguments that tell it so. The report is
+    read whatever the exit status; a report that is not JSON raises
+    ``ValueError`` (a child that writes half a report is a bug to see, not a
+    result). Only a timeout is caught: the child is killed and the result
+    says so. What the child started is killed with it, when it exits
+    (:func:`run_in_group`). A tree's child gets
+    ``env`` from its :class:`~vllm_patchkit.trees.tree_process.TreeLauncher`.
+    """
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix) as scratch:
+        output = Path(scratch) / output_name
+        argv = (sys.executable, "-m", module, *args(output))
+        done = run_in_group(argv, cwd=Path(scratch), env=env, timeout_s=timeout_s)
+        data = json.loads(output.read_text()) if output.is_file() else None
+    return ChildResult(argv, done.returncode, data, done.log)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a child left: its exit status (None: killed past the timeout)."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def log(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_in_group(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float | None,
+    stdin: str | None = None,
+    log: Path | None = None,
+    inherit_stdio: bool = False,
+) -> Finished:
+    """Run ``argv`` in a process group of its own and kill the group after.
+
+    The code run may start processes of its own; they are in the group,
+    which is killed once the child exits, times out or this process is
+    interrupted, so none is left behind. Their output goes to files this
+    function owns (``log``: both streams to that file; else scratch files
+    read back), never to a pipe whose other end they could hold open past
+    the child's exit. ``inherit_stdio``: the child uses this process's
+    streams (an interactive script).
+    """
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-child-") as scratch:
+        out_path = log or Path(scratch) / "stdout"
+        err_path = Path(scratch) / "stderr"
+        in_path = Path(scratch) / "stdin"
+        in_path.write_text(stdin or "")
+        with contextlib.ExitStack() as files:
+            if inherit_stdio:
+                streams: dict[str, Any] = {}
+            else:
+                out = files.enter_context(out_path.open("wb"))
+                err = out if log else files.enter_context(err_path.open("wb"))
+                source = files.enter_context(in_path.open("rb"))
+                streams = {
+                    "stdin": source if stdin is not None else subprocess.DEVNULL,
+                    "stdout": out,
+                    "stderr": err,
+                }
+            proc = subprocess.Popen(
+                list(argv), cwd=cwd, env=dict(env), process_group=0, **streams
+            )
+            try:
+                returncode: int | None = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            finally:
+                _kill_group(proc)
+        if inherit_stdio or log is not None:
+            return Finished(tuple(argv), returncode)
+        return Finished(
+            tuple(argv),
+            returncode,
+            _text(out_path.read_bytes()),
+            _text(err_path.read_bytes()),
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's whole process group and reap the child."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _text(data: bytes) -> str:
+    return data.decode(errors="replace")
