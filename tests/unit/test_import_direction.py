@@ -5,7 +5,9 @@ from its parsers, ``cli_reference.py``) is the top layer: it parses
 arguments and reports. A library module that imports it runs the layers
 upward (``runtime.require`` once printed and returned exit codes through
 ``commands.common``); a failure is a ``PatchkitError`` for
-``cli.error_handler`` to report instead.
+``cli.error_handler`` to report instead. Below the command line the
+package is layered (:data:`LAYERS`: floor, trees, git, judge, present,
+workflows); no module imports a higher layer, even inside a function.
 """
 
 from __future__ import annotations
@@ -208,3 +210,89 @@ def test_the_cycle_finder_finds_a_circle() -> None:
     assert "vllm_patchkit.judge.regression" in load_time_imports(
         "from .regression import verdict\n", "vllm_patchkit.judge.x", False
     )
+
+
+LAYERS = {
+    # The floor: every layer imports it.
+    "errors": 0,
+    "paths": 0,
+    "gitcmd": 0,
+    "judgement": 0,
+    "trees": 1,
+    "git": 2,
+    "judge": 3,
+    # Runs the project's hooks on files and says passed or failed: it imports
+    # only the floor, and present renders its result.
+    "precommit": 3,
+    "present": 4,
+    "pull_request": 5,
+    "commands": 6,
+    "cli": 6,
+    "cli_reference": 6,
+    "__main__": 6,
+}
+"""The toolkit's layers, lowest first, by top-level module or subpackage: a
+module imports only modules of its own layer or a lower one."""
+
+
+def layer(module: str) -> int:
+    """The rank of a module of the toolkit (the package itself is the floor)."""
+    parts = module.split(".")
+    return LAYERS[parts[1]] if len(parts) > 1 else 0
+
+
+def every_import(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus the imports that run later (in functions, under
+    ``TYPE_CHECKING``), to modules of the toolkit."""
+    files = module_files()
+    found = {name: set(targets) for name, targets in graph.items()}
+    for name, file in files.items():
+        if name.startswith("vllm_patchkit"):
+            found[name] |= {
+                target
+                for target in imported(file.read_text(), file)
+                if target in files and target != name
+            }
+    return found
+
+
+def upward_edges(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of the toolkit that go to a higher layer."""
+    return sorted(
+        (name, target)
+        for name, targets in graph.items()
+        if name.startswith("vllm_patchkit")
+        for target in targets
+        if target.startswith("vllm_patchkit") and layer(target) > layer(name)
+    )
+
+
+def test_every_toolkit_module_is_in_a_layer() -> None:
+    """A new top-level module or subpackage must be placed in LAYERS."""
+    tops = {
+        name.split(".")[1]
+        for name in module_files()
+        if name.startswith("vllm_patchkit.")
+    }
+    assert tops - set(LAYERS) == set()
+    assert set(LAYERS) - tops == set()  # no stale entry
+
+
+def test_no_layer_imports_a_higher_one() -> None:
+    graph = every_import(load_graph())
+    assert sum(name.startswith("vllm_patchkit.judge.") for name in graph) > 20
+    assert upward_edges(graph) == []
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    graph = {
+        "vllm_patchkit.trees.tree_process": {"vllm_patchkit.judge.regression"},
+        "vllm_patchkit.judge.verify": {"vllm_patchkit.git.apply"},
+        "vllm_patchkit.git.apply": {"vllm_patchkit.errors", "vllm_patchkit"},
+    }
+    assert upward_edges(graph) == [
+        ("vllm_patchkit.trees.tree_process", "vllm_patchkit.judge.regression")
+    ]
+    late = "def f():\n    from vllm_patchkit.present.reports import tally_line\n"
+    where = PACKAGE_DIR / "judge" / "verify.py"
+    assert "vllm_patchkit.present.reports" in imported(late, where)
