@@ -31,9 +31,9 @@ from processes import (
     with_bytecode,
 )
 
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.trees.releases import clone_release
-from vllm_patchkit.git.series import load_series
 
 TARGET = 2.0
 BASE_REF = "refs/vllm-patchkit/base"
