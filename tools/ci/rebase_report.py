@@ -36,6 +36,7 @@ from typing import Any
 
 from vllm_patchkit.git.series import SeriesError, inside, parse_patch
 from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.present.tables import markdown_table
 
 STATUS_BY_EXIT = {0: "rebased", 2: "refused", 3: "error", 4: "conflict"}
 GATES = (
@@ -275,6 +276,10 @@ def issue_title(repo: str, ref: str) -> str:
     return f"Nightly rebase onto {repo} {ref} fails"
 
 
+def _quoted(patch: dict[str, Any], key: str) -> str:
+    return ", ".join(f"`{item}`" for item in patch.get(key) or []) or "-"
+
+
 def issue_body(report: Report) -> str:
     parts = [
         (
@@ -285,15 +290,17 @@ def issue_body(report: Report) -> str:
         "",
         report.message,
         "",
-        "| patch | files | conflicting hunks |",
-        "| --- | --- | --- |",
     ]
-    for patch in report.patches:
-        if patch.get("status") != "conflict":
-            continue
-        files = ", ".join(f"`{f}`" for f in patch.get("files") or []) or "-"
-        hunks = ", ".join(f"`{h}`" for h in patch.get("hunks") or []) or "-"
-        parts.append(f"| `{patch.get('name', '?')}` | {files} | {hunks} |")
+    rows = [
+        (
+            f"`{patch.get('name', '?')}`",
+            _quoted(patch, "files"),
+            _quoted(patch, "hunks"),
+        )
+        for patch in report.patches
+        if patch.get("status") == "conflict"
+    ]
+    parts += markdown_table(("patch", "files", "conflicting hunks"), rows)
     if report.summary:
         parts += ["", report.summary]
     if report.run_url:

@@ -16,6 +16,7 @@ from pathlib import Path
 from vllm_patchkit.commands import complete_help
 from vllm_patchkit.commands.common import EXIT_CODES_HELP
 from vllm_patchkit.paths import PROJECT_ROOT, relative_to_checkout
+from vllm_patchkit.present.tables import markdown_cell, markdown_table
 
 PAGE = PROJECT_ROOT / "docs" / "reference" / "cli.md"
 
@@ -130,10 +131,6 @@ def _help(action: argparse.Action, prog: str) -> str:
     return " ".join(text.split())
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def _options_table(command: Command) -> list[str]:
     rows = []
     for action in _actions(command.parser):
@@ -143,17 +140,12 @@ def _options_table(command: Command) -> list[str]:
             continue
         name = _name(action)
         value = _value(action)
-        rows.append(
-            f"| `{name}` | {f'`{_cell(value)}`' if value else ''} "
-            f"| {_cell(_help(action, command.parser.prog))} |"
-        )
+        value = f"`{markdown_cell(value)}`" if value else ""
+        help_text = markdown_cell(_help(action, command.parser.prog))
+        rows.append((f"`{name}`", value, help_text))
     if not rows:
         return ["No options but `--help`."]
-    return [
-        "| option or argument | value | what it does |",
-        "| --- | --- | --- |",
-        *rows,
-    ]
+    return markdown_table(("option or argument", "value", "what it does"), rows)
 
 
 def _usage(parser: argparse.ArgumentParser) -> str:
@@ -169,12 +161,14 @@ def _anchor(invocation: str) -> str:
 def render(commands: list[Command] | None = None) -> str:
     """The whole page."""
     commands = all_commands() if commands is None else commands
-    lines = [HEADER, "| command | what it does |", "| --- | --- |"]
-    for command in commands:
-        lines.append(
-            f"| [`{command.invocation}`](#{_anchor(command.invocation)}) "
-            f"| {_cell(' '.join(command.summary.split()))} |"
+    rows = [
+        (
+            f"[`{command.invocation}`](#{_anchor(command.invocation)})",
+            markdown_cell(" ".join(command.summary.split())),
         )
+        for command in commands
+    ]
+    lines = [HEADER, *markdown_table(("command", "what it does"), rows)]
     lines += [
         "",
         "## Exit codes of `vllm-patchkit`",

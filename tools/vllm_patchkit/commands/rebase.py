@@ -78,8 +78,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_patchkit.git.rebase import markdown_summary, rebase_series
+    from vllm_patchkit.git.rebase import rebase_series
     from vllm_patchkit.git.series import load_series
+    from vllm_patchkit.present.rebase_summary import markdown_summary
 
     result = rebase_series(
         args.path, load_series(args.patches), args.onto, args.upstream, args.base

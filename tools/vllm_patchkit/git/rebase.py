@@ -477,22 +477,3 @@ def _success_message(result: RebaseResult, onto: str) -> str:
     if gone:
         text += f"; your commit(s) already in {onto}, dropped: {', '.join(gone)}"
     return text
-
-
-def markdown_summary(result: RebaseResult, onto: str) -> str:
-    """A step summary for CI: one table row per patch."""
-    lines = [
-        f"## vllm-patchkit rebase onto `{onto}`: {result.status}",
-        "",
-        result.message,
-        "",
-        "| patch | result | detail |",
-        "| --- | --- | --- |",
-    ]
-    for patch in [*result.patches, *result.commits]:
-        detail = patch.detail.replace("|", "\\|")
-        if patch.hunks:
-            detail += " (hunks: " + ", ".join(patch.hunks) + ")"
-        name = patch.name.replace("`", "'")
-        lines.append(f"| `{name}` | {patch.status} | {detail} |")
-    return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from vllm_patchkit.errors import InputError
 from vllm_patchkit.judge.matrix import Cell, Row
 from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
 from vllm_patchkit.paths import relative_to_checkout
+from vllm_patchkit.present.tables import markdown_cell, markdown_table
 
 WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
 FIX_COLUMNS = tuple(fix.pr for fix in FIXES)
@@ -22,8 +23,7 @@ STEP_COLUMNS = ("series", "stock suite", "series applied", "overlay", "audit")
 
 def _cell(text: str) -> str:
     """Table-safe, with this checkout's path left out (the same on any machine)."""
-    text = relative_to_checkout(text)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_cell(relative_to_checkout(text))
 
 
 def summary(rows: list[Row], seconds: float, jobs: int) -> dict[str, Any]:
@@ -148,25 +148,22 @@ def _anchor(version: str) -> str:
 def table(rows: list[Row]) -> list[str]:
     """The matrix's main table, one row per release, one word a cell."""
     heads = ("vLLM", *FIX_COLUMNS, *STEP_COLUMNS, "seconds")
-    lines = [
-        "| " + " | ".join(heads) + " |",
-        "| " + " | ".join("---" for _ in heads) + " |",
-    ]
-    for row in rows:
-        fixes = row.fixes or {}
-        cells = (
-            f"[{row.version}](#{_anchor(row.version)})",
-            # A row from before per-fix columns has the first fix's only.
-            *(
-                WORDS[fixes.get(label, row.affected if i == 0 else None)]
-                for i, label in enumerate(FIX_COLUMNS)
-            ),
-            _cell(row.series),
-            *(_short(cell) for cell in row.cells.values()),
-            f"{row.cost:.0f}",
-        )
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return markdown_table(heads, map(_main_row, rows))
+
+
+def _main_row(row: Row) -> tuple[str, ...]:
+    fixes = row.fixes or {}
+    return (
+        f"[{row.version}](#{_anchor(row.version)})",
+        # A row from before per-fix columns has the first fix's only.
+        *(
+            WORDS[fixes.get(label, row.affected if i == 0 else None)]
+            for i, label in enumerate(FIX_COLUMNS)
+        ),
+        _cell(row.series),
+        *(_short(cell) for cell in row.cells.values()),
+        f"{row.cost:.0f}",
+    )
 
 
 def details(rows: list[Row]) -> list[str]:
@@ -203,6 +200,15 @@ def timing(row: Row) -> str:
     return total + (f" ({', '.join(parts)})" if parts else "")
 
 
+RUNTIME_HEADS = (
+    "vLLM",
+    "pins torch",
+    "ran with torch",
+    "extra packages",
+    "could not provide",
+)
+
+
 def runtime_table(rows: list[Row]) -> list[str]:
     lines = [
         (
@@ -210,19 +216,16 @@ def runtime_table(rows: list[Row]) -> list[str]:
             "missing pure-Python requirements:"
         ),
         "",
-        "| vLLM | pins torch | ran with torch | extra packages | could not provide |",
-        "| --- | --- | --- | --- | --- |",
     ]
+    cells = []
     for row in rows:
         runtime = row.runtime or {}
         extras = ", ".join(runtime.get("extras") or []) or "none"
         missing = "; ".join(runtime.get("missing") or []) or "none"
         ran = runtime.get("torch") or "unknown (no runtime record)"
-        lines.append(
-            f"| {row.version} | {row.torch_pin or 'none'} | {_cell(ran)} "
-            f"| {_cell(extras)} | {_cell(missing)} |"
-        )
-    return lines
+        pin = row.torch_pin or "none"
+        cells.append((row.version, pin, _cell(ran), _cell(extras), _cell(missing)))
+    return lines + markdown_table(RUNTIME_HEADS, cells)
 
 
 def not_run_notes(rows: list[Row]) -> list[str]:

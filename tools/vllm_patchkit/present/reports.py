@@ -20,6 +20,7 @@ from vllm_patchkit.judge.regression.verdict import (
     tally,
     tally_line,
 )
+from vllm_patchkit.present.tables import text_table
 
 if TYPE_CHECKING:
     from vllm_patchkit.judge.demo import DemoResult
@@ -44,7 +45,7 @@ def format_verify(result: VerifyResult) -> str:
     lines += [f"  {r.label}: {r.revision}" for r in runs if r.revision]
     lines += [f"  {r.label}: {runtime_line(r.runtime)}" for r in runs if r.runtime]
     lines += [f"  {r.label}: stand-in: {s}" for r in runs for s in r.stand_ins]
-    lines += _table(["check", *header], rows)
+    lines += text_table([["check", *header], *rows])
     for run in runs:
         lines += run_summary(run)
     lines += [f"fix {line}" for line in fix_lines(result.after)]
@@ -147,16 +148,6 @@ def _test_cell(run: TreeRun) -> str:
     if test.not_run_reason is not None:
         return f"DID NOT RUN ({test.summary})"
     return f"PASS {test.summary}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.ljust(width) for cell, width in zip(row, widths, strict=True)
-        ).rstrip()
-        for row in [header, *rows]
-    ]
 
 
 def format_precommit(result: PrecommitResult) -> str:
