@@ -7,7 +7,6 @@ tree, each in a real subprocess of the CLI.
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
-from vllm_patchkit.commands.audit import print_report
 from vllm_patchkit.judge.audit.findings import AuditReport
+from vllm_patchkit.present.reports import format_audit
 from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
@@ -116,14 +115,13 @@ def test_human_output_ranks_harmful_first(
     installed: tuple[int, dict[str, Any]],
 ) -> None:
     _, data = installed
-    out = io.StringIO()
-    print_report(AuditReport.from_json(data), out)
-    lines = [line.split()[0] for line in out.getvalue().splitlines()]
+    text = format_audit(AuditReport.from_json(data))
+    lines = [line.split()[0] for line in text.splitlines()]
     kinds = [k for k in lines if k in ("harmful", "latent", "intentional")]
 
     assert kinds[0] == "harmful"
     assert kinds == sorted(kinds, key=["harmful", "latent", "intentional"].index)
-    assert "verdict: harmful;" in out.getvalue()
+    assert "verdict: harmful;" in text
 
 
 def test_a_directory_without_vllm_is_refused(tmp_path: Path) -> None:

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, add_json, emit_json
 from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import TextIO
-
-    from vllm_patchkit.judge.audit.findings import AuditReport
 
 _DESCRIPTION = (
     "Find the class of bug behind vLLM #51585 in a vLLM tree or (with no "
@@ -73,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         if not (tree / "vllm").is_dir():
             raise RefusedError(f"{args.path} is not a vLLM tree (no vllm/ in it)")
     from vllm_patchkit.judge.audit import audit_tree
+    from vllm_patchkit.present.reports import format_audit
 
     report = audit_tree(
         tree,
@@ -83,34 +77,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report.to_json())
     else:
-        print_report(report)
+        print(format_audit(report))
     return report.exit_code
-
-
-def print_report(report: AuditReport, out: TextIO | None = None) -> None:
-    """Verdict and counts first, then the findings, harmful first."""
-    out = out or sys.stdout
-    counts = report.counts()
-    print(f"vLLM {report.version} at {report.tree}", file=out)
-    print(
-        f"verdict: {report.verdict}; checks: {counts['ran']} ran, "
-        f"{counts['passed']} passed, {counts['failed']} failed, "
-        f"{counts['could_not_run']} could not run",
-        file=out,
-    )
-    for check in report.could_not_run:
-        print(f"  could not run: {check.name}: {check.why}", file=out)
-    seconds = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
-    print(f"time: {seconds}", file=out)
-    findings = report.sorted_findings()
-    print(f"findings: {len(findings)}", file=out)
-    for f in findings:
-        print(
-            f"  {f.kind:<11} {f.file}:{f.line} {f.field} ({f.operation}) "
-            f"in {f.method} [{', '.join(f.evidence)}]",
-            file=out,
-        )
-        if f.victims:
-            print(f"      victims: {', '.join(f.victims)}", file=out)
-        if f.reason:
-            print(f"      {f.reason}", file=out)

@@ -23,6 +23,7 @@ from vllm_patchkit.judge.regression.verdict import (
 from vllm_patchkit.present.tables import text_table
 
 if TYPE_CHECKING:
+    from vllm_patchkit.judge.audit.findings import AuditReport
     from vllm_patchkit.judge.demo import DemoResult
     from vllm_patchkit.judge.regression.runner import TreeReport
     from vllm_patchkit.judge.verify import TreeRun, VerifyResult
@@ -237,4 +238,32 @@ def format_demo(result: DemoResult) -> str:
             if report is not None and report.report is None:
                 lines.append(f"--- {label} run log (last lines) ---")
                 lines.extend(report.log.splitlines()[-20:])
+    return "\n".join(lines)
+
+
+def format_audit(report: AuditReport) -> str:
+    """Verdict and counts first, then the findings, harmful first."""
+    counts = report.counts()
+    seconds = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+    lines = [
+        f"vLLM {report.version} at {report.tree}",
+        (
+            f"verdict: {report.verdict}; checks: {counts['ran']} ran, "
+            f"{counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['could_not_run']} could not run"
+        ),
+        *(f"  could not run: {c.name}: {c.why}" for c in report.could_not_run),
+        f"time: {seconds}",
+    ]
+    findings = report.sorted_findings()
+    lines.append(f"findings: {len(findings)}")
+    for f in findings:
+        lines.append(
+            f"  {f.kind:<11} {f.file}:{f.line} {f.field} ({f.operation}) "
+            f"in {f.method} [{', '.join(f.evidence)}]"
+        )
+        if f.victims:
+            lines.append(f"      victims: {', '.join(f.victims)}")
+        if f.reason:
+            lines.append(f"      {f.reason}")
     return "\n".join(lines)
