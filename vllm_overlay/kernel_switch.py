@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from vllm_overlay.arming import logger
 from vllm_overlay.import_hook import after_import
-from vllm_overlay.log import logger
 from vllm_overlay.state import InstallState
 
 KERNEL_ENV = "VLLM_OVERLAY_PREFIX_PREFILL"
@@ -25,8 +25,6 @@ CALLER_MODULE = "vllm.v1.attention.ops.chunked_prefill_paged_decode"
 LEGACY_CALLER_MODULE = "vllm.attention.ops.chunked_prefill_paged_decode"
 """Where 0.11.x-0.13.x keep the caller (and the kernel, beside it)."""
 CALLER_MODULES = (CALLER_MODULE, LEGACY_CALLER_MODULE)
-UPSTREAM_KERNEL_MODULE = "vllm.v1.attention.ops.prefix_prefill"
-OVERLAY_KERNEL_MODULE = "vllm_overlay.v1.attention.ops.prefix_prefill"
 
 
 def caller_module() -> str:

@@ -469,7 +469,7 @@ class Walker:
                 for fld in fields_of(taints):
                     self.write(node, fld, "out=", None)
         func = node.func
-        name = _dotted(func)
+        name = dotted(func)
         receiver = EMPTY
         if isinstance(func, ast.Name) and func.id in FRAME_ACCESS:
             self.doubt(node, META, f"{func.id}() reaches local names")
@@ -577,11 +577,12 @@ def _is_slice(node: ast.expr) -> bool:
     return False
 
 
-def _dotted(node: ast.expr) -> str | None:
+def dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
+        inner = dotted(node.value)
         return f"{inner}.{node.attr}" if inner else None
     return None
 

@@ -23,10 +23,10 @@ Environment (:mod:`vllm_overlay.settings`):
 
 from __future__ import annotations
 
+from vllm_overlay.arming import logger
 from vllm_overlay.fixes import FIXES, disable_setting
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.installed import vllm_version
-from vllm_overlay.log import logger
 from vllm_overlay.settings import (
     DISABLE_ENV,
     STRICT_ENV,

@@ -20,7 +20,6 @@ from types import ModuleType
 from vllm_overlay.aiter_fix import (
     AITER_BUILDER,
     AiterPlan,
-    FixRefused,
     install_on,
     is_installed_on,
 )
@@ -29,6 +28,7 @@ from vllm_overlay.aiter_shape import (
     AiterShape,
     inspect_aiter_source,
 )
+from vllm_overlay.arming import arm_on_import, logger, warn_when_loaded
 from vllm_overlay.capture_shape import (
     CaptureCode,
     Shape,
@@ -37,9 +37,7 @@ from vllm_overlay.capture_shape import (
 )
 from vllm_overlay.fixes import rocm_capture_host_offsets as capture
 from vllm_overlay.fixes.base import Fix
-from vllm_overlay.import_hook import after_import
 from vllm_overlay.installed import source_file, vllm_version
-from vllm_overlay.log import logger, warn_when_loaded
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState
 
@@ -208,17 +206,9 @@ def arm(state: InstallState) -> None:
     """Install the fix as soon as vLLM imports the AITER module."""
     assert isinstance(state.plan, AiterPlan)
     plan = state.plan
-
-    def install(module: ModuleType) -> None:
-        # Runs inside vLLM's import of the module: never fail that import.
-        try:
-            _install(module, plan, state)
-        except Exception as exc:
-            problem = f"installing failed: {exc!r}"
-            state.problems.append(problem)
-            logger.warning("vllm-overlay: fix%s not installed: %s", WHAT, problem)
-
-    after_import(RECORD.module, install)
+    arm_on_import(
+        state, RECORD.module, lambda module: _install(module, plan, state), WHAT
+    )
 
 
 def warn(state: InstallState) -> None:
@@ -226,18 +216,7 @@ def warn(state: InstallState) -> None:
 
 
 def _install(module: ModuleType, plan: AiterPlan, state: InstallState) -> None:
-    try:
-        builder, new = install_on(module, plan)
-    except FixRefused as exc:
-        problem = f"left as it is: {exc}"
-        state.problems.append(problem)
-        logger.warning(
-            "vllm-overlay: fix%s not installed on vLLM %s: %s",
-            WHAT,
-            state.vllm_version,
-            problem,
-        )
-        return
+    builder, new = install_on(module, plan)
     state.applied_to_class = True
     if new:
         logger.info(

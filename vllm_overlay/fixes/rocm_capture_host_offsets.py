@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from vllm_overlay.arming import arm_on_import, logger, warn_when_loaded
 from vllm_overlay.capture_shape import (
     ROCM_ATTN,
     CaptureCode,
@@ -32,10 +33,8 @@ from vllm_overlay.fix import (
     plan_fix,
 )
 from vllm_overlay.fixes.base import Fix
-from vllm_overlay.import_hook import after_import
 from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.kernel_switch import KERNEL_ENV, arm_kernel
-from vllm_overlay.log import logger, warn_when_loaded
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.settings import env_flag
 from vllm_overlay.state import Action, InstallState
@@ -164,18 +163,12 @@ def arm(state: InstallState) -> None:
     """
     assert isinstance(state.plan, FixPlan)
     plan = state.plan
-
-    def patch(module: ModuleType) -> None:
-        # Runs inside vLLM's own import of rocm_attn: a failure here must not
-        # become a failed import of vLLM's module.
-        try:
-            _patch_loaded_module(module, plan, state)
-        except Exception as exc:
-            problem = f"patching failed: {exc!r}"
-            state.problems.append(problem)
-            logger.warning("vllm-overlay: fix not installed: %s", problem)
-
-    after_import(RECORD.module, patch)
+    arm_on_import(
+        state,
+        RECORD.module,
+        lambda module: _patch_loaded_module(module, plan, state),
+        verb="patching",
+    )
 
 
 def warn(state: InstallState) -> None:
@@ -191,24 +184,15 @@ def kernel_opt_in(state: InstallState) -> None:
 def _patch_loaded_module(
     module: ModuleType, plan: FixPlan, state: InstallState
 ) -> None:
-    """Install the fixed method if the loaded class is the inspected code."""
+    """Install the fixed method if the loaded class is the inspected code
+    (:class:`FixRefused` otherwise)."""
     owner_name, method_name = RECORD.qualname.split(".")
     owner = getattr(module, owner_name, None)
     live = owner.__dict__.get(method_name) if isinstance(owner, type) else None
     if getattr(live, FIX_MARKER, False):
         state.applied_to_class = True
         return
-    try:
-        fixed = fixed_function(plan, live)
-    except FixRefused as exc:
-        problem = f"left as it is: {exc}"
-        state.problems.append(problem)
-        logger.warning(
-            "vllm-overlay: fix not installed on vLLM %s: %s",
-            state.vllm_version,
-            problem,
-        )
-        return
+    fixed = fixed_function(plan, live)
     setattr(owner, method_name, fixed)
     state.applied_to_class = owner.__dict__.get(method_name) is fixed
     if not state.applied_to_class:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_overlay.metadata_writes import dotted
+
 METADATA_CLASS = "CommonAttentionMetadata"
 MAX_SOURCE_BYTES = 2_000_000
 """Larger modules are not read: vLLM's largest (gpu_model_runner.py, 0.28.0)
@@ -142,7 +144,7 @@ class SourceIndex:
         for base in cls.node.bases:
             if isinstance(base, ast.Subscript):  # Generic[T], Builder[M]
                 base = base.value
-            name = _dotted(base)
+            name = dotted(base)
             if name is None:
                 continue
             ref = self.resolve_class(cls.module, name.rsplit(".", 1)[-1])
@@ -186,7 +188,7 @@ class SourceIndex:
                 ):
                     names.add(node.target.id)
                 elif isinstance(node, ast.FunctionDef) and any(
-                    _dotted(d) == "property" for d in node.decorator_list
+                    dotted(d) == "property" for d in node.decorator_list
                 ):
                     names.add(node.name)
             if names:
@@ -216,15 +218,3 @@ def _index(module: Module) -> None:
                 base = ".".join([*parts, base] if base else parts)
             for alias in node.names:
                 module.imports[alias.asname or alias.name] = (base, alias.name)
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None
-
-
-dotted = _dotted

@@ -24,8 +24,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_overlay.metadata_writes import EMPTY, META, Taints, Walker, Write
-from vllm_patchkit.judge.audit.source import ClassRef, Module, SourceIndex, dotted
+from vllm_overlay.metadata_writes import EMPTY, META, Taints, Walker, Write, dotted
+from vllm_patchkit.judge.audit.source import ClassRef, Module, SourceIndex
 
 ENTRY_METHODS = ("build", "build_for_cudagraph_capture")
 MAX_DEPTH = 4

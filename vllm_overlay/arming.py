@@ -1,0 +1,72 @@
+"""The overlay's logger, and arming a fix for the moment vLLM loads its module.
+
+The overlay logs under vLLM's plugin logger, and above debug level only
+when vLLM loads the module a fix concerns (ROCm): elsewhere the code it
+left alone never runs. Every fix installs and warns through here, so a
+failed install reads the same for each.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+
+from vllm_overlay.fix import FixRefused
+from vllm_overlay.import_hook import after_import
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from vllm_overlay.state import InstallState
+
+logger = logging.getLogger("vllm.plugins.vllm_overlay")
+
+
+def arm_on_import(
+    state: InstallState,
+    module_name: str,
+    install: Callable[[ModuleType], None],
+    what: str = "",
+    verb: str = "installing",
+) -> None:
+    """Run ``install`` once vLLM imports ``module_name``.
+
+    It runs inside vLLM's own import: a failure is recorded in ``state`` and
+    logged, never raised into that import. :class:`FixRefused` means the
+    loaded code is not what was inspected, so it is left as it is. ``what``
+    names the fix in messages ("" for the #51585 fix).
+    """
+
+    def run(module: ModuleType) -> None:
+        try:
+            install(module)
+        except FixRefused as exc:
+            problem = f"left as it is: {exc}"
+            state.problems.append(problem)
+            logger.warning(
+                "vllm-overlay: fix%s not installed on vLLM %s: %s",
+                what,
+                state.vllm_version,
+                problem,
+            )
+        except Exception as exc:
+            problem = f"{verb} failed: {exc!r}"
+            state.problems.append(problem)
+            logger.warning("vllm-overlay: fix%s not installed: %s", what, problem)
+
+    after_import(module_name, run)
+
+
+def warn_when_loaded(state: InstallState, module_name: str, what: str = "") -> None:
+    """Warn that the code was left alone, once vLLM loads ``module_name``."""
+
+    def warn(module: ModuleType) -> None:
+        logger.warning(
+            "vllm-overlay: nothing done%s on vLLM %s: %s",
+            what,
+            state.vllm_version,
+            state.reason,
+        )
+
+    after_import(module_name, warn)
