@@ -53,9 +53,6 @@ WITH = "with"
 PLUGIN_NAME = "vllm_overlay"
 """The overlay's entry-point name in ``vllm.general_plugins``."""
 OVERLAY_LOGGER = "vllm.plugins.vllm_overlay"
-NUM_REQS = 4
-CONTEXT_LEN = 10
-INDEXER_PACKAGE = "vllm.models.minimax_m3"
 
 
 @dataclass(frozen=True)
@@ -277,47 +274,35 @@ def child(mode: str, output: Path) -> None:
                 f.name for f in sys.meta_path if isinstance(f, _AfterImportFinder)
             )
     except Exception as exc:  # the run failed: reported, never a pass
-        import traceback
+        from vllm_patchkit.judge.regression.records import error_info
 
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = [f"{f.filename}:{f.lineno}" for f in frames[-1:]]
-        inner = [f for f in frames if "/vllm/" in f.filename][-1:]
-        where += [f"from {f.filename}:{f.lineno}" for f in inner if f != frames[-1]]
-        report["error"] = f"{type(exc).__name__}: {exc} (at {', '.join(where)})"
+        info = error_info(exc)
+        where = f"{info.get('relpath')}:{info.get('line')}"
+        report["error"] = f"{info['type']}: {info['message']} (at {where})"
     report["log"] = records
     output.write_text(json.dumps(report, indent=2))
 
 
 def capture_scenario() -> dict[str, Any]:
-    """#51585: the ROCm capture, then what the next group's builder sees.
-
-    The runner hands every KV-cache group the same host ``query_start_loc_cpu``
-    (one shallow-copied ``CommonAttentionMetadata``); after the ROCm capture the
-    next builder derives its query lengths from it. The bug: those become 0.
+    """#51585 through the regression suite's own scenarios (plain decode), so
+    the probe and the suite cannot disagree: the ROCm capture's effects, the
+    query lengths the next group's builder derives from the shared host
+    offsets (the bug: some become 0), and MiniMax-M3's indexer after it.
     """
-    import torch
+    import importlib
 
     from vllm_overlay import aiter_fix, fix
-    from vllm_patchkit.judge.regression import harness
+    from vllm_patchkit.judge.regression import harness, scenarios
 
-    rocm_attn = _import("vllm.v1.attention.backends.rocm_attn")
-    rocm = harness.make_builder(rocm_attn.RocmAttentionMetadataBuilder, 1, "rocm")
-    metadata = decode_metadata()
-    host_before = metadata.query_start_loc_cpu.tolist()
-    rocm.build_for_cudagraph_capture(metadata)
-    host = metadata.query_start_loc_cpu
-    lens = (host[1:] - host[:-1]).tolist()
-    facts: dict[str, Any] = {
-        "host_before": host_before,
-        "host_after": host.tolist(),
-        "next_query_lens": lens,
-        "device_zeroed": bool(torch.all(metadata.query_start_loc == 0)),
-        "fix_on_vllm_class": fix.is_installed_on(rocm_attn),
-        "indexer": minimax_indexer(),
-    }
-    facts["bug"] = any(n == 0 for n in lens) or bool(
+    facts = dict(scenarios.capture_effects(1).facts)
+    host = facts["host_after"]
+    facts["next_query_lens"] = [b - a for a, b in zip(host, host[1:], strict=False)]
+    facts["indexer"] = minimax_indexer()
+    facts["bug"] = 0 in facts["next_query_lens"] or bool(
         facts["indexer"] and facts["indexer"].get("raised")
     )
+    rocm_attn = importlib.import_module(harness.rocm_builder_cls().__module__)
+    facts["fix_on_vllm_class"] = fix.is_installed_on(rocm_attn)
     try:
         aiter = _optional("vllm.v1.attention.backends.rocm_aiter_unified_attn")
     except Exception as exc:  # 0.33.0 asks the GPU for its arch at import
@@ -331,97 +316,20 @@ def capture_scenario() -> dict[str, Any]:
 def minimax_indexer() -> dict[str, Any] | None:
     """The PR's crash: MiniMax-M3's indexer builder after the ROCm capture
     (None: this release has no MiniMax-M3)."""
-    from vllm_patchkit.judge.regression import harness
+    from vllm_patchkit.judge.regression import scenarios
+    from vllm_patchkit.judge.regression.verdict import describe_error
 
-    try:
-        indexer = harness.import_without_parent_init(INDEXER_PACKAGE, "common.indexer")
-    except ModuleNotFoundError:
+    outcome = scenarios.minimax_indexer_after_rocm(1)
+    if outcome.status == "unavailable":
         return None
-    rocm_attn = _import("vllm.v1.attention.backends.rocm_attn")
-    rocm = harness.make_builder(rocm_attn.RocmAttentionMetadataBuilder, 1, "rocm")
-    index = harness.make_builder(
-        indexer.MiniMaxM3IndexerTritonMetadataBuilder, 1, "indexer"
-    )
-    metadata = decode_metadata()
-    rocm.build_for_cudagraph_capture(metadata)
-    try:
-        built = index.build_for_cudagraph_capture(metadata)
-    except AssertionError as exc:
-        import traceback
-
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = frame.filename.rpartition("/vllm/")[2]
-        return {"raised": f"AssertionError at vllm/{where}:{frame.lineno}"}
-    decode = built.decode
-    return {"decode_query_len": decode.decode_query_len if decode else None}
-
-
-def decode_metadata() -> Any:
-    """A uniform decode batch's ``CommonAttentionMetadata`` (query length 1),
-    from the fields this release declares, wherever it defines the class."""
-    import dataclasses
-
-    import torch
-
-    cls = _common_metadata_cls()
-    lens = torch.ones(NUM_REQS, dtype=torch.int32)
-    offsets = torch.arange(NUM_REQS + 1, dtype=torch.int32)
-    seq_lens = CONTEXT_LEN + lens
-    blocks = -(-int(seq_lens.max()) // 16)
-    values: dict[str, Any] = {
-        "query_start_loc": offsets.clone(),
-        "query_start_loc_cpu": offsets.clone(),
-        "seq_lens": seq_lens.clone(),
-        "seq_lens_cpu": seq_lens.clone(),
-        "_seq_lens_cpu": seq_lens.clone(),
-        "seq_lens_cpu_upper_bound": seq_lens.clone(),
-        "num_computed_tokens_cpu": seq_lens - lens,
-        "_num_computed_tokens_cpu": seq_lens - lens,
-        "num_reqs": NUM_REQS,
-        "num_actual_tokens": NUM_REQS,
-        "max_query_len": 1,
-        "max_seq_len": int(seq_lens.max()),
-        "block_table_tensor": torch.arange(
-            NUM_REQS * blocks, dtype=torch.int32
-        ).reshape(NUM_REQS, blocks),
-        "slot_mapping": torch.arange(NUM_REQS, dtype=torch.int64),
-        "is_prefilling": torch.zeros(NUM_REQS, dtype=torch.bool),
-        "positions": torch.full((NUM_REQS,), CONTEXT_LEN, dtype=torch.int64),
-    }
-    fields = [f for f in dataclasses.fields(cls) if f.init]
-    required = {
-        f.name
-        for f in fields
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    }
-    if required - values.keys():
-        raise TypeError(
-            f"{cls.__module__}.CommonAttentionMetadata needs fields this probe "
-            f"does not know: {sorted(required - values.keys())}"
-        )
-    names = {f.name for f in fields}
-    return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def _common_metadata_cls() -> type:
-    """``CommonAttentionMetadata``: ``vllm.v1.attention.backend`` from 0.14.0,
-    ``vllm.v1.attention.backends.utils`` before."""
-    for name in ("vllm.v1.attention.backend", "vllm.v1.attention.backends.utils"):
-        module = _optional(name)
-        cls = getattr(module, "CommonAttentionMetadata", None)
-        if isinstance(cls, type):
-            return cls
-    raise ImportError("this vLLM defines no CommonAttentionMetadata where expected")
-
-
-def _import(name: str) -> Any:
-    import importlib
-
-    return importlib.import_module(name)
+    if outcome.status == "raised":
+        return {"raised": describe_error(outcome.error)}
+    return {"decode_query_len": outcome.facts["decode_query_len"]}
 
 
 def _optional(name: str) -> Any:
     """The module, or None when this release has no such module."""
+    import importlib
     import importlib.util
 
     try:
@@ -429,7 +337,7 @@ def _optional(name: str) -> Any:
             return None
     except ModuleNotFoundError:
         return None
-    return _import(name)
+    return importlib.import_module(name)
 
 
 def main(argv: list[str] | None = None) -> int:
