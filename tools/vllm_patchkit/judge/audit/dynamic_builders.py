@@ -15,26 +15,14 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.judge.regression import harness, survey, victims
+from vllm_patchkit.judge.regression.victims import Recipe
 
 ROCM_BUILDER = "vllm.v1.attention.backends.rocm_attn.RocmAttentionMetadataBuilder"
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How to make one builder: a :class:`victims.Victim` minus its scenario."""
-
-    spec: str = "full"
-    model: str = "llama"
-    mla_layer: bool = False
-    factory: str | None = None
-    factory_kwargs: dict[str, Any] = field(default_factory=dict)
-    query_lens: tuple[int, ...] = (1, 3)
-    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,18 +96,7 @@ def _from_factory(module: Any, recipe: Recipe) -> type:
 
 
 def _recipes_from_suite() -> dict[str, Recipe]:
-    out = dict(FACTORY_RECIPES)
-    for v in victims.VICTIMS:
-        out[v.qualname] = Recipe(
-            v.spec,
-            v.model,
-            v.mla_layer,
-            v.factory,
-            dict(v.factory_kwargs),
-            tuple(v.query_lens),
-            dict(v.kwargs),
-        )
-    return out
+    return {**FACTORY_RECIPES, **{v.qualname: v for v in victims.VICTIMS}}
 
 
 def discover(tree: Path) -> list[Entry]:
@@ -158,13 +135,13 @@ def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
     ]
     inherited = [dataclasses.replace(r, factory=None) for r in inherited[:1]]
     names = {c.__name__ for c in cls.__mro__}
-    mla = Recipe("mla", "deepseek", mla_layer=True)
-    mamba = Recipe("mamba")
+    mla = Recipe(spec="mla", model="deepseek", mla_layer=True)
+    mamba = Recipe(spec="mamba")
     if any("MLA" in n for n in names):
-        return [*inherited, mla, Recipe("full")]
+        return [*inherited, mla, Recipe(spec="full")]
     if any(k in n for n in names for k in ("Mamba", "GDN", "Linear", "Conv", "KDA")):
-        return [*inherited, mamba, Recipe("full")]
-    return [*inherited, Recipe("full"), Recipe("sliding_window"), mamba, mla]
+        return [*inherited, mamba, Recipe(spec="full")]
+    return [*inherited, Recipe(spec="full"), Recipe(spec="sliding_window"), mamba, mla]
 
 
 def _make(cls: type, recipe: Recipe, qlen: int, layer: str) -> tuple[Any, Any]:

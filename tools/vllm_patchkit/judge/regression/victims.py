@@ -19,13 +19,10 @@ from vllm_patchkit.judge.regression import harness
 from vllm_patchkit.judge.regression.records import involves_code_under_test
 
 
-@dataclass(frozen=True)
-class Victim:
-    scenario: str
-    """Scenario name: ``rocm_then_<short name>``."""
-    module: str
-    builder: str
-    """Class name in ``module``; for a ``factory`` victim, the wrapper's name."""
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """How to make one builder on CPU (the audit makes others from it too)."""
+
     spec: str = "full"
     """:func:`harness.kv_cache_spec` kind, or ``indexer`` / ``cross``."""
     model: str = "llama"
@@ -37,6 +34,17 @@ class Victim:
     factory_kwargs: dict[str, Any] = field(default_factory=dict)
     query_lens: tuple[int, ...] = (1, 3)
     kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Victim(Recipe):
+    """A builder run after the ROCm builder: its scenario and its recipe."""
+
+    scenario: str
+    """Scenario name: ``rocm_then_<short name>``."""
+    module: str
+    builder: str
+    """Class name in ``module``; for a ``factory`` victim, the wrapper's name."""
 
     @property
     def qualname(self) -> str:
