@@ -162,13 +162,7 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
     from vllm.config import set_current_vllm_config
 
     def unavailable(why: str) -> Outcome:
-        return Outcome(
-            victim.scenario,
-            decode_query_len,
-            "unavailable",
-            facts={"builder": victim.qualname},
-            error={"type": "unavailable", "message": why},
-        )
+        return _victim_unavailable(victim, decode_query_len, why)
 
     if decode_query_len not in victim.query_lens:
         return unavailable(f"not run at query length {decode_query_len} on CPU")
@@ -250,9 +244,13 @@ def _victim_setup_failed(
         info["step"] = step
         facts = {"builder": victim.qualname, "derived_from_rocm": derived}
         return Outcome(victim.scenario, decode_query_len, "raised", facts, info)
+    return _victim_unavailable(victim, decode_query_len, why)
+
+
+def _victim_unavailable(victim: victims.Victim, query_len: int, why: str) -> Outcome:
     return Outcome(
         victim.scenario,
-        decode_query_len,
+        query_len,
         "unavailable",
         facts={"builder": victim.qualname},
         error={"type": "unavailable", "message": why},
