@@ -138,7 +138,10 @@ def test_each_child_runs_under_the_one_policy(
         assert record["no_bytecode"] == 1, (user, record)
         assert record["release"] == "", (user, record)  # the tiny tree is none
         assert str(tree) in record["path"], (user, record)
-        assert record["pgid"] != os.getpgid(0), f"{user}: in the parent's group"
+        assert record["pgid"] == os.getpgid(0)
+    assert str(Path(__file__).resolve().parents[2]) not in record["path"], (
+        f"{user}: in the parent's group"
+    )
     assert not list(tree.rglob("__pycache__")), f"{user}: bytecode in the tree"
 
 
@@ -159,7 +162,10 @@ def test_a_timed_out_child_takes_its_grandchildren_with_it(
 def test_memcheck_runs_its_script_under_the_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No tree, the user's devices kept: only none visible by default."""
+    """No tree, the user's devices kept (none visible by default); the script
+    stays in the caller's process group (the terminal's foreground: it may
+    read the terminal, Ctrl-C reaches it) and this checkout is not put ahead
+    of the user's modules."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     monkeypatch.setenv(MARK, str(tmp_path / "marks"))
@@ -169,7 +175,8 @@ def test_memcheck_runs_its_script_under_the_policy(
     assert memcheck_command.run(args) == 7
     (record,) = marks(tmp_path)
     assert record["cuda"] == "" and record["no_bytecode"] == 1
-    assert record["pgid"] != os.getpgid(0)
+    assert record["pgid"] == os.getpgid(0)
+    assert str(Path(__file__).resolve().parents[2]) not in record["path"]
 
 
 def test_a_judged_tree_gets_its_runtime_once(tree: Path) -> None:

@@ -108,7 +108,9 @@ def run_in_group(
     function owns (``log``: both streams to that file; else scratch files
     read back), never to a pipe whose other end they could hold open past
     the child's exit. ``inherit_stdio``: the child uses this process's
-    streams (an interactive script).
+    streams and stays in its process group, in the terminal's foreground (an
+    interactive script: it may read the terminal, and Ctrl-C reaches it);
+    this process waits for it, so nothing is left to kill.
     """
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-child-") as scratch:
         out_path = log or Path(scratch) / "stdout"
@@ -127,6 +129,9 @@ def run_in_group(
                     "stdout": out,
                     "stderr": err,
                 }
+            if inherit_stdio:
+                interactive = subprocess.Popen(list(argv), cwd=cwd, env=dict(env))
+                return Finished(tuple(argv), interactive.wait(timeout=timeout_s))
             proc = subprocess.Popen(
                 list(argv), cwd=cwd, env=dict(env), process_group=0, **streams
             )
@@ -136,7 +141,7 @@ def run_in_group(
                 returncode = None
             finally:
                 _kill_group(proc)
-        if inherit_stdio or log is not None:
+        if log is not None:
             return Finished(tuple(argv), returncode)
         return Finished(
             tuple(argv),

@@ -61,7 +61,9 @@ class TreeLauncher:
     """Made once by :meth:`of`; every child of this launcher runs in it."""
     user_devices: bool = False
     """memcheck's user script: a device the user made visible stays visible,
-    and vLLM's settings are the user's; else no device is visible."""
+    vLLM's settings are the user's, and this checkout's directories stay off
+    its path (its ``tests`` must not shadow the user's); else no device is
+    visible."""
 
     @classmethod
     def of(cls, tree: Path | None, runtime: TreeRuntime | None = None) -> TreeLauncher:
@@ -84,9 +86,8 @@ class TreeLauncher:
             _, release = tree_release(self.tree)
             env[RELEASE_ENV] = release_text(release) if release is not None else ""
         rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join(
-            dict.fromkeys([*first, *TOOLKIT_PATHS, *rest])
-        )
+        toolkit = () if self.user_devices else TOOLKIT_PATHS
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*first, *toolkit, *rest]))
         env.update(NO_BYTECODE)
         if self.user_devices:
             env.setdefault("CUDA_VISIBLE_DEVICES", "")

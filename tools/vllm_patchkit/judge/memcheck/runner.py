@@ -8,6 +8,7 @@ import shim disables Triton on a machine with no GPU driver otherwise).
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
@@ -19,12 +20,16 @@ EXIT_USAGE = EXIT_REFUSED
 
 
 def run(argv: list[str]) -> int:
-    """Run ``argv[0]`` as ``__main__`` with ``argv`` as its ``sys.argv``."""
+    """Run ``argv[0]`` as ``__main__`` with ``argv`` as its ``sys.argv`` and
+    its own directory first on ``sys.path``, as ``python SCRIPT`` would (not
+    the directory ``-m`` put there)."""
     if not argv:
         usage = "usage: python -m vllm_patchkit.judge.memcheck SCRIPT [ARGS...]"
         print(usage, file=sys.stderr)
         return EXIT_USAGE
     saved, sys.argv = sys.argv, list(argv)
+    saved_path = list(sys.path)
+    sys.path[:1] = [os.path.dirname(os.path.abspath(argv[0]))]
     status = 0
     try:
         with memcheck() as stats:
@@ -38,6 +43,7 @@ def run(argv: list[str]) -> int:
         return EXIT_VIOLATION
     finally:
         sys.argv = saved
+        sys.path[:] = saved_path
     print(
         f"memcheck: no violation: {stats.launches} launches of "
         f"{len(stats.kernels)} kernels, {stats.accesses} memory operations, "
