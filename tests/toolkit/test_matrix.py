@@ -24,7 +24,8 @@ import pytest
 from tests.toolkit.checkout_state import checkout_state
 from tests.toolkit.cli_helpers import patchkit
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
-from vllm_patchkit.judge.matrix import invariant_holds
+from vllm_patchkit.git.series import Series
+from vllm_patchkit.judge.matrix import invariant_holds, static_facts
 from vllm_patchkit.judge.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.trees.releases import release_tree
@@ -379,3 +380,20 @@ def test_an_apply_the_environment_failed_is_exit_3_and_never_cached(
     assert not row["applied"]["cached"]
     assert row["applied"]["detail"]["apply"]["status"] == "applied"
     assert row["applied"]["status"] == "passes", row["applied"]["text"]
+
+
+def test_a_static_row_is_the_release_s_not_this_shell_s(
+    series: Series, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The overlay's plan in a cached static cell does not take this shell's
+    VLLM_OVERLAY_DISABLE or VLLM_PLUGINS: the cell serves every later sweep."""
+    tree = release_tree("0.28.0")
+    for name in ("VLLM_OVERLAY_DISABLE", "VLLM_PLUGINS"):
+        monkeypatch.delenv(name, raising=False)
+    plain = static_facts(tree, series)
+    assert "installed" in plain["overlay_plan"], plain
+    monkeypatch.setenv("VLLM_OVERLAY_DISABLE", "1")
+    assert static_facts(tree, series) == plain
+    monkeypatch.delenv("VLLM_OVERLAY_DISABLE")
+    monkeypatch.setenv("VLLM_PLUGINS", "some_other_plugin")
+    assert static_facts(tree, series) == plain

@@ -97,10 +97,12 @@ OVERLAY_ENTRY_POINT = (ENTRY_POINT_GROUP, ENTRY_POINT_NAME)
 """The overlay's plugin entry point (group, name): vLLM loads what it names."""
 
 
-def overlay_word(state: InstallState) -> str:
-    """The overlay's decision for one fix, as vLLM started in this
-    environment would take it (``VLLM_OVERLAY_DISABLE``, ``VLLM_PLUGINS``)."""
-    return "disabled" if off_reason(state.name) else str(state.action)
+def overlay_word(state: InstallState, configured: bool = True) -> str:
+    """The overlay's decision for one fix; ``configured``: as vLLM started in
+    this environment would take it (``VLLM_OVERLAY_DISABLE``, ``VLLM_PLUGINS``),
+    else what the overlay does to that code whatever this shell sets."""
+    off = configured and off_reason(state.name)
+    return "disabled" if off else str(state.action)
 
 
 def fix_statuses(
@@ -108,9 +110,11 @@ def fix_statuses(
     series: Series,
     patches: list[PatchReport],
     states: list[InstallState] | None = None,
+    configured: bool = True,
 ) -> list[FixStatus]:
     """Each fix of the registry on ``root``: affected (by the overlay's
-    proof of the code), and the state of its patch in the series."""
+    proof of the code), and the state of its patch in the series
+    (``configured``: see :func:`overlay_word`)."""
     by_patch = {r.name: r.status for r in patches}
     statuses = []
     for fix, state in zip(FIXES, states or assess_tree(root, ""), strict=True):
@@ -124,7 +128,7 @@ def fix_statuses(
                 detail,
                 name,
                 str(by_patch.get(name, "-")),
-                overlay_word(state),
+                overlay_word(state, configured),
             )
         )
     return statuses

@@ -655,7 +655,9 @@ def torch_pin(tree: Path) -> str | None:
 def static_facts(tree: Path, series: Series) -> dict[str, Any]:
     code = inspect_capture_tree(tree)
     reports = classify_path(tree, series)
-    statuses = fix_statuses(tree, series, reports)
+    # A release's row, not this shell's settings: the cell is cached for
+    # every later sweep, whose environment may differ.
+    statuses = fix_statuses(tree, series, reports, configured=False)
     return {
         "affected": code.affected,
         "fixes": {f.fix: f.affected for f in statuses},
