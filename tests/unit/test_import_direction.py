@@ -25,16 +25,23 @@ def imported(source: str, where: Path) -> set[str]:
     """The absolute names of the modules ``source``, the text of the package's
     file ``where``, imports (relative imports resolved)."""
     package = ["vllm_patchkit", *where.relative_to(PACKAGE_DIR).parent.parts]
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(ast.parse(source, str(where))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
+        names |= import_names(node, package)
     return names
+
+
+def import_names(node: ast.AST, package: list[str]) -> set[str]:
+    """The absolute names an import statement in ``package`` names (the
+    module, and module.name for each name taken from it); none for another
+    node."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = package[: len(package) - node.level + 1] if node.level else []
+    module = ".".join([*base, *([node.module] if node.module else [])])
+    return {module, *(f"{module}.{alias.name}" for alias in node.names)}
 
 
 def upward(source: str, where: Path) -> list[str]:
@@ -116,13 +123,8 @@ def load_time_imports(source: str, name: str, is_package: bool) -> set[str]:
                 visit(node.body)
                 for handler in node.handlers:
                     visit(handler.body)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = package[: len(package) - node.level + 1] if node.level else []
-                module = ".".join([*base, *([node.module] if node.module else [])])
-                found.add(module)
-                found.update(f"{module}.{alias.name}" for alias in node.names)
+            else:
+                found.update(import_names(node, package))
 
     visit(ast.parse(source).body)
     # Importing a.b.c loads the packages a and a.b first.
