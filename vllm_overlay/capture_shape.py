@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import enum
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_overlay.metadata_writes import (
@@ -34,7 +34,7 @@ from vllm_overlay.metadata_writes import (
     META,
     Taints,
     Walker,
-    Write,
+    find_class,
     find_method,
     method_def,
 )
@@ -115,15 +115,6 @@ def inspect_capture_source(source: str | bytes, file: Path) -> CaptureCode:
     return classify_module(module, file)[1]
 
 
-def find_builder_class(module: ast.Module) -> ast.ClassDef | None:
-    """The builder class the module ends up with (its last top-level definition)."""
-    found = None
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == BUILDER_CLASS:
-            found = node
-    return found
-
-
 def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
     """The builder's capture method: its last definition in the class body,
     the one Python keeps."""
@@ -156,7 +147,7 @@ def classify_module(
 
 def _module_problem(module: ast.Module, method: ast.FunctionDef) -> str | None:
     """Why the module's behaviour may differ from ``method``'s body, if it may."""
-    builder = find_builder_class(module)
+    builder = find_class(module, BUILDER_CLASS)
     assert builder is not None
     if len(top_level_bindings(module, BUILDER_CLASS)) != 1:
         return f"the module binds {BUILDER_CLASS} more than once"
@@ -196,15 +187,15 @@ def _build_problems(
     alone and the device offsets unwritten, for each call the capture makes.
     (Handing the device offsets on to its result is what build is for.)"""
     metadata = method.args.args[1].arg
-    for call in _OffsetUse.analyse(method, metadata).build_calls:
+    for call in _OffsetUse(method, metadata).build_calls:
         param = _bound_parameter(call, metadata, build)
         if param is None:
             yield call.lineno, f"cannot tell which parameter gets {metadata}"
             continue
-        use = _OffsetUse.analyse(build, param)
-        for line, tensor, reason in use.unproven:
-            if tensor != DEVICE_OFFSETS or reason.startswith("writes"):
-                yield call.lineno, f"line {line}: {reason}"
+        use = _OffsetUse(build, param)
+        for doubt in use.unproven():
+            if doubt.fields != {DEVICE_OFFSETS} or doubt.why.startswith("writes"):
+                yield call.lineno, f"line {doubt.line}: {doubt.why}"
         if use.device_mutated or use.device_rebound or use.host_mutated:
             yield call.lineno, "writes the query offsets"
         if use.build_calls:
@@ -243,7 +234,8 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
             Shape.UNKNOWN, file, method.lineno, f"unexpected signature {params}"
         )
     metadata = params[1]
-    visitor = _OffsetUse.analyse(method, metadata)
+    visitor = _OffsetUse(method, metadata)
+    unproven = visitor.unproven()
     where = f"{file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
     common = {
         "file": file,
@@ -258,12 +250,12 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
             "keep this body",
             **common,
         )
-    if visitor.unproven:
+    if unproven:
         return CaptureCode(
             Shape.UNKNOWN,
             detail=f"cannot judge {where}: its writes to the query offsets "
             "cannot all be seen: "
-            + "; ".join(f"line {line}: {why}" for line, _, why in visitor.unproven),
+            + "; ".join(f"line {d.line}: {d.why}" for d in unproven),
             **common,
         )
     if visitor.device_rebound:
@@ -313,12 +305,13 @@ def offsets_problems(method: ast.FunctionDef) -> list[str]:
         return [f"line {method.lineno}: unexpected signature {params}"]
     if method.decorator_list:
         return [f"line {method.lineno}: decorated"]
-    use = _OffsetUse.analyse(method, params[1])
-    seen = {line for line, _, _ in use.unproven}
+    use = _OffsetUse(method, params[1])
+    unproven = use.unproven()
+    seen = {doubt.line for doubt in unproven}
     direct = sorted({*use.device_mutated, *use.host_mutated} - seen)
     rebound = [f"rebinds {use.metadata}.{DEVICE_OFFSETS}"] if use.device_rebound else []
     return [
-        *(f"line {line}: {why}" for line, _, why in use.unproven),
+        *(f"line {doubt.line}: {doubt.why}" for doubt in unproven),
         *(f"line {line}: writes the query offsets" for line in direct),
         *rebound,
     ]
@@ -398,14 +391,26 @@ def _is_self_build(func: ast.AST) -> bool:
     )
 
 
-class _CaptureWalker(Walker):
-    """The shared walk, with the one call the capture may hand the metadata
-    to: ``self.build(...)``, collected to be read in turn."""
+class _OffsetUse(Walker):
+    """The one walk of metadata writes from a function's ``<metadata>``
+    argument, read for the offsets tensors: the writes spelled on the
+    metadata itself by line, everything else :meth:`Walker.unproven`. The
+    one call it may hand the metadata to is ``self.build(...)``, collected
+    to be read in turn."""
 
     def __init__(self, func: ast.FunctionDef, metadata: str) -> None:
         super().__init__(func, {metadata: frozenset({META})}, OFFSETS)
         self.metadata = metadata
         self.build_calls: list[ast.Call] = []
+        self.run()
+        device = [w for w in self.writes if w.field == DEVICE_OFFSETS]
+        host = [w for w in self.writes if w.field == HOST_OFFSETS]
+        self.device_zeroed = [w.line for w in device if w.zeroes]
+        self.device_mutated = [w.line for w in device if w.op.endswith("_")]
+        """Every in-place call on the device offsets (zeroing included)."""
+        self.device_rebound = any(not w.op.endswith("_") for w in device)
+        self.host_zeroed = [w.line for w in host if w.zeroes]
+        self.host_mutated = [w.line for w in host]
 
     def follow(
         self,
@@ -425,69 +430,3 @@ class _CaptureWalker(Walker):
         self.build_calls.append(node)
         others = [t for value, t in given if not _is_name(value, self.metadata)]
         return None if any(others) or receiver else EMPTY
-        return None
-
-
-@dataclass
-class _OffsetUse:
-    """What one function does to ``<metadata>``'s offsets tensors, read by
-    :mod:`vllm_overlay.metadata_writes`: the writes it spells on the metadata
-    itself, and everything else (a write through an alias, a use it cannot
-    follow) as ``unproven``."""
-
-    metadata: str
-    device_zeroed: list[int] = field(default_factory=list)
-    device_mutated: list[int] = field(default_factory=list)
-    """Every in-place call on the device offsets (zeroing included)."""
-    device_rebound: bool = False
-    host_zeroed: list[int] = field(default_factory=list)
-    host_mutated: list[int] = field(default_factory=list)
-    unproven: list[tuple[int, str, str]] = field(default_factory=list)
-    """(line, offsets tensor or "", why) for each write not spelled on the
-    metadata and each use that may write unseen."""
-    build_calls: list[ast.Call] = field(default_factory=list)
-    """``self.build(...)`` calls that receive the metadata."""
-
-    @classmethod
-    def analyse(cls, func: ast.FunctionDef, metadata: str) -> _OffsetUse:
-        walker = _CaptureWalker(func, metadata).run()
-        use = cls(metadata, build_calls=walker.build_calls)
-        for doubt in walker.doubts:
-            only = next(iter(doubt.fields)) if len(doubt.fields) == 1 else ""
-            use.unproven.append(
-                (doubt.line, only if only in OFFSETS else "", doubt.why)
-            )
-        for write in walker.writes:
-            use._write(write, walker)
-        use.unproven.sort(key=lambda item: item[0])
-        return use
-
-    def _write(self, write: Write, walker: Walker) -> None:
-        device = write.field == DEVICE_OFFSETS
-        in_place = write.op.endswith("_")
-        if device and in_place:
-            self.device_mutated.append(write.line)
-            if write.zeroes:
-                self.device_zeroed.append(write.line)
-        elif device:
-            self.device_rebound = True
-        else:
-            self.host_mutated.append(write.line)
-            if write.zeroes:
-                self.host_zeroed.append(write.line)
-        if write.direct:
-            return
-        for bound in walker.bindings.get(write.through or "", []):
-            value = getattr(bound, "value", None)
-            self.unproven.append(
-                (bound.lineno, write.field, f"{_text(value)} escapes: {_text(bound)}")  # type: ignore[attr-defined]
-            )
-        how = f"through {write.through}" if write.through else "through a view or call"
-        self.unproven.append(
-            (write.line, write.field, f"writes {write.field} {how}: {write.source}")
-        )
-
-
-def _text(node: ast.AST | None) -> str:
-    text = ast.unparse(node) if isinstance(node, ast.AST) else "?"
-    return text if len(text) <= 60 else text[:57] + "..."

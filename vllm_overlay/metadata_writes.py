@@ -19,7 +19,8 @@ What it cannot follow is a :class:`Doubt`, never silence: a tainted value
 handed to a call it does not know, put in a container, returned, stored on
 an object, reached by a nested function, ``getattr`` or ``eval``. A caller
 that must *prove* a method leaves a field alone needs no write and no doubt
-("fixed" only when proven). The audit, which follows calls through the tree
+("fixed" only when proven); one that reads the direct writes needs nothing
+:meth:`Walker.unproven` lists. The audit, which follows calls through the tree
 itself, overrides :meth:`Walker.follow` and reads the writes.
 """
 
@@ -78,14 +79,20 @@ def method_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
     return found
 
 
+def find_class(module: ast.Module, name: str) -> ast.ClassDef | None:
+    """The class ``name`` the module ends up with (its last top-level definition)."""
+    found = None
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            found = node
+    return found
+
+
 def find_method(module: ast.Module, qualname: str) -> ast.FunctionDef | None:
     """``Class.method`` of ``module``: the method Python keeps (the last
     definition in the last top-level class of that name)."""
     class_name, _, name = qualname.partition(".")
-    found = None
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            found = node
+    found = find_class(module, class_name)
     return method_def(found, name) if found else None
 
 
@@ -150,6 +157,23 @@ class Walker:
     def run(self) -> Walker:
         self.block(self.func.body, dict(self.params))
         return self
+
+    def unproven(self) -> list[Doubt]:
+        """What keeps a prover from taking the direct writes as all there is,
+        by line: every doubt, and every write through an alias, a view or a
+        call (after the statements that bound the alias it went through)."""
+        found = list(self.doubts)
+        for write in self.writes:
+            if write.direct:
+                continue
+            fld = frozenset({write.field})
+            for bound in self.bindings.get(write.through or "", []):
+                why = f"{_text(getattr(bound, 'value', None))} escapes: {_text(bound)}"
+                found.append(Doubt(getattr(bound, "lineno", 0), fld, why))
+            how = write.through or "a view or call"
+            why = f"writes {write.field} through {how}: {write.source}"
+            found.append(Doubt(write.line, fld, why))
+        return sorted(found, key=lambda doubt: doubt.line)
 
     # -- hooks ------------------------------------------------------------
 
