@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.git.invariants import Shape, inspect_capture_source
+from vllm_overlay.capture_shape import Shape, inspect_capture_source
 from vllm_patchkit.judge.mutation.mutants import (
     DEVICE_ZERO,
     MUTANTS,

@@ -9,8 +9,8 @@ import pytest
 
 from tests.toolkit.checkout_state import checkout_state, snapshot
 from tests.toolkit.cli_helpers import as_user
+from vllm_overlay.capture_shape import Shape, inspect_capture_tree
 from vllm_patchkit.git.apply import Status, apply_series
-from vllm_patchkit.git.invariants import Shape, inspect_capture_tree
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import release_tree, sdist_path

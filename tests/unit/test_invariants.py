@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.git.invariants import (
+from vllm_overlay.capture_shape import (
     Shape,
-    check_invariant,
     inspect_capture_source,
     inspect_capture_tree,
 )
+from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.trees.installed import installed_vllm_dir
 
 TEMPLATE = """

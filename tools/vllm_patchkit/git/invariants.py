@@ -14,31 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.aiter_shape import (
-    AITER_UNIFIED_ATTN,
-    BACKEND_CLASS,
-    AiterShape,
-    inspect_aiter_source,
-)
+from vllm_overlay.aiter_shape import BACKEND_CLASS, AiterShape, inspect_aiter_tree
 from vllm_overlay.capture_shape import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
     HOST_OFFSETS,
-    CaptureCode,
     Shape,
-    inspect_capture_source,
     inspect_capture_tree,
 )
-
-__all__ = [
-    "INVARIANTS",
-    "CaptureCode",
-    "InvariantResult",
-    "Shape",
-    "check_invariant",
-    "inspect_capture_source",
-    "inspect_capture_tree",
-]
 
 
 @dataclass(frozen=True)
@@ -63,8 +46,6 @@ def rocm_capture_zeroes_device_offsets_only(tree: Path) -> InvariantResult:
 
 
 ATTENTION_TESTS = Path("tests/v1/attention")
-BUILDER = BUILDER_CLASS
-CAPTURE = CAPTURE_METHOD
 
 
 def rocm_capture_regression_test_present(tree: Path) -> InvariantResult:
@@ -90,7 +71,7 @@ def rocm_capture_regression_test_present(tree: Path) -> InvariantResult:
     return InvariantResult(
         name,
         False,
-        f"no test in {ATTENTION_TESTS} captures with {BUILDER} and then asserts "
+        f"no test in {ATTENTION_TESTS} captures with {BUILDER_CLASS} and then asserts "
         f"on {HOST_OFFSETS}",
         tree / ATTENTION_TESTS,
         None,
@@ -100,7 +81,7 @@ def rocm_capture_regression_test_present(tree: Path) -> InvariantResult:
 def _regression_test_line(path: Path) -> int | None:
     """The line of a test that captures, then asserts on the host offsets."""
     source = path.read_text(errors="replace")
-    if BUILDER not in source or CAPTURE not in source:
+    if BUILDER_CLASS not in source or CAPTURE_METHOD not in source:
         return None
     try:
         module = ast.parse(source)
@@ -134,9 +115,9 @@ def _test_functions(module: ast.Module) -> list[_Function]:
 def _names_builder(node: ast.expr | None) -> bool:
     """``RocmAttentionMetadataBuilder`` or ``module.RocmAttentionMetadataBuilder``."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value == BUILDER  # a string annotation
-    return (isinstance(node, ast.Name) and node.id == BUILDER) or (
-        isinstance(node, ast.Attribute) and node.attr == BUILDER
+        return node.value == BUILDER_CLASS  # a string annotation
+    return (isinstance(node, ast.Name) and node.id == BUILDER_CLASS) or (
+        isinstance(node, ast.Attribute) and node.attr == BUILDER_CLASS
     )
 
 
@@ -233,7 +214,7 @@ class _CaptureCheck:
             if (
                 isinstance(call, ast.Call)
                 and isinstance(call.func, ast.Attribute)
-                and call.func.attr == CAPTURE
+                and call.func.attr == CAPTURE_METHOD
                 and _is_builder(call.func.value, self.builders, self.factories)
             ):
                 self.captured = True
@@ -293,21 +274,6 @@ class _CaptureCheck:
         return False
 
 
-INVARIANTS: dict[str, Callable[[Path], InvariantResult]] = {
-    "rocm-capture-zeroes-device-offsets-only": rocm_capture_zeroes_device_offsets_only,
-    "rocm-capture-regression-test-present": rocm_capture_regression_test_present,
-}
-
-
-def check_invariant(name: str, tree: Path) -> InvariantResult:
-    try:
-        check = INVARIANTS[name]
-    except KeyError:
-        known = ", ".join(sorted(INVARIANTS))
-        raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
-    return check(tree)
-
-
 def rocm_aiter_unified_capture_keeps_offsets(tree: Path) -> InvariantResult:
     """0003: AITER unified's capture keeps both offsets; ROCM_ATTN's is 0001's.
 
@@ -322,10 +288,8 @@ def rocm_aiter_unified_capture_keeps_offsets(tree: Path) -> InvariantResult:
     patch is then reported as upstreamed.
     """
     name = "rocm-aiter-unified-capture-keeps-offsets"
-    file = tree / AITER_UNIFIED_ATTN
-    if not file.is_file():
-        return InvariantResult(name, False, f"no {AITER_UNIFIED_ATTN}", file, None)
-    aiter = inspect_aiter_source(file.read_bytes(), file)
+    aiter = inspect_aiter_tree(tree)
+    file = aiter.file
     if aiter.shape is AiterShape.SHARED:
         why = f"{BACKEND_CLASS} hands out {BUILDER_CLASS}, whose capture zeroes"
         return InvariantResult(
@@ -365,6 +329,19 @@ def _fills_seq_lens_with_one(node: ast.AST) -> bool:
     )
 
 
-INVARIANTS["rocm-aiter-unified-capture-keeps-offsets"] = (
-    rocm_aiter_unified_capture_keeps_offsets
-)
+INVARIANTS: dict[str, Callable[[Path], InvariantResult]] = {
+    "rocm-capture-zeroes-device-offsets-only": rocm_capture_zeroes_device_offsets_only,
+    "rocm-capture-regression-test-present": rocm_capture_regression_test_present,
+    "rocm-aiter-unified-capture-keeps-offsets": (
+        rocm_aiter_unified_capture_keeps_offsets
+    ),
+}
+
+
+def check_invariant(name: str, tree: Path) -> InvariantResult:
+    try:
+        check = INVARIANTS[name]
+    except KeyError:
+        known = ", ".join(sorted(INVARIANTS))
+        raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
+    return check(tree)

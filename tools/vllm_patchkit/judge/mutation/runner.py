@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.git.invariants import check_invariant, inspect_capture_source
+from vllm_overlay.capture_shape import inspect_capture_source
+from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.judge.mutation.aiter_unified import (
     AITER_MODULE,
     PAIR_MUTANTS,
