@@ -233,65 +233,37 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
         return CaptureCode(
             Shape.UNKNOWN, file, method.lineno, f"unexpected signature {params}"
         )
-    metadata = params[1]
-    visitor = _OffsetUse(method, metadata)
-    unproven = visitor.unproven()
+    use = _OffsetUse(method, params[1])
     where = f"{file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
-    common = {
-        "file": file,
-        "line": method.lineno,
-        "device_zero_lines": tuple(visitor.device_zeroed),
-        "host_mutation_lines": tuple(visitor.host_mutated),
-    }
-    if method.decorator_list:
-        return CaptureCode(
-            Shape.UNKNOWN,
-            detail=f"cannot judge {where}: decorated, so the class may not "
-            "keep this body",
-            **common,
-        )
+    shape, detail = _verdict(use, bool(method.decorator_list), where)
+    zeroed, mutated = tuple(use.device_zeroed), tuple(use.host_mutated)
+    return CaptureCode(shape, file, method.lineno, detail, zeroed, mutated)
+
+
+def _verdict(use: _OffsetUse, decorated: bool, where: str) -> tuple[Shape, str]:
+    """The shape of a capture method whose walk is ``use``, and why."""
+    if decorated:
+        why = "decorated, so the class may not keep this body"
+        return Shape.UNKNOWN, f"cannot judge {where}: {why}"
+    unproven = use.unproven()
     if unproven:
-        return CaptureCode(
-            Shape.UNKNOWN,
-            detail=f"cannot judge {where}: its writes to the query offsets "
-            "cannot all be seen: "
-            + "; ".join(f"line {d.line}: {d.why}" for d in unproven),
-            **common,
-        )
-    if visitor.device_rebound:
-        return CaptureCode(
-            Shape.UNKNOWN,
-            detail=f"{where} rebinds {metadata}.{DEVICE_OFFSETS} (not in place)",
-            **common,
-        )
-    if visitor.device_zeroed and not visitor.host_mutated:
-        return CaptureCode(
-            Shape.FIXED,
-            detail=f"{where} zeroes {DEVICE_OFFSETS} in place and leaves "
-            f"{HOST_OFFSETS} alone",
-            **common,
-        )
-    if visitor.device_zeroed and visitor.host_mutated == visitor.host_zeroed:
-        return CaptureCode(
-            Shape.BUGGY,
-            detail=f"{where} zeroes {HOST_OFFSETS} (line "
-            f"{', '.join(map(str, visitor.host_mutated))}) as well as "
-            f"{DEVICE_OFFSETS}",
-            **common,
-        )
-    if not visitor.device_zeroed and not visitor.host_mutated:
-        return CaptureCode(
-            Shape.NO_ZEROING,
-            detail=f"{where} does not touch the query offsets",
-            **common,
-        )
-    return CaptureCode(
-        Shape.UNKNOWN,
-        detail=f"{where}: unrecognised offset handling (device zeroed at "
-        f"{list(visitor.device_zeroed)}, host mutated at "
-        f"{list(visitor.host_mutated)})",
-        **common,
-    )
+        why = "its writes to the query offsets cannot all be seen"
+        unseen = "; ".join(f"line {d.line}: {d.why}" for d in unproven)
+        return Shape.UNKNOWN, f"cannot judge {where}: {why}: {unseen}"
+    if use.device_rebound:
+        device = f"{use.metadata}.{DEVICE_OFFSETS}"
+        return Shape.UNKNOWN, f"{where} rebinds {device} (not in place)"
+    zeroed, host = use.device_zeroed, use.host_mutated
+    if zeroed and not host:
+        why = f"zeroes {DEVICE_OFFSETS} in place and leaves {HOST_OFFSETS} alone"
+        return Shape.FIXED, f"{where} {why}"
+    if zeroed and host == use.host_zeroed:
+        why = f"(line {', '.join(map(str, host))}) as well as {DEVICE_OFFSETS}"
+        return Shape.BUGGY, f"{where} zeroes {HOST_OFFSETS} {why}"
+    if not zeroed and not host:
+        return Shape.NO_ZEROING, f"{where} does not touch the query offsets"
+    why = f"device zeroed at {list(zeroed)}, host mutated at {list(host)}"
+    return Shape.UNKNOWN, f"{where}: unrecognised offset handling ({why})"
 
 
 def offsets_problems(method: ast.FunctionDef) -> list[str]:
