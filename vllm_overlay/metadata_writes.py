@@ -109,8 +109,6 @@ class Write:
     direct: bool
     """Spelled on a parameter itself: ``m.f.op_()``, ``m.f[...] = x``,
     ``m.f = x``, ``m.f += x``; not through an alias, a view or a function."""
-    whole: bool
-    """The whole tensor, not a slice or element of it."""
     zeroes: bool
     """A direct, whole ``zero_()`` or ``fill_(0)``."""
     source: str
@@ -403,7 +401,7 @@ class Walker:
         )
         zeroes = direct and whole and _zeroing(node, op)
         self.record(
-            Write(node.lineno, fld, op, direct, whole, zeroes, _text(node), through)  # type: ignore[attr-defined]
+            Write(node.lineno, fld, op, direct, zeroes, _text(node), through)  # type: ignore[attr-defined]
         )
 
     def _names_field(self, node: ast.expr) -> bool:
