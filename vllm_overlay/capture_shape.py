@@ -34,6 +34,7 @@ from vllm_overlay.metadata_writes import (
     META,
     Taints,
     Walker,
+    dotted,
     find_class,
     find_method,
     method_def,
@@ -355,14 +356,6 @@ def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
-def _is_self_build(func: ast.AST) -> bool:
-    return (
-        isinstance(func, ast.Attribute)
-        and func.attr == BUILD_METHOD
-        and _is_name(func.value, "self")
-    )
-
-
 class _OffsetUse(Walker):
     """The one walk of metadata writes from a function's ``<metadata>``
     argument, read for the offsets tensors: the writes spelled on the
@@ -395,7 +388,7 @@ class _OffsetUse(Walker):
             *zip(node.args, args, strict=True),
             *((k.value, kwargs[k.arg]) for k in node.keywords),
         ]
-        if not _is_self_build(node.func):
+        if dotted(node.func) != f"self.{BUILD_METHOD}":
             return None
         if not any(_is_name(value, self.metadata) for value, _ in given):
             return None
