@@ -77,7 +77,6 @@ class CaptureCode:
     file: Path
     line: int | None
     detail: str
-    device_zero_lines: tuple[int, ...] = ()
     host_mutation_lines: tuple[int, ...] = ()
 
     @property
@@ -141,7 +140,6 @@ def classify_module(
         file,
         method.lineno,
         f"cannot judge {where} ({code.shape} on its own): {problem}",
-        code.device_zero_lines,
         code.host_mutation_lines,
     )
 
@@ -237,8 +235,7 @@ def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
     use = _OffsetUse(method, params[1])
     where = f"{file}:{method.lineno} {BUILDER_CLASS}.{CAPTURE_METHOD}"
     shape, detail = _verdict(use, bool(method.decorator_list), where)
-    zeroed, mutated = tuple(use.device_zeroed), tuple(use.host_mutated)
-    return CaptureCode(shape, file, method.lineno, detail, zeroed, mutated)
+    return CaptureCode(shape, file, method.lineno, detail, tuple(use.host_mutated))
 
 
 def _verdict(use: _OffsetUse, decorated: bool, where: str) -> tuple[Shape, str]:
