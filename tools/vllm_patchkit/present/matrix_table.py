@@ -233,12 +233,15 @@ def not_run_notes(rows: list[Row]) -> list[str]:
     (in the stock run and the series-applied run alike, unless marked)."""
     where: dict[tuple[str, str], dict[str, set[str]]] = {}
     for row in rows:
-        for step, cell in (("stock", row.stock), ("series", row.applied)):
-            if step == "series" and cell.detail.get("reused"):
-                continue
+        # A reused series cell is the stock run itself: its checks hit both.
+        if row.applied.detail.get("reused"):
+            runs = [(row.stock, {"stock", "series"})]
+        else:
+            runs = [(row.stock, {"stock"}), (row.applied, {"series"})]
+        for cell, steps in runs:
             for item in (cell.counts or {}).get("not_run", []):
                 seen = where.setdefault((item["name"], item["why"]), {})
-                seen.setdefault(row.version, set()).add(step)
+                seen.setdefault(row.version, set()).update(steps)
     if not where:
         return []
     lines = [
@@ -250,15 +253,8 @@ def not_run_notes(rows: list[Row]) -> list[str]:
     ]
     for (name, why), seen in sorted(where.items()):
         versions = [
-            version
-            + ("" if len(steps) == 2 or _reused(rows, version) else f" ({min(steps)})")
+            version + ("" if len(steps) == 2 else f" ({min(steps)})")
             for version, steps in seen.items()
         ]
         lines.append(f"- {name}: {_cell(why)} ({', '.join(versions)})")
     return lines
-
-
-def _reused(rows: list[Row], version: str) -> bool:
-    """Whether the series cell of ``version`` is the stock run itself."""
-    row = next(r for r in rows if r.version == version)
-    return bool(row.applied.detail.get("reused"))
