@@ -17,8 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from vllm_patchkit.commands.matrix import unjudged_cells
-from vllm_patchkit.judge.matrix import Row
+from vllm_patchkit.judge.matrix import Row, unjudged_cells
 
 
 def _rows(path: Path) -> dict[str, Row]:

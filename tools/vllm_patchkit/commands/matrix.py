@@ -166,11 +166,10 @@ def check_range(first: str, last: str) -> None:
         raise MatrixRangeError(f"--to {last} comes before --from {first}")
 
 
-MEASURED = ("stock", "series", "overlay", "audit")
-
-
 def _steps(args: argparse.Namespace) -> tuple[str, ...]:
     """The measured steps to run: --steps, none for --no-suite, else all."""
+    from vllm_patchkit.judge.matrix import MEASURED
+
     if args.steps is None:
         return () if args.no_suite else MEASURED
     if args.no_suite:
@@ -184,7 +183,10 @@ def _steps(args: argparse.Namespace) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     if args.merge is not None:
-        return merge(args)
+        from vllm_patchkit.present.matrix_shards import merge
+
+        check_readme(args)
+        return write_table(args, *merge(args.merge))
     check_range(args.first, args.last)
     sharded = args.releases is not None or args.shard is not None
     if args.readme is not None and sharded:
@@ -221,11 +223,6 @@ def run(args: argparse.Namespace) -> int:
         refresh=args.refresh,
         jobs=args.jobs,
     )
-    why = "--no-suite" if args.no_suite else f"not in --steps {args.steps}"
-    for row in rows:
-        for cell in row.cells.values():
-            if cell.status == "skipped":
-                cell.text = f"skipped ({why})"
     run_info = summary(rows, time.perf_counter() - start, args.jobs)
     if not sharded:
         return write_table(args, rows, run_info)
@@ -244,12 +241,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_readme(args: argparse.Namespace) -> None:
-    """Refuse a --readme without the markers before anything runs."""
+    """Refuse a --readme without the table's markers before anything runs."""
     if args.readme is not None:
-        from vllm_patchkit.present.matrix_table import README_START
+        from vllm_patchkit.present.matrix_table import with_table
 
-        if README_START not in args.readme.read_text():
-            raise InputError(f"{args.readme}: no '{README_START}' marker")
+        with_table(args.readme.read_text(), [])
 
 
 def list_releases(args: argparse.Namespace) -> int:
@@ -261,15 +257,6 @@ def list_releases(args: argparse.Namespace) -> int:
     else:
         print("\n".join(versions))
     return EXIT_OK
-
-
-def merge(args: argparse.Namespace) -> int:
-    """The table of sharded runs' row files, written as one run writes it."""
-    from vllm_patchkit.present.matrix_shards import merge as merge_rows
-
-    check_readme(args)
-    rows, run_info = merge_rows(args.merge)
-    return write_table(args, rows, run_info)
 
 
 def write_table(args: argparse.Namespace, rows: list[Row], run_info: dict) -> int:
@@ -296,6 +283,8 @@ def write_table(args: argparse.Namespace, rows: list[Row], run_info: dict) -> in
 
 
 def _exit(rows: list[Row]) -> int:
+    from vllm_patchkit.judge.matrix import unjudged_cells
+
     unjudged = unjudged_cells(rows)
     if unjudged:
         # The table is written either way; the exit says it is not whole.
@@ -306,16 +295,3 @@ def _exit(rows: list[Row]) -> int:
         )
         return Verdict.CANNOT_JUDGE.exit_code
     return EXIT_OK
-
-
-def unjudged_cells(rows: list[Row]) -> list[str]:
-    """``VERSION step`` of every measured cell that could not be judged
-    (cannot judge, cannot run); a step the user left out is not one."""
-    from vllm_patchkit.judge.matrix import UNJUDGED
-
-    return [
-        f"{row.version} {name}"
-        for row in rows
-        for name, cell in row.cells.items()
-        if cell.status in UNJUDGED
-    ]

@@ -40,6 +40,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -182,6 +183,17 @@ class Row:
             cell = data[step]
             values[step] = Cell(**{k: v for k, v in cell.items() if k in cell_names})
         return cls(**values)
+
+
+def unjudged_cells(rows: list[Row]) -> list[str]:
+    """``VERSION step`` of every measured cell that could not be judged
+    (cannot judge, cannot run); a step the user left out is not one."""
+    return [
+        f"{row.version} {name}"
+        for row in rows
+        for name, cell in row.cells.items()
+        if cell.status in UNJUDGED
+    ]
 
 
 def select_versions(first: str, last: str) -> list[str]:
@@ -347,15 +359,11 @@ def environment() -> dict[str, str]:
 
 
 def code_digest(series: Series) -> str:
-    """Every step's deciders and the series, the code half of the cache keys:
-    rows from runs of different code are never put in one table."""
-    digest = hashlib.sha256(f"series\0{series_hash(series)}\0".encode())
-    files = {f for step in STEPS for f in decider_files(step)}
-    for source in sorted(files, key=lambda f: (f.parent.name, f.name, str(f))):
-        data = source.read_bytes()
-        digest.update(f"{source.parent.name}/{source.name}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()[:16]
+    """Every step's code digest (its deciders, and the series where it
+    decides the step), the code half of the cache keys: rows from runs of
+    different code are never put in one table."""
+    keys = {step: cache_key(series, step) for step in STEPS}
+    return hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16]
 
 
 def _git_version() -> str:
@@ -471,10 +479,13 @@ def run_suite(tree: Path, series: Series) -> Cell:
     return _timed(lambda: suite_cell(tree, series, run_scenarios(tree)))
 
 
-def applied_tree(version: str, tree: Path, series: Series) -> tuple[Path, Any]:
-    """A clone of ``tree`` with the series applied, kept per (release commit,
-    series hash); the apply result. The release tree itself is only read."""
-    commit = Git(tree).run("rev-parse", "HEAD").stdout.strip()
+def applied_tree(
+    version: str, commit: str, tree: Path, series: Series
+) -> tuple[Path, dict[str, Any]]:
+    """A clone of ``tree`` (release ``commit``) with the series applied, kept
+    per (release commit, series hash); the apply outcome, recorded beside it.
+    The release tree itself is only read. A transient outcome is not
+    recorded and its clone not kept, so the next run applies again."""
     name = f"vllm-{version}-{commit[:12]}-{series_hash(series)}"
     dest = cache_dir() / "matrix-applied" / name
     record = dest.parent / f"{name}.json"
@@ -484,11 +495,30 @@ def applied_tree(version: str, tree: Path, series: Series) -> tuple[Path, Any]:
             # An older version kept transient outcomes too: never trust one.
             if kept["status"] not in _TRANSIENT_APPLY:
                 return dest, kept
-        try:
-            return dest, _apply_clone(tree, series, dest, name)
-        except _TransientApply as exc:  # nothing kept: the next run tries again
-            record.unlink(missing_ok=True)
-            return dest, exc.outcome
+        record.unlink(missing_ok=True)
+        with staged_dir(dest, f".{name}-") as staging:
+            Git(staging.parent).run(
+                "clone", "--quiet", "--local", str(tree), str(staging)
+            )
+            result = apply_series(staging, series)
+        files = {p.name: list(p.files) for p in series.patches}
+        outcome = {
+            "status": str(result.status),
+            "message": result.message,
+            "applied": [
+                {
+                    "name": r.name,
+                    "status": str(r.status),
+                    "files": files.get(r.name, []),
+                }
+                for r in result.patches
+            ],
+        }
+        if result.status in _TRANSIENT_APPLY:
+            shutil.rmtree(dest)
+        else:
+            record.write_text(json.dumps(outcome))
+        return dest, outcome
 
 
 _TRANSIENT_APPLY = (Status.ERROR, Status.REFUSED)
@@ -496,44 +526,14 @@ _TRANSIENT_APPLY = (Status.ERROR, Status.REFUSED)
 busy clone): the clone and its record are not kept."""
 
 
-class _TransientApply(Exception):
-    def __init__(self, outcome: dict[str, Any]) -> None:
-        super().__init__(outcome["message"])
-        self.outcome = outcome
-
-
-def _apply_clone(tree: Path, series: Series, dest: Path, name: str) -> dict[str, Any]:
-    """Clone ``tree`` to ``dest`` and apply the series there; the outcome,
-    recorded beside it. A transient outcome raises _TransientApply and
-    leaves nothing at ``dest``."""
-    record = dest.parent / f"{name}.json"
-    with staged_dir(dest, f".{name}-") as staging:
-        Git(staging.parent).run("clone", "--quiet", "--local", str(tree), str(staging))
-        result = apply_series(staging, series)
-        outcome = {
-            "status": str(result.status),
-            "message": result.message,
-            "applied": [
-                {"name": r.name, "status": str(r.status), "files": []}
-                for r in result.patches
-            ],
-        }
-        by_name = {p.name: p for p in series.patches}
-        for item in outcome["applied"]:
-            patch = by_name.get(item["name"])
-            item["files"] = list(patch.files) if patch else []
-        if result.status in _TRANSIENT_APPLY:
-            raise _TransientApply(outcome)
-    record.write_text(json.dumps(outcome))
-    return outcome
-
-
-def run_series(version: str, tree: Path, series: Series, stock: Cell) -> Cell:
+def run_series(
+    version: str, commit: str, tree: Path, series: Series, stock: Cell
+) -> Cell:
     """The suite with the series applied, or the stock run where it is the
     same code."""
 
     def step() -> Cell:
-        target, outcome = applied_tree(version, tree, series)
+        target, outcome = applied_tree(version, commit, tree, series)
         status = outcome["status"]
         if status in (Status.NOT_CARRIED, Status.UPSTREAMED):
             why = f"series {status}: nothing to apply, stock run reused"
@@ -604,32 +604,27 @@ def run_audit(tree: Path) -> Cell:
     def step() -> Cell:
         report = audit.audit_tree(tree)
         data = report.to_json()
-        checks = data.get("checks", {})
         # The run's own list is long; keep the checks that could not run.
-        checks["list"] = [
-            c for c in checks.get("list", []) if c.get("status") == "could not run"
-        ]
-        counts = {k: checks[k] for k in ("ran", "passed", "failed") if k in checks}
-        counts["not_run"] = checks["list"]
-        harmful = [f for f in data["findings"] if f["kind"] == "harmful"]
-        kinds = data.get("counts", {})
+        not_run = [c.to_json() for c in report.could_not_run]
+        data["checks"]["list"] = not_run
+        checks = report.counts()
+        counts = {k: checks[k] for k in ("ran", "passed", "failed")}
+        counts["not_run"] = not_run
+        kinds = data["counts"]
         rest = ", ".join(f"{n} {k}" for k, n in kinds.items() if k != "harmful" and n)
-        ran = f"{counts.get('ran', 0)} checks ran"
-        if checks.get("could_not_run"):
-            ran += f", {checks['could_not_run']} could not run"
+        ran = f"{checks['ran']} checks ran"
+        if not_run:
+            ran += f", {len(not_run)} could not run"
+        harmful = [f for f in report.sorted_findings() if f.kind == "harmful"]
         where = "; ".join(
-            f"{f['field']} in {f['method']} ({Path(f['file']).name}:{f['line']})"
-            for f in harmful
+            f"{f.field} in {f.method} ({Path(f.file).name}:{f.line})" for f in harmful
         )
         if harmful:
             status, text = "harmful", f"{len(harmful)} harmful: {where}"
         elif report.judgement is CANNOT_JUDGE:
-            status, text = (
-                CANNOT_JUDGE,
-                f"{CANNOT_JUDGE.words}: none found, but "
-                + ", ".join(checks.get("could_not_run_names", [])[:3])
-                + " could not run",
-            )
+            names = ", ".join(c["name"] for c in not_run[:3])
+            status = CANNOT_JUDGE
+            text = f"{CANNOT_JUDGE.words}: none found, but {names} could not run"
         else:
             status, text = "none", "none"
         text += f" ({ran}{'; ' + rest if rest else ''})"
@@ -712,9 +707,11 @@ def analyse(
     facts, static_cached = cache.get(version, commit, "static", static)
     cells: dict[str, Cell] = {}
 
+    left_out = f"not in --steps {','.join(steps)}" if steps else "--no-suite"
+
     def measured(step: str, compute: Callable[[], Cell]) -> Cell:
         if step not in steps:
-            return Cell("skipped", "skipped (--no-suite)")
+            return Cell("skipped", f"skipped ({left_out})")
         say(index, version, f"{step} ...")
         data, hit = cache.get(version, commit, step, lambda: asdict(compute()))
         cell = Cell(**{**data, "cached": hit})
@@ -724,7 +721,7 @@ def analyse(
 
     cells["stock"] = measured("stock", lambda: run_suite(tree, series))
     cells["series"] = measured(
-        "series", lambda: run_series(version, tree, series, cells["stock"])
+        "series", lambda: run_series(version, commit, tree, series, cells["stock"])
     )
     cells["overlay"] = measured("overlay", lambda: run_overlay(tree))
     cells["audit"] = measured("audit", lambda: run_audit(tree))
@@ -758,15 +755,16 @@ def build_matrix(
 ) -> list[Row]:
     """One row per release, ``jobs`` releases at a time, in release order."""
     cache = StepCache(series, refresh)
-    work = list(enumerate(versions, 1))
+
+    def row(index: int, version: str) -> Row:
+        return analyse(index, version, series, cache, steps, progress)
+
+    numbers = range(1, len(versions) + 1)
     if jobs <= 1:
-        return [analyse(i, v, series, cache, steps, progress) for i, v in work]
+        return list(map(row, numbers, versions))
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [
-            pool.submit(analyse, i, v, series, cache, steps, progress) for i, v in work
-        ]
-        return [f.result() for f in futures]
+        return list(pool.map(row, numbers, versions))
     finally:
         # An interrupt or a failed release: start no further release (the
         # ones running finish their step; what finished stays cached).
