@@ -36,7 +36,6 @@ import ast
 import functools
 import hashlib
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -71,6 +70,7 @@ from vllm_patchkit.paths import cache_dir, relative_to_checkout
 from vllm_patchkit.trees import tree_runtime
 from vllm_patchkit.trees.index import release_versions, version_key
 from vllm_patchkit.trees.releases import locked, release_tree, staged_dir
+from vllm_patchkit.trees.requirement_files import metadata_requirements
 from vllm_patchkit.trees.run_cache import CacheKey, RunCache
 
 STEPS = ("static", "stock", "series", "overlay", "audit")
@@ -353,7 +353,7 @@ def environment() -> dict[str, str]:
     """The Python, torch and git versions every cache key holds (in order)."""
     return {
         "python": sys.version,
-        "torch": _local_version("torch"),
+        "torch": tree_runtime.venv_version("torch") or "none",
         "git": _git_version(),
     }
 
@@ -371,13 +371,6 @@ def _git_version() -> str:
         [git_executable(), "--version"], capture_output=True, text=True, check=False
     )
     return proc.stdout.strip()
-
-
-def _local_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
 
 
 # ---------------------------------------------------------------- progress
@@ -638,13 +631,9 @@ def run_audit(tree: Path) -> Cell:
 
 def torch_pin(tree: Path) -> str | None:
     """The torch the release pins, from the sdist's PKG-INFO."""
-    info = tree / "PKG-INFO"
-    if not info.is_file():
-        return None
-    for line in info.read_text(errors="replace").splitlines():
-        if line.startswith("Requires-Dist: torch=="):
-            return line.split("==", 1)[1].split(";")[0].strip()
-    return None
+    return tree_runtime.pinned_version(
+        "torch", metadata_requirements(tree / "PKG-INFO")
+    )
 
 
 def static_facts(tree: Path, series: Series) -> dict[str, Any]:

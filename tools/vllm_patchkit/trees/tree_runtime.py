@@ -138,14 +138,14 @@ def runtime_for(tree: Path) -> TreeRuntime:
     MADE[tree] += 1
     if not tree.is_dir():
         raise RuntimeUnavailable(f"{tree}: no such directory")
-    torch = _venv_version("torch")
+    torch = venv_version("torch")
     if torch is None:
         raise RuntimeUnavailable(
             f"this Python ({sys.executable}) has no torch to run {tree} with"
         )
     version, release = tree_release(tree)
     requirements, unreadable = tree_requirements(tree)
-    pinned = _pinned("torch", requirements)
+    pinned = pinned_version("torch", requirements)
     have = venv_distributions()
     wanted: dict[str, Requirement] = {}
     missing = list(unreadable)
@@ -172,7 +172,8 @@ def runtime_for(tree: Path) -> TreeRuntime:
     )
 
 
-def _pinned(name: str, requirements: list[Requirement]) -> str | None:
+def pinned_version(name: str, requirements: list[Requirement]) -> str | None:
+    """The version ``requirements`` pin ``name`` to (``==``), if they do."""
     for req in requirements:
         if canonicalize_name(req.name) == name:
             for spec in req.specifier:
@@ -181,7 +182,8 @@ def _pinned(name: str, requirements: list[Requirement]) -> str | None:
     return None
 
 
-def _venv_version(name: str) -> str | None:
+def venv_version(name: str) -> str | None:
+    """The installed version of distribution ``name`` here, if any."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
