@@ -11,7 +11,7 @@ from typing import Any
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.judge.matrix import Cell, Row
-from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
+from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS
 from vllm_patchkit.paths import relative_to_checkout
 from vllm_patchkit.present.tables import markdown_cell, markdown_table
 
@@ -68,18 +68,8 @@ def to_json(rows: list[Row], run: dict[str, Any]) -> dict[str, Any]:
                 ],
             }
         data["overlay"]["detail"].pop("log", None)
-        data["overlay"]["text"] = cell_text(row.overlay)
         out.append(data)
     return {"run": run, "rows": out}
-
-
-def cell_text(cell: Cell) -> str:
-    """The cell's text, with the reason of a judgement that could not be made
-    where the text lacks it (an overlay probe that could not run)."""
-    why = str(cell.detail.get("why") or "")
-    if cell.status == Verdict.CANNOT_JUDGE and why and why not in cell.text:
-        return f"{cell.text}: {why}"
-    return cell.text
 
 
 README_START = "<!-- vllm-patchkit matrix: table start -->"
@@ -152,14 +142,9 @@ def table(rows: list[Row]) -> list[str]:
 
 
 def _main_row(row: Row) -> tuple[str, ...]:
-    fixes = row.fixes or {}
     return (
         f"[{row.version}](#{_anchor(row.version)})",
-        # A row from before per-fix columns has the first fix's only.
-        *(
-            WORDS[fixes.get(label, row.affected if i == 0 else None)]
-            for i, label in enumerate(FIX_COLUMNS)
-        ),
+        *(WORDS[row.fixes.get(label)] for label in FIX_COLUMNS),
         _cell(row.series),
         *(_short(cell) for cell in row.cells.values()),
         f"{row.cost:.0f}",
@@ -175,7 +160,7 @@ def details(rows: list[Row]) -> list[str]:
             f"- commit: `{row.commit}`; overlay plan: {_cell(row.overlay_plan)}"
         )
         for name, cell in row.cells.items():
-            lines.append(f"- {name}: {_cell(cell_text(cell))}")
+            lines.append(f"- {name}: {_cell(cell.text)}")
         lines += [f"- seconds: {timing(row)}", ""]
     return lines
 
