@@ -35,8 +35,6 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import importlib
-import importlib.util
 import inspect
 import json
 import shutil
@@ -66,7 +64,7 @@ from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.judge.regression.verdict import tally
 from vllm_patchkit.judge.verify import judge_tree
 from vllm_patchkit.judgement import Verdict
-from vllm_patchkit.paths import cache_dir, relative_to_checkout
+from vllm_patchkit.paths import PACKAGE_DIR, cache_dir, relative_to_checkout
 from vllm_patchkit.trees import tree_runtime
 from vllm_patchkit.trees.index import release_versions, version_key
 from vllm_patchkit.trees.releases import locked, release_tree, staged_dir
@@ -211,7 +209,11 @@ def select_versions(first: str, last: str) -> list[str]:
 # ---------------------------------------------------------------- cache key
 
 
-_OURS = ("vllm_patchkit", "vllm_overlay")
+_OURS = {
+    "vllm_patchkit": PACKAGE_DIR,
+    "vllm_overlay": Path(inspect.getsourcefile(vllm_overlay) or "").parent,
+}
+"""The project's packages, by the directory they are loaded from."""
 
 
 def _package_files(source: Path) -> list[Path]:
@@ -222,23 +224,15 @@ def _module_file(name: str) -> Path | None:
     """The source file of project module ``name``; None for a name that is
     no module (``from package.module import function`` names both).
 
-    Found on disk from the top-level package, never by importing: a
-    ``find_spec`` of ``a.b.c`` imports ``a.b``, and the regression suite's
+    Found on disk under its package's directory, never by importing: an
+    import of ``a.b.c`` imports ``a.b``, and the regression suite's
     scenarios import torch (a second of every matrix start).
     """
     top, *rest = name.split(".")
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        base = Path(root).joinpath(*rest)
-        package = base / "__init__.py"
-        for candidate in (base.with_suffix(".py"), package) if rest else (package,):
-            if candidate.is_file():
-                return candidate
+    base = _OURS[top].joinpath(*rest)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
     return None
 
 
@@ -690,11 +684,10 @@ def analyse(
     def static() -> dict[str, Any]:
         start = time.perf_counter()
         facts = static_facts(tree, series)
-        facts["seconds"] = round(time.perf_counter() - start, 1)
+        facts["static_seconds"] = round(time.perf_counter() - start, 1)
         return facts
 
     facts, static_cached = cache.get(version, commit, "static", static)
-    cells: dict[str, Cell] = {}
 
     left_out = f"not in --steps {','.join(steps)}" if steps else "--no-suite"
 
@@ -708,28 +701,19 @@ def analyse(
         say(index, version, f"{step}: {cell.text[:100]} ({took})")
         return cell
 
-    cells["stock"] = measured("stock", lambda: run_suite(tree, series))
-    cells["series"] = measured(
-        "series", lambda: run_series(version, commit, tree, series, cells["stock"])
-    )
-    cells["overlay"] = measured("overlay", lambda: run_overlay(tree))
-    cells["audit"] = measured("audit", lambda: run_audit(tree))
-    runtime = cells["stock"].detail.get("runtime")
+    stock = measured("stock", lambda: run_suite(tree, series))
+    # Keyword arguments are evaluated in order: the steps run (and report) in it.
     return Row(
         version=version,
         commit=commit,
-        affected=facts["affected"],
-        fixes=facts["fixes"],
-        shape=facts["shape"],
-        series=facts["series"],
-        overlay_plan=facts["overlay_plan"],
-        torch_pin=facts["torch_pin"],
-        runtime=runtime,
-        stock=cells["stock"],
-        applied=cells["series"],
-        overlay=cells["overlay"],
-        audit=cells["audit"],
-        static_seconds=facts["seconds"],
+        **facts,
+        runtime=stock.detail.get("runtime"),
+        stock=stock,
+        applied=measured(
+            "series", lambda: run_series(version, commit, tree, series, stock)
+        ),
+        overlay=measured("overlay", lambda: run_overlay(tree)),
+        audit=measured("audit", lambda: run_audit(tree)),
         static_cached=static_cached,
     )
 
