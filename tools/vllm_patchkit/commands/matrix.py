@@ -192,7 +192,14 @@ def run(args: argparse.Namespace) -> int:
     if args.readme is not None and sharded:
         raise InputError("--readme takes the whole table: give it to --merge")
     if args.list:
-        return list_releases(args)
+        from vllm_patchkit.judge.matrix import select_versions
+
+        versions = select_versions(args.first, args.last)
+        if args.json:
+            emit_json(versions)
+        else:
+            print("\n".join(versions))
+        return EXIT_OK
     hint = "--no-suite skips the suite"
     if not args.no_suite and args.steps != "audit":
         require("matrix", VLLM_RUNTIME, hint)
@@ -246,17 +253,6 @@ def check_readme(args: argparse.Namespace) -> None:
         from vllm_patchkit.present.matrix_table import with_table
 
         with_table(args.readme.read_text(), [])
-
-
-def list_releases(args: argparse.Namespace) -> int:
-    from vllm_patchkit.judge.matrix import select_versions
-
-    versions = select_versions(args.first, args.last)
-    if args.json:
-        emit_json(versions)
-    else:
-        print("\n".join(versions))
-    return EXIT_OK
 
 
 def write_table(args: argparse.Namespace, rows: list[Row], run_info: dict) -> int:
