@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +101,8 @@ def row_file(
     }
 
 
-@dataclass
-class RowFile:
-    path: Path
-    data: dict[str, Any]
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
+RowFile = tuple[Path, dict[str, Any]]
+"""A row file's path and its document."""
 
 
 def read_row_file(path: Path) -> RowFile:
@@ -124,20 +118,20 @@ def read_row_file(path: Path) -> RowFile:
     lacking = [k for k in _KEYS if not isinstance(data.get(k), _KEYS[k])]
     if lacking:
         raise MatrixMergeError(f"{path}: a row file without {', '.join(lacking)}")
-    return RowFile(path, data)
+    return path, data
 
 
 _KEYS = {"digests": dict, "steps": list, "releases": list, "rows": list, "run": dict}
 
 
 def _same(files: list[RowFile], what: str, value: Any, why: str) -> None:
-    """Refuse unless ``value(file)`` is one value across ``files``."""
-    first = value(files[0])
-    for other in files[1:]:
-        if value(other) != first:
+    """Refuse unless ``value(document)`` is one value across ``files``."""
+    (first_path, first), *others = files
+    for path, data in others:
+        if value(data) != value(first):
             raise MatrixMergeError(
-                f"{what} differ: {files[0].path} has {first}, {other.path} has "
-                f"{value(other)}; {why}"
+                f"{what} differ: {first_path} has {value(first)}, {path} has "
+                f"{value(data)}; {why}"
             )
 
 
@@ -152,22 +146,22 @@ def merge(paths: list[Path]) -> tuple[list[Row], dict[str, Any]]:
     _same(files, "environments", lambda f: f["digests"]["versions"], again)
     _same(files, "steps", lambda f: f["steps"], "run every shard with one --steps")
     _same(files, "release lists", lambda f: f["releases"], "give every shard one range")
-    releases: list[str] = files[0]["releases"]
+    releases: list[str] = files[0][1]["releases"]
     owner: dict[str, Path] = {}
     rows: dict[str, Row] = {}
-    for file in files:
-        for data in file["rows"]:
-            version = data["version"]
+    for path, data in files:
+        for row in data["rows"]:
+            version = row["version"]
             if version not in releases:
                 raise MatrixMergeError(
-                    f"{file.path}: {version} is not in the range's release list"
+                    f"{path}: {version} is not in the range's release list"
                 )
             if version in owner:
                 raise MatrixMergeError(
-                    f"duplicate row: {version} is in {owner[version]} and {file.path}"
+                    f"duplicate row: {version} is in {owner[version]} and {path}"
                 )
-            owner[version] = file.path
-            rows[version] = Row.from_json(data)
+            owner[version] = path
+            rows[version] = Row.from_json(row)
     missing = [v for v in releases if v not in rows]
     if missing:
         raise MatrixMergeError(
@@ -177,16 +171,16 @@ def merge(paths: list[Path]) -> tuple[list[Row], dict[str, Any]]:
     ordered = [rows[v] for v in releases]
     shards = [
         {
-            "file": f.path.name,
-            "releases": [r["version"] for r in f["rows"]],
-            "seconds": f["run"]["seconds"],
-            "jobs": f["run"]["jobs"],
+            "file": path.name,
+            "releases": [r["version"] for r in data["rows"]],
+            "seconds": data["run"]["seconds"],
+            "jobs": data["run"]["jobs"],
         }
-        for f in files
+        for path, data in files
     ]
     # The shards ran side by side: the merged run took its slowest shard.
     wall = max(s["seconds"] for s in shards)
     run = summary(ordered, wall, sum(s["jobs"] for s in shards))
     run["shards"] = shards
-    run["digests"] = files[0]["digests"]
+    run["digests"] = files[0][1]["digests"]
     return ordered, run
