@@ -393,9 +393,7 @@ class Progress:
 # ---------------------------------------------------------------- steps
 
 
-def suite_cell(
-    tree: Path, series: Series, run: TreeReport, seconds: float = 0.0
-) -> Cell:
+def suite_cell(tree: Path, series: Series, run: TreeReport) -> Cell:
     """A suite run as a cell: ``test``'s verdict on the tree
     (:func:`vllm_patchkit.judge.verify.judge_tree`, the suite alone), then the
     counts it rests on. A fix the series does not carry for the release is
@@ -407,7 +405,6 @@ def suite_cell(
             CANNOT_JUDGE,
             f"{CANNOT_JUDGE.words}: the suite did not report (exit "
             f"{run.returncode}): {tail}",
-            seconds,
             detail={"runtime": runtime},
             transient=True,
         )
@@ -435,7 +432,7 @@ def suite_cell(
     for fix, reason in skipped.items():
         if fix in fixes:
             text += f"; {fix} {reason}: {Verdict(fixes[fix]['verdict']).words}"
-    return Cell(status, text, seconds, counts.to_json(), detail)
+    return Cell(status, text, counts=counts.to_json(), detail=detail)
 
 
 def _cannot_run(exc: BaseException, seconds: float) -> Cell:
