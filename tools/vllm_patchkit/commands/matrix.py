@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 
 from vllm_patchkit.commands.common import (
@@ -207,10 +209,8 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise InputError(f"--jobs {args.jobs}: at least one release at a time")
     check_readme(args)
-    import time
-
     from vllm_patchkit.git.series import load_series
-    from vllm_patchkit.judge.matrix import Progress, build_matrix, select_versions
+    from vllm_patchkit.judge.matrix import build_matrix, select_versions
     from vllm_patchkit.present import matrix_shards as shards
     from vllm_patchkit.present.matrix_table import summary
 
@@ -245,6 +245,27 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return _exit(rows)
+
+
+class Progress:
+    """Lines on stderr as a sweep goes: which release, which step, elapsed."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.start = time.perf_counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, index: int, version: str, message: str) -> None:
+        elapsed = time.perf_counter() - self.start
+        width = len(str(self.total))
+        minutes, seconds = divmod(int(elapsed), 60)
+        with self._lock:
+            print(
+                f"[{index:>{width}}/{self.total}] {minutes:2d}m{seconds:02d}s "
+                f"vLLM {version:<8} {message}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def check_readme(args: argparse.Namespace) -> None:

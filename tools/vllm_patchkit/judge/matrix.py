@@ -40,7 +40,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -365,29 +364,6 @@ def _git_version() -> str:
         [git_executable(), "--version"], capture_output=True, text=True, check=False
     )
     return proc.stdout.strip()
-
-
-# ---------------------------------------------------------------- progress
-
-
-class Progress:
-    """Lines on stderr as a sweep goes: which release, which step, elapsed."""
-
-    def __init__(self, total: int, write: Callable[[str], None] | None = None):
-        self.total = total
-        self.start = time.perf_counter()
-        self._lock = threading.Lock()
-        self._write = write or (lambda line: print(line, file=sys.stderr, flush=True))
-
-    def __call__(self, index: int, version: str, message: str) -> None:
-        elapsed = time.perf_counter() - self.start
-        width = len(str(self.total))
-        minutes, seconds = divmod(int(elapsed), 60)
-        with self._lock:
-            self._write(
-                f"[{index:>{width}}/{self.total}] {minutes:2d}m{seconds:02d}s "
-                f"vLLM {version:<8} {message}"
-            )
 
 
 # ---------------------------------------------------------------- steps
