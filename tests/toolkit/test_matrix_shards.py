@@ -249,3 +249,18 @@ def test_list_gives_the_workflow_its_job_matrix() -> None:
     proc = patchkit("matrix", *RANGE, "--list", "--json")
     _ok(proc)
     assert json.loads(proc.stdout) == RELEASES
+
+
+def test_a_readme_without_both_markers_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """The README check is the table writer's own: a README whose block has
+    no end marker is refused up front, not after the table is written."""
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Releases\n\n{README_START}\nold table\n")
+    out = tmp_path / "out"
+    proc = patchkit("matrix", *RANGE, "--readme", str(readme), "--output-dir", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert f"no '{README_START}' ... '{README_END}' block" in proc.stderr
+    assert not out.exists()
+    assert readme.read_text().endswith("old table\n")
