@@ -16,13 +16,12 @@ when every check passed) for ``$GITHUB_OUTPUT``.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rebase_report import issue_title
+from rebase_report import document, issue_opening, issue_title, read_result
 
 from vllm_patchkit.errors import EXIT_REFUSED
 from vllm_patchkit.judgement import Verdict
@@ -122,27 +121,13 @@ def fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def onto(rebase_json: Path | None) -> str:
-    if rebase_json is None:
-        return ""
-    try:
-        result = json.loads(rebase_json.read_text())
-    except (OSError, ValueError):
-        return ""
-    return str(result.get("onto") or "") if isinstance(result, dict) else ""
-
-
 def issue_body(
     failed: list[Gate], passed: list[Gate], repo: str, ref: str, commit: str, run: str
 ) -> str:
     names = ", ".join(f"`{g.name}`" for g in failed)
+    what = f"applied cleanly, but a check failed on the rebased checkout: {names}"
     parts = [
-        (
-            f"The nightly rebase of `patches/` onto {repo} `{ref}` "
-            f"(`{commit or 'unknown'}`) applied cleanly, but a check failed on "
-            f"the rebased checkout: {names}. Nothing was pushed; the series on "
-            "the default branch is unchanged."
-        ),
+        issue_opening(f"{repo} `{ref}`", commit, what),
         "",
         (
             "Exit statuses: **1** means the check ran and found a real problem "
@@ -165,9 +150,7 @@ def issue_body(
         ]
     if passed:
         parts += ["Passed: " + ", ".join(f"`{g.name}`" for g in passed), ""]
-    if run:
-        parts.append(f"Workflow run: {run}")
-    return "\n".join(parts).rstrip() + "\n"
+    return document(parts, run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 passed,
                 args.repo,
                 args.ref,
-                onto(args.rebase_json),
+                str(read_result(args.rebase_json).get("onto") or ""),
                 args.run_url,
             )
         )

@@ -116,13 +116,17 @@ def why_dropped(patch: dict[str, Any], patches_dir: Path, target: str) -> Droppe
     return Dropped(name, subject, why)
 
 
-def load_report(args: argparse.Namespace) -> Report:
+def read_result(rebase_json: Path | None) -> dict[str, Any]:
+    """The rebase's JSON result; empty when there is none or it is unreadable."""
     try:
-        result = json.loads(args.rebase_json.read_text())
+        result = json.loads(rebase_json.read_text()) if rebase_json else {}
     except (OSError, ValueError):
-        result = {}
-    if not isinstance(result, dict):
-        result = {}
+        return {}
+    return result if isinstance(result, dict) else {}
+
+
+def load_report(args: argparse.Namespace) -> Report:
+    result = read_result(args.rebase_json)
     status = str(result.get("status") or STATUS_BY_EXIT.get(args.exit_code, "error"))
     patches = [p for p in result.get("patches") or [] if isinstance(p, dict)]
     summary = ""
@@ -220,9 +224,13 @@ def pr_body(report: Report) -> str:
         *(f"- {gate}" for gate in GATES),
         "",
     ]
-    if report.run_url:
-        parts.append(f"Workflow run: {report.run_url}")
-    return "\n".join(parts).rstrip() + "\n"
+    return document(parts, report.run_url)
+
+
+def document(parts: list[str], run_url: str) -> str:
+    """Markdown lines as one text, ending with the workflow run's link."""
+    text = "\n".join(parts).rstrip()
+    return text + (f"\n\nWorkflow run: {run_url}\n" if run_url else "\n")
 
 
 def commit_message(report: Report) -> str:
@@ -280,13 +288,17 @@ def _quoted(patch: dict[str, Any], key: str) -> str:
     return ", ".join(f"`{item}`" for item in patch.get(key) or []) or "-"
 
 
+def issue_opening(target: str, onto: str, what: str) -> str:
+    """The first sentence of either issue: what stopped, and that nothing moved."""
+    return (
+        f"The nightly rebase of `patches/` onto {target} (`{onto or 'unknown'}`) "
+        f"{what}. Nothing was pushed; the series on the default branch is unchanged."
+    )
+
+
 def issue_body(report: Report) -> str:
     parts = [
-        (
-            f"The nightly rebase of `patches/` onto {report.target} "
-            f"(`{report.onto or 'unknown'}`) stopped: **{report.status}**. Nothing "
-            "was pushed; the series on the default branch is unchanged."
-        ),
+        issue_opening(report.target, report.onto, f"stopped: **{report.status}**"),
         "",
         report.message,
         "",
@@ -303,9 +315,7 @@ def issue_body(report: Report) -> str:
     parts += markdown_table(("patch", "files", "conflicting hunks"), rows)
     if report.summary:
         parts += ["", report.summary]
-    if report.run_url:
-        parts += ["", f"Workflow run: {report.run_url}"]
-    return "\n".join(parts).rstrip() + "\n"
+    return document(parts, report.run_url)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
