@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # pre-commit-hooks is often pinned by commit (``autoupdate --freeze``), which
@@ -25,7 +25,7 @@ PRE_COMMIT_HOOKS_COMMITS = {
 PRE_COMMIT_HOOKS_FALLBACK = "6.0.0"
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_SLUG = re.compile(r"([^/:]+)/([^/:]+?)(?:\.git)?/*$")
+_SLUG = re.compile(r"[/:]([^/:]+)/([^/:]+?)(?:\.git)?/*$")
 
 
 @dataclass(frozen=True)
@@ -47,22 +47,10 @@ class UpstreamHook:
     def as_config(self) -> dict[str, Any]:
         """The definition as config keys; defaults are left out."""
         hook: dict[str, Any] = {"id": self.id, "name": self.name, "entry": self.entry}
-        if self.types != ("file",):
-            hook["types"] = list(self.types)
-        if self.types_or:
-            hook["types_or"] = list(self.types_or)
-        if self.files:
-            hook["files"] = self.files
-        if self.args:
-            hook["args"] = list(self.args)
-        if not self.pass_filenames:
-            hook["pass_filenames"] = False
-        if self.require_serial:
-            hook["require_serial"] = True
-        if self.stages:
-            hook["stages"] = list(self.stages)
-        if self.always_run:
-            hook["always_run"] = True
+        for key in fields(self)[3:]:
+            value = getattr(self, key.name)
+            if value != key.default:
+                hook[key.name] = list(value) if isinstance(value, tuple) else value
         return hook
 
 
@@ -117,15 +105,12 @@ def _pre_commit_hooks(rev: str) -> Resolved:
     if not _SHA.match(rev):
         return _python("pre-commit-hooks")(rev)
     version = PRE_COMMIT_HOOKS_COMMITS.get(rev)
-    if version is not None:
-        note = f"commit {rev[:12]} is the v{version} tag"
-        return Resolved("python", "default", (f"pre-commit-hooks=={version}",), note)
-    note = (
-        f"commit {rev[:12]} is not a known release; used the fallback version "
-        f"{PRE_COMMIT_HOOKS_FALLBACK}"
-    )
-    dependency = f"pre-commit-hooks=={PRE_COMMIT_HOOKS_FALLBACK}"
-    return Resolved("python", "default", (dependency,), note)
+    note = f"commit {rev[:12]} is the v{version} tag"
+    if version is None:
+        version = PRE_COMMIT_HOOKS_FALLBACK
+        note = f"commit {rev[:12]} is not a known release; used the fallback "
+        note += f"version {version}"
+    return Resolved("python", "default", (f"pre-commit-hooks=={version}",), note)
 
 
 def _hooks(*hooks: UpstreamHook) -> dict[str, UpstreamHook]:
@@ -137,8 +122,21 @@ _TEXT = ("text",)
 _FIXER_STAGES = ("pre-commit", "pre-push", "manual")
 
 
-def _pch(hook_id: str, name: str, entry: str | None = None, **kw: Any) -> UpstreamHook:
+def _hook(hook_id: str, name: str, entry: str = "", **kw: Any) -> UpstreamHook:
+    """A hook whose entry is its id unless one is given."""
     return UpstreamHook(hook_id, name, entry or hook_id, **kw)
+
+
+def _ruff(hook_id: str, name: str, command: str) -> UpstreamHook:
+    """ruff-pre-commit's hooks differ only in id, name and ruff subcommand."""
+    entry = f"ruff {command} --force-exclude"
+    return UpstreamHook(hook_id, name, entry, types_or=_PY_FILES, require_serial=True)
+
+
+def _fixer(hook_id: str, name: str, entry: str = "", **kw: Any) -> UpstreamHook:
+    """A hook that rewrites text files: it also runs at pre-push and manual."""
+    kw.setdefault("types", _TEXT)
+    return _hook(hook_id, name, entry, stages=_FIXER_STAGES, **kw)
 
 
 MIRRORS: dict[str, Mirror] = {
@@ -148,41 +146,16 @@ MIRRORS: dict[str, Mirror] = {
             "astral-sh/ruff-pre-commit",
             _python("ruff"),
             _hooks(
-                UpstreamHook(
-                    "ruff-check",
-                    "ruff check",
-                    "ruff check --force-exclude",
-                    types_or=_PY_FILES,
-                    require_serial=True,
-                ),
-                UpstreamHook(
-                    "ruff",
-                    "ruff (legacy alias)",
-                    "ruff check --force-exclude",
-                    types_or=_PY_FILES,
-                    require_serial=True,
-                ),
-                UpstreamHook(
-                    "ruff-format",
-                    "ruff format",
-                    "ruff format --force-exclude",
-                    types_or=_PY_FILES,
-                    require_serial=True,
-                ),
+                _ruff("ruff-check", "ruff check", "check"),
+                _ruff("ruff", "ruff (legacy alias)", "check"),
+                _ruff("ruff-format", "ruff format", "format"),
             ),
         ),
         Mirror(
             "crate-ci/typos",
             _python("typos"),
             _hooks(
-                UpstreamHook(
-                    "typos",
-                    "typos",
-                    "typos",
-                    types=_TEXT,
-                    args=("--write-changes", "--force-exclude"),
-                    stages=_FIXER_STAGES,
-                )
+                _fixer("typos", "typos", args=("--write-changes", "--force-exclude"))
             ),
         ),
         Mirror(
@@ -212,22 +185,16 @@ MIRRORS: dict[str, Mirror] = {
             "DavidAnson/markdownlint-cli2",
             _markdownlint,
             _hooks(
-                UpstreamHook(
-                    "markdownlint-cli2",
-                    "markdownlint-cli2",
-                    "markdownlint-cli2",
-                    types=("markdown",),
-                )
+                _hook("markdownlint-cli2", "markdownlint-cli2", types=("markdown",))
             ),
         ),
         Mirror(
             "rhysd/actionlint",
             _actionlint,
             _hooks(
-                UpstreamHook(
+                _hook(
                     "actionlint",
                     "Lint GitHub Actions workflow files",
-                    "actionlint",
                     types=("yaml",),
                     files=r"^\.github/workflows/",
                 )
@@ -265,71 +232,58 @@ MIRRORS: dict[str, Mirror] = {
             "pre-commit/pre-commit-hooks",
             _pre_commit_hooks,
             _hooks(
-                _pch("check-added-large-files", "check for added large files"),
-                _pch("check-ast", "check python ast", types=("python",)),
-                _pch("check-case-conflict", "check for case conflicts"),
-                _pch(
+                _hook("check-added-large-files", "check for added large files"),
+                _hook("check-ast", "check python ast", types=("python",)),
+                _hook("check-case-conflict", "check for case conflicts"),
+                _hook(
                     "check-docstring-first",
                     "check docstring is first",
                     types=("python",),
                 ),
-                _pch(
+                _fixer(
                     "check-executables-have-shebangs",
                     "check that executables have shebangs",
                     types=("text", "executable"),
-                    stages=_FIXER_STAGES,
                 ),
-                _pch("check-json", "check json", types=("json",)),
-                _pch("check-merge-conflict", "check for merge conflicts", types=_TEXT),
-                _pch(
+                _hook("check-json", "check json", types=("json",)),
+                _hook("check-merge-conflict", "check for merge conflicts", types=_TEXT),
+                _fixer(
                     "check-shebang-scripts-are-executable",
                     "check that scripts with shebangs are executable",
-                    types=_TEXT,
-                    stages=_FIXER_STAGES,
                 ),
-                _pch("check-symlinks", "check for broken symlinks", types=("symlink",)),
-                _pch("check-toml", "check toml", types=("toml",)),
-                _pch("check-xml", "check xml", types=("xml",)),
-                _pch("check-yaml", "check yaml", types=("yaml",)),
-                _pch(
+                _hook(
+                    "check-symlinks", "check for broken symlinks", types=("symlink",)
+                ),
+                _hook("check-toml", "check toml", types=("toml",)),
+                _hook("check-xml", "check xml", types=("xml",)),
+                _hook("check-yaml", "check yaml", types=("yaml",)),
+                _hook(
                     "debug-statements", "debug statements (python)", types=("python",)
                 ),
-                _pch("detect-private-key", "detect private key", types=_TEXT),
-                _pch(
-                    "end-of-file-fixer",
-                    "fix end of files",
-                    types=_TEXT,
-                    stages=_FIXER_STAGES,
-                ),
-                _pch(
+                _hook("detect-private-key", "detect private key", types=_TEXT),
+                _fixer("end-of-file-fixer", "fix end of files"),
+                _hook(
                     "fix-byte-order-marker",
                     "fix utf-8 byte order marker",
                     types=_TEXT,
                 ),
-                _pch("mixed-line-ending", "mixed line ending", types=_TEXT),
-                _pch(
+                _hook("mixed-line-ending", "mixed line ending", types=_TEXT),
+                _hook(
                     "no-commit-to-branch",
                     "don't commit to branch",
                     pass_filenames=False,
                     always_run=True,
                 ),
-                _pch(
-                    "pretty-format-json",
-                    "pretty format json",
-                    "pretty-format-json",
-                    types=("json",),
-                ),
-                _pch(
+                _hook("pretty-format-json", "pretty format json", types=("json",)),
+                _hook(
                     "requirements-txt-fixer",
                     "fix requirements.txt",
                     files=r"(requirements|constraints).*\.txt$",
                 ),
-                _pch(
+                _fixer(
                     "trailing-whitespace",
                     "trim trailing whitespace",
                     "trailing-whitespace-fixer",
-                    types=_TEXT,
-                    stages=_FIXER_STAGES,
                 ),
             ),
         ),
@@ -337,12 +291,13 @@ MIRRORS: dict[str, Mirror] = {
 }
 
 
-def repo_slug(url: str) -> str:
-    """``owner/name`` of a repository URL, whatever host or scheme it uses."""
+def repo_slug(url: str) -> str | None:
+    """``owner/name`` of a repository URL, whatever host or scheme it uses
+    (https, ssh, scp-style); None when the URL names no owner."""
     match = _SLUG.search(url.strip())
-    return f"{match.group(1)}/{match.group(2)}" if match else url
+    return f"{match.group(1)}/{match.group(2)}" if match else None
 
 
 def find_mirror(url: str) -> Mirror | None:
-    slug = repo_slug(url).lower()
+    slug = (repo_slug(url) or url).lower()
     return next((m for s, m in MIRRORS.items() if s.lower() == slug), None)

@@ -37,6 +37,7 @@ from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import verify_tree
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit import run_precommit
+from vllm_patchkit.precommit.mirrors import repo_slug
 from vllm_patchkit.present.reports import (
     format_precommit,
     format_verify,
@@ -62,8 +63,6 @@ from vllm_patchkit.pull_request.signoff import (
 
 UPSTREAM_REPO = "vllm-project/vllm"
 _REFERENCE = re.compile(r"vllm-project/vllm#(\d+)")
-# owner/name at the end of an https, ssh or scp-style remote URL.
-_REMOTE_SLUG = re.compile(r"[/:]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 # gh's [HOST/]OWNER/REPO.
 _GH_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+){1,2}$")
 
@@ -236,13 +235,10 @@ def _gh_head(git: Git, remote: str, branch: str, repo: str) -> str:
     url = proc.stdout.strip()
     if proc.returncode != 0 or url.startswith(("/", ".", "file:")):
         return branch  # a local repository has no owner on the server
-    match = _REMOTE_SLUG.search(url)
-    if match is None:
+    slug = repo_slug(url)
+    if slug is None or slug.lower() == repo.lower():
         return branch
-    owner, name = match.group(1), match.group(2)
-    if f"{owner}/{name}".lower() == repo.lower():
-        return branch
-    return f"{owner}:{branch}"
+    return f"{slug.partition('/')[0]}:{branch}"
 
 
 def submit(pr: PullRequest, remote: str | None) -> PullRequest:
