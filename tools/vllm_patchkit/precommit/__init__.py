@@ -70,6 +70,10 @@ class PrecommitResult:
     skip: list[str] = field(default_factory=list)
     returncode: int | None = None
 
+    def count(self, status: str) -> int:
+        """How many hooks ended ``status`` (passed, failed or skipped)."""
+        return sum(hook.status == status for hook in self.hooks)
+
     @property
     def diff(self) -> str:
         """What fixing hooks changed (in the scratch clone, not in ``path``)."""
@@ -117,16 +121,17 @@ def run_precommit(
         output, returncode = proc.stdout.replace(str(tree), str(root)), proc.returncode
         if not read_results(plan, output, skip) and returncode:
             raise_crash(output, returncode, _installs(plan))
-        if returncode and not any(h.status == "failed" for h in plan.hooks):
-            # pre-commit failed, yet no hook line said so (a crash mid-run, a
-            # line not understood): the gate must not pass.
-            tail = " | ".join(output.strip().splitlines()[-3:])
-            raise PrecommitEnvironmentError(
-                f"pre-commit exited {returncode} but no hook reported a failure: {tail}"
-            )
+    failed = any(h.status == "failed" for h in plan.hooks)
+    if returncode and not failed:
+        # pre-commit failed, yet no hook line said so (a crash mid-run, a
+        # line not understood): the gate must not pass.
+        tail = " | ".join(output.strip().splitlines()[-3:])
+        raise PrecommitEnvironmentError(
+            f"pre-commit exited {returncode} but no hook reported a failure: {tail}"
+        )
     return PrecommitResult(
         path=root,
-        passed=not any(h.status == "failed" for h in plan.hooks),
+        passed=not failed,
         hooks=plan.hooks,
         command=command,
         output=output,

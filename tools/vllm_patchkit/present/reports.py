@@ -170,11 +170,8 @@ def format_precommit(result: PrecommitResult) -> str:
     if result.diff:
         lines.append(f"  changes the hooks made (not applied to {result.path}):")
         lines += [f"      {text}" for text in result.diff.splitlines()]
-    counts = {
-        status: sum(h.status == status for h in result.hooks)
-        for status in ("passed", "failed", "skipped")
-    }
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    statuses = ("passed", "failed", "skipped")
+    summary = ", ".join(f"{result.count(status)} {status}" for status in statuses)
     verdict = "passed" if result.passed else "FAILED"
     lines.append(f"pre-commit on {len(result.files)} file(s): {summary}: {verdict}")
     return "\n".join(lines)

@@ -58,6 +58,7 @@ from vllm_patchkit.pull_request.signoff import (
     configured_identity,
     missing_signoffs,
     series_commits,
+    split_trailers,
     upstream_message,
 )
 
@@ -209,7 +210,7 @@ def _render_body(
     numbers = {int(n) for c in commits for n in _REFERENCE.findall(c.message)}
     references = [f"vllm-project/vllm#{n}" for n in sorted(numbers)]
     messages = (
-        (c.subject, _body_without_trailers(p.message))
+        (c.subject, "\n\n".join(split_trailers(p.message)[0][1:]))
         for c, p in zip(commits, pr.commits, strict=True)
     )
     test_commands = _upstream_test_commands(series, root) if options.run_test else []
@@ -252,10 +253,8 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
     existing = git.commit_of(f"refs/heads/{pr.branch}")
     head = _build_commits(git, pr)
     if existing is not None and existing != head:
-        pr.status = "refused"
-        pr.message = f"branch {pr.branch} exists with other commits; delete it or "
-        pr.message += "pass --branch"
-        return pr
+        message = f"branch {pr.branch} exists with other commits; delete it or "
+        return _refuse(pr, message + "pass --branch")
     if existing is None:
         # The empty old value makes git refuse if the branch appeared meanwhile.
         git.run("update-ref", f"refs/heads/{pr.branch}", head, "")
@@ -364,10 +363,9 @@ def _run_precommit(pr: PullRequest, root: Path, series: Series) -> list[str]:
             format_precommit(result),
         )
     )
-    counts = {s: sum(h.status == s for h in result.hooks) for s in ("passed", "failed")}
-    passed, failed = counts["passed"], counts["failed"]
-    line = f"vLLM's pre-commit hooks on the changed files: {passed} passed, "
-    line += f"{failed} failed (the rest do not apply to these files)."
+    line = "vLLM's pre-commit hooks on the changed files: "
+    line += f"{result.count('passed')} passed, {result.count('failed')} failed "
+    line += "(the rest do not apply to these files)."
     return [line]
 
 
@@ -378,14 +376,6 @@ def _upstream_test_commands(series: Series, root: Path) -> list[str]:
         for name in series_test_files(series)
         if (root / name).is_file()
     ]
-
-
-def _body_without_trailers(message: str) -> str:
-    paragraphs = message.strip().split("\n\n")
-    body = paragraphs[1:]
-    if body and all(":" in line for line in body[-1].splitlines()):
-        body = body[:-1]
-    return "\n\n".join(body)
 
 
 def _write_body(pr: PullRequest) -> Path:

@@ -94,11 +94,7 @@ def fill_template(template: str, sections: dict[str, str]) -> str:
     for name in SECTIONS:
         if name in sections and name not in done:
             out += ["", f"## {name}", "", sections[name].rstrip()]
-    return _squeeze_blank_lines("\n".join(out)).strip("\n") + "\n"
-
-
-def _squeeze_blank_lines(text: str) -> str:
-    return re.sub(r"\n{3,}", "\n\n", text)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n") + "\n"
 
 
 def purpose_section(messages: Iterable[tuple[str, str]], references: list[str]) -> str:

@@ -41,8 +41,6 @@ class SeriesCommit:
     subject: str
     message: str
     author: Identity
-    author_date: str
-    tree: str
     signoffs: list[Identity] = field(default_factory=list)
 
     def signed_by(self, who: Identity) -> bool:
@@ -51,7 +49,7 @@ class SeriesCommit:
 
 def series_commits(git: Git, base: str) -> list[SeriesCommit]:
     """The commits from ``base`` (exclusive) to HEAD, oldest first."""
-    fmt = _FIELD.join(["%H", "%T", "%an", "%ae", "%aI", "%s", "%B"]) + _RECORD
+    fmt = _FIELD.join(["%H", "%an", "%ae", "%s", "%B"]) + _RECORD
     out = git.run(
         "log", "--reverse", "--first-parent", f"--format={fmt}", f"{base}..HEAD"
     ).stdout
@@ -60,15 +58,13 @@ def series_commits(git: Git, base: str) -> list[SeriesCommit]:
         record = record.strip("\n")
         if not record:
             continue
-        sha, tree, name, email, date, subject, message = record.split(_FIELD, 6)
+        sha, name, email, subject, message = record.split(_FIELD, 4)
         commits.append(
             SeriesCommit(
                 sha=sha,
                 subject=subject,
                 message=message.rstrip() + "\n",
                 author=Identity(name, email),
-                author_date=date,
-                tree=tree,
                 signoffs=signoffs(message),
             )
         )
@@ -102,18 +98,8 @@ def missing_signoffs(commit: SeriesCommit, submitter: Identity | None) -> list[s
 
 def upstream_message(message: str, add_signoff: Identity | None = None) -> str:
     """``message`` without vendor trailers, with ``add_signoff`` appended."""
-    paragraphs = message.rstrip().split("\n\n")
-    trailers = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
-    keys = [_trailer_key(line) for line in trailers]
-    if trailers and all(keys):
-        kept = [
-            line
-            for line, key in zip(trailers, keys, strict=True)
-            if key not in VENDOR_TRAILERS
-        ]
-        paragraphs = paragraphs[:-1]
-    else:
-        kept = []
+    paragraphs, trailers = split_trailers(message)
+    kept = [line for line in trailers if _trailer_key(line) not in VENDOR_TRAILERS]
     if add_signoff is not None and not any(
         s.email.lower() == add_signoff.email.lower() for s in signoffs("\n".join(kept))
     ):
@@ -121,6 +107,16 @@ def upstream_message(message: str, add_signoff: Identity | None = None) -> str:
     if kept:
         paragraphs.append("\n".join(kept))
     return "\n\n".join(paragraphs) + "\n"
+
+
+def split_trailers(message: str) -> tuple[list[str], list[str]]:
+    """The message's paragraphs and its trailer lines: the last paragraph's,
+    when every line of it is a ``Key: value`` trailer."""
+    paragraphs = message.rstrip().split("\n\n")
+    trailers = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
+    if trailers and all(map(_trailer_key, trailers)):
+        return paragraphs[:-1], trailers
+    return paragraphs, []
 
 
 def _trailer_key(line: str) -> str | None:
