@@ -15,14 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TEMPLATE = Path(".github/PULL_REQUEST_TEMPLATE.md")
-FALLBACK_TEMPLATE = """\
-## Purpose
-
-## Test Plan
-
-## Test Result
-"""
 SECTIONS = ("Purpose", "Test Plan", "Test Result")
+FALLBACK_TEMPLATE = "\n\n".join(f"## {name}" for name in SECTIONS) + "\n"
 _CHECKLIST = {
     "purpose": "Purpose",
     "test plan": "Test Plan",
