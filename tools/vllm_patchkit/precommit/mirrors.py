@@ -133,6 +133,12 @@ def _ruff(hook_id: str, name: str, command: str) -> UpstreamHook:
     return UpstreamHook(hook_id, name, entry, types_or=_PY_FILES, require_serial=True)
 
 
+def _uv(hook_id: str, command: str, files: str, **kw: Any) -> UpstreamHook:
+    """uv-pre-commit's hooks: named by their id, run once on the matched files."""
+    kw.update(files=files, pass_filenames=False)
+    return UpstreamHook(hook_id, hook_id, f"uv {command}", **kw)
+
+
 def _fixer(hook_id: str, name: str, entry: str = "", **kw: Any) -> UpstreamHook:
     """A hook that rewrites text files: it also runs at pre-push and manual."""
     kw.setdefault("types", _TEXT)
@@ -204,27 +210,13 @@ MIRRORS: dict[str, Mirror] = {
             "astral-sh/uv-pre-commit",
             _python("uv"),
             _hooks(
-                UpstreamHook(
-                    "pip-compile",
-                    "pip-compile",
-                    "uv pip compile",
-                    files=r"^requirements\.(in|txt)$",
-                    pass_filenames=False,
-                ),
-                UpstreamHook(
-                    "uv-lock",
-                    "uv-lock",
-                    "uv lock",
-                    files=r"^(uv\.lock|pyproject\.toml|uv\.toml)$",
-                    pass_filenames=False,
-                ),
-                UpstreamHook(
+                _uv("pip-compile", "pip compile", r"^requirements\.(in|txt)$"),
+                _uv("uv-lock", "lock", r"^(uv\.lock|pyproject\.toml|uv\.toml)$"),
+                _uv(
                     "uv-export",
-                    "uv-export",
-                    "uv export",
-                    files=r"^uv\.lock$",
+                    "export",
+                    r"^uv\.lock$",
                     args=("--frozen", "--output-file=requirements.txt"),
-                    pass_filenames=False,
                 ),
             ),
         ),
