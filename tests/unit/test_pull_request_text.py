@@ -12,6 +12,7 @@ from vllm_patchkit.pull_request.body import (
 from vllm_patchkit.pull_request.signoff import (
     Identity,
     signoffs,
+    split_trailers,
     upstream_message,
 )
 
@@ -93,3 +94,12 @@ def test_upstream_message_drops_vendor_trailers_and_signs_once() -> None:
 def test_upstream_message_without_trailers() -> None:
     assert upstream_message("Subject\n\nBody.\n") == "Subject\n\nBody.\n"
     assert upstream_message("Subject\n", ME) == f"Subject\n\nSigned-off-by: {ME}\n"
+
+
+def test_only_a_trailer_paragraph_is_split_off() -> None:
+    """The Purpose section is the body without trailers: a body paragraph with
+    a colon in it stays (the old rule, a colon on every line, dropped it)."""
+    body = "Subject\n\nBody text: with a colon.\n"
+    assert split_trailers(body) == (["Subject", "Body text: with a colon."], [])
+    signed = f"Subject\n\nBody.\n\nSigned-off-by: {ME}\n"
+    assert split_trailers(signed) == (["Subject", "Body."], [f"Signed-off-by: {ME}"])
