@@ -111,55 +111,11 @@ class Runner:
     call: Callable[[Any, str, Any], Any]
 
 
-def _overlaps(a: Any, b: Any) -> bool:
-    import torch
-
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-        return False
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
-        return False
-    return a.untyped_storage().nbytes() > 0
-
-
-def snapshot(obj: Any, written: Any, prefix: str = "", depth: int = 0) -> dict:
-    """Scalars and small tensors of built metadata by dotted name; a tensor
-    that shares memory with ``written`` is keyed ``name@alias``."""
-    import dataclasses
-
-    import torch
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        items = [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
-    elif hasattr(obj, "__dict__"):
-        items = list(vars(obj).items())
-    else:
-        return {}
-    out: dict[str, Any] = {}
-    for name, value in items:
-        key = f"{prefix}{name}"
-        if value is None or isinstance(value, bool | int | float | str):
-            out[key] = value
-        elif isinstance(value, torch.Tensor):
-            if value.numel() <= SNAPSHOT_MAX_NUMEL:
-                alias = "@alias" if _overlaps(value, written) else ""
-                out[key + alias] = value.tolist()
-        elif (
-            depth < 2
-            and not isinstance(value, type)
-            and type(value).__module__.startswith("vllm")
-            and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__"))
-        ):
-            out.update(snapshot(value, written, f"{key}.", depth + 1))
-    return out
-
-
-SNAPSHOT_MAX_NUMEL = 64
-
-
 def _outcome(
     runner: Runner, made: Any, mode: str, cm: Any, written: Any
 ) -> tuple[Any, ...]:
     from vllm_patchkit.judge.audit.dynamic_builders import why
+    from vllm_patchkit.judge.regression.harness import snapshot
 
     try:
         built = runner.call(made, mode, cm)

@@ -227,14 +227,15 @@ def apply_intended_capture_effects(metadata: Any) -> None:
     metadata.seq_lens.fill_(1)
 
 
-def snapshot(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+def snapshot(obj: Any, written: Any = None, prefix: str = "", depth: int = 0) -> dict:
     """Scalars and small tensors of built metadata, by dotted field name.
 
     Taken right after a build: builders return views of persistent buffers
-    that the next build overwrites.
+    that the next build overwrites. A tensor that shares memory with
+    ``written`` (the audit's written field) is keyed ``name@alias``.
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+        items = [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
     elif hasattr(obj, "__dict__"):
         items = list(vars(obj).items())
     else:
@@ -246,10 +247,27 @@ def snapshot(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
             out[key] = value
         elif isinstance(value, torch.Tensor):
             if value.numel() <= SNAPSHOT_MAX_NUMEL:
-                out[key] = value.tolist()
-        elif depth < 2 and dataclasses.is_dataclass(value):
-            out.update(snapshot(value, f"{key}.", depth + 1))
+                alias = "@alias" if _overlaps(value, written) else ""
+                out[key + alias] = value.tolist()
+        elif depth < 2 and _nested(value):
+            out.update(snapshot(value, written, f"{key}.", depth + 1))
     return out
+
+
+def _nested(value: Any) -> bool:
+    """Metadata nested in metadata: a dataclass, or a vLLM object."""
+    if isinstance(value, type):
+        return False
+    from_vllm = type(value).__module__.startswith("vllm") and hasattr(value, "__dict__")
+    return dataclasses.is_dataclass(value) or from_vllm
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    return a.untyped_storage().nbytes() > 0
 
 
 def rocm_builder_cls() -> type:
