@@ -13,7 +13,6 @@ bases. One that cannot be made is kept with the reason, never dropped.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,16 +114,6 @@ def discover(tree: Path) -> list[Entry]:
     return sorted(found, key=lambda e: e.qualname)
 
 
-def _import(module: str) -> Any:
-    parts = module.split(".")
-    if module.startswith("vllm.models.") and len(parts) > 3:
-        # Model packages' __init__ import the whole model (torchvision).
-        return harness.import_without_parent_init(
-            ".".join(parts[:3]), ".".join(parts[3:])
-        )
-    return importlib.import_module(module)
-
-
 def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
     """Recipes to try for a builder the suite has none for, likeliest first:
     the recipe of the nearest base the suite knows, then by the bases' names."""
@@ -181,7 +170,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
     for entry in entries:
         recipe = suite.get(entry.qualname)
         try:
-            module = _import(entry.module)
+            module = harness.import_vllm(entry.module)
             if recipe is not None and recipe.factory:
                 cls = _from_factory(module, recipe)
             elif entry.in_factory:

@@ -86,7 +86,7 @@ def warm_up() -> None:
         # A module absent here, or one that imports rocm_attn, is the child's.
         for victim in victims.VICTIMS:
             with contextlib.suppress(Exception):
-                victims._import(victim.module)
+                harness.import_vllm(victim.module)
         for name in WARM_MODULES:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)

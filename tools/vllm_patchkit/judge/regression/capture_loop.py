@@ -49,9 +49,7 @@ def _backends() -> list[tuple[str, type, Any]]:
     try:
         from vllm.v1.attention.backends.gdn_attn import GDNAttentionBackend
 
-        indexer = harness.import_without_parent_init(
-            "vllm.models.minimax_m3", "common.indexer"
-        )
+        indexer = harness.import_vllm("vllm.models.minimax_m3.common.indexer")
     except (ImportError, AttributeError) as exc:
         raise LoopUnavailable(f"a group's backend is missing: {exc}") from exc
     return [

@@ -359,24 +359,28 @@ def vllm_has(relpath: str) -> bool:
     return (Path(vllm.__file__).parent / relpath).exists()
 
 
-def import_without_parent_init(package: str, module: str) -> types.ModuleType:
-    """Import ``package.module`` without running ``package/__init__.py``.
+def import_vllm(name: str) -> types.ModuleType:
+    """Import vLLM's module ``name``; one inside a model package
+    (``vllm.models.<model>.<...>``) without running that package's ``__init__``.
 
     MiniMax-M3's package ``__init__`` imports the whole model, which pulls in
     torchvision (not installable beside the CPU torch). The builders live in a
     subpackage that needs none of it, so the parent is registered as a bare
     package over its real directory.
     """
+    parts = name.split(".")
+    if not name.startswith("vllm.models.") or len(parts) <= 3:
+        return importlib.import_module(name)
+    package = ".".join(parts[:3])
     if package not in sys.modules:
-        parent_name, _, leaf = package.rpartition(".")
-        parent = importlib.import_module(parent_name)
-        directory = Path(parent.__file__).parent / leaf
+        parent = importlib.import_module("vllm.models")
+        directory = Path(parent.__file__).parent / parts[2]
         if not directory.is_dir():
             raise ModuleNotFoundError(f"{package} is not in this vLLM", name=package)
         bare = types.ModuleType(package)
         bare.__path__ = [str(directory)]
         sys.modules[package] = bare
-    return importlib.import_module(f"{package}.{module}")
+    return importlib.import_module(name)
 
 
 def uniform_decode_metadata(

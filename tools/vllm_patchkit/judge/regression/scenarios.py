@@ -68,9 +68,7 @@ def capture_effects(decode_query_len: int) -> Outcome:
 def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
     """The PR's crash: MiniMax-M3's indexer builder after the ROCm builder."""
     try:
-        indexer = harness.import_without_parent_init(
-            "vllm.models.minimax_m3", "common.indexer"
-        )
+        indexer = harness.import_vllm("vllm.models.minimax_m3.common.indexer")
     except ModuleNotFoundError as exc:
         return Outcome(
             "minimax_indexer_after_rocm",

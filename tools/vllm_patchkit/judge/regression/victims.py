@@ -10,7 +10,6 @@ cannot be run here. A test keeps the two lists complete against the survey.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -287,20 +286,10 @@ class VictimUnavailable(Exception):
     """The victim cannot be set up on this tree (absent, or another API)."""
 
 
-def _import(module: str) -> Any:
-    parts = module.split(".")
-    if module.startswith("vllm.models.") and len(parts) > 3:
-        # Model packages' __init__ import the whole model (torchvision).
-        return harness.import_without_parent_init(
-            ".".join(parts[:3]), ".".join(parts[3:])
-        )
-    return importlib.import_module(module)
-
-
 def builder_class(victim: Victim) -> type:
     """The victim's builder class in this tree, or VictimUnavailable."""
     try:
-        module = _import(victim.module)
+        module = harness.import_vllm(victim.module)
         if victim.factory is None:
             return getattr(module, victim.builder)
         factory = getattr(module, victim.factory)
