@@ -21,8 +21,6 @@ from typing import Any
 from vllm_patchkit.judge.regression import harness, survey, victims
 from vllm_patchkit.judge.regression.victims import Recipe
 
-ROCM_BUILDER = "vllm.v1.attention.backends.rocm_attn.RocmAttentionMetadataBuilder"
-
 
 @dataclass
 class Entry:
@@ -83,21 +81,6 @@ and its arguments. Like the suite's, each wraps the ROCm backend (a backend
 every release can make on CPU), so the subclass's own code runs on top of it."""
 
 
-def _from_factory(module: Any, recipe: Recipe) -> type:
-    factory = getattr(module, recipe.factory or "")
-    params = inspect.signature(factory).parameters
-    backend = harness.rocm_backend_cls()
-    if "underlying_attn_backend" in params:
-        made = factory(underlying_attn_backend=backend, **recipe.factory_kwargs)
-    else:
-        made = factory(backend, **recipe.factory_kwargs)
-    return made.get_builder_cls()
-
-
-def _recipes_from_suite() -> dict[str, Recipe]:
-    return {**FACTORY_RECIPES, **{v.qualname: v for v in victims.VICTIMS}}
-
-
 def discover(tree: Path) -> list[Entry]:
     """Builder classes defined in ``tree``'s ``vllm/`` (the survey's rules)."""
     found = [
@@ -133,22 +116,6 @@ def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
     return [*inherited, Recipe(spec="full"), Recipe(spec="sliding_window"), mamba, mla]
 
 
-def _make(cls: type, recipe: Recipe, qlen: int, layer: str) -> tuple[Any, Any]:
-    config = harness.vllm_config(qlen, recipe.model)
-    harness.init_distributed()
-    if recipe.mla_layer:
-        harness.register_mla_layer(config, layer)
-    builder = harness.make_builder(
-        cls,
-        qlen,
-        layer,
-        harness.kv_cache_spec(recipe.spec, qlen),
-        model=recipe.model,
-        **recipe.kwargs,
-    )
-    return builder, config
-
-
 def why(exc: BaseException) -> str:
     """The exception with the innermost vLLM line it passed through."""
     tb = exc.__traceback__
@@ -163,7 +130,7 @@ def why(exc: BaseException) -> str:
 
 def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]]:
     """Make every listed builder for decode batches of query length ``qlen``."""
-    suite = _recipes_from_suite()
+    suite = {**FACTORY_RECIPES, **{v.qualname: v for v in victims.VICTIMS}}
     made: list[Made] = []
     not_made: list[NotMade] = []
     seen: set[type] = set()
@@ -172,7 +139,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
         try:
             module = harness.import_vllm(entry.module)
             if recipe is not None and recipe.factory:
-                cls = _from_factory(module, recipe)
+                cls = victims.from_factory(module, recipe)
             elif entry.in_factory:
                 not_made.append(
                     NotMade(
@@ -212,10 +179,11 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
         for n, candidate in enumerate(candidates):
             layer = f"audit.{entry.qualname}.{qlen}.{n}"
             try:
-                builder, config = _make(cls, candidate, qlen, layer)
+                builder = victims.make_builder(cls, candidate, qlen, layer)
             except Exception as exc:  # another release's constructor, CUDA
                 first_error = first_error or f"construct: {why(exc)}"
                 continue
+            config = harness.vllm_config(qlen, candidate.model)
             made.append(Made(entry, cls, builder, config, candidate))
             break
         else:

@@ -10,6 +10,7 @@ cannot be run here. A test keeps the two lists complete against the survey.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -292,32 +293,47 @@ def builder_class(victim: Victim) -> type:
         module = harness.import_vllm(victim.module)
         if victim.factory is None:
             return getattr(module, victim.builder)
-        factory = getattr(module, victim.factory)
-        backend = factory(harness.rocm_backend_cls(), **victim.factory_kwargs)
-        return backend.get_builder_cls()
+        return from_factory(module, victim)
     except (ImportError, AttributeError) as exc:
         if involves_code_under_test(exc):
             raise  # the ROCm backend itself is broken: a failure, not absence
         raise VictimUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
 
+def from_factory(module: Any, recipe: Recipe) -> type:
+    """The builder class ``recipe``'s factory in ``module`` makes around the
+    ROCm backend."""
+    factory = getattr(module, recipe.factory or "")
+    backend = harness.rocm_backend_cls()
+    if "underlying_attn_backend" in inspect.signature(factory).parameters:
+        made = factory(underlying_attn_backend=backend, **recipe.factory_kwargs)
+    else:
+        made = factory(backend, **recipe.factory_kwargs)
+    return made.get_builder_cls()
+
+
+def make_builder(cls: type, recipe: Recipe, decode_query_len: int, layer: str) -> Any:
+    """``cls`` made from ``recipe`` as the model runner makes it."""
+    config = harness.vllm_config(decode_query_len, recipe.model)
+    harness.init_distributed()
+    if recipe.mla_layer:
+        harness.register_mla_layer(config, layer)
+    return harness.make_builder(
+        cls,
+        decode_query_len,
+        layer,
+        harness.kv_cache_spec(recipe.spec, decode_query_len),
+        model=recipe.model,
+        **recipe.kwargs,
+    )
+
+
 def make_victim_builder(victim: Victim, decode_query_len: int) -> Any:
     """The victim's builder, made as the model runner makes it."""
     cls = builder_class(victim)
-    config = harness.vllm_config(decode_query_len, victim.model)
     layer = f"{victim.scenario}.{decode_query_len}"
-    harness.init_distributed()
     try:
-        if victim.mla_layer:
-            harness.register_mla_layer(config, layer)
-        return harness.make_builder(
-            cls,
-            decode_query_len,
-            layer,
-            harness.kv_cache_spec(victim.spec, decode_query_len),
-            model=victim.model,
-            **victim.kwargs,
-        )
+        return make_builder(cls, victim, decode_query_len, layer)
     except Exception as exc:  # another release's constructor or config
         raise VictimUnavailable(
             f"cannot construct {cls.__name__}: {type(exc).__name__}: {exc}"
