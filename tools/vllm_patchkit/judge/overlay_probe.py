@@ -274,11 +274,9 @@ def child(mode: str, output: Path) -> None:
                 f.name for f in sys.meta_path if isinstance(f, _AfterImportFinder)
             )
     except Exception as exc:  # the run failed: reported, never a pass
-        from vllm_patchkit.judge.regression.records import error_info
+        from vllm_patchkit.judge.regression.records import describe
 
-        info = error_info(exc)
-        where = f"{info.get('relpath')}:{info.get('line')}"
-        report["error"] = f"{info['type']}: {info['message']} (at {where})"
+        report["error"] = describe(exc)
     report["log"] = records
     output.write_text(json.dumps(report, indent=2))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.judge.regression import harness, survey, victims
+from vllm_patchkit.judge.regression.records import describe
 from vllm_patchkit.judge.regression.victims import Recipe
 
 
@@ -116,18 +117,6 @@ def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
     return [*inherited, Recipe(spec="full"), Recipe(spec="sliding_window"), mamba, mla]
 
 
-def why(exc: BaseException) -> str:
-    """The exception with the innermost vLLM line it passed through."""
-    tb = exc.__traceback__
-    where = ""
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if "/vllm/" in name and "vllm_patchkit" not in name:
-            where = f" at vllm/{name.rpartition('/vllm/')[2]}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return f"{type(exc).__name__}{where}: {str(exc)[:200]}"
-
-
 def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]]:
     """Make every listed builder for decode batches of query length ``qlen``."""
     suite = {**FACTORY_RECIPES, **{v.qualname: v for v in victims.VICTIMS}}
@@ -154,7 +143,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
             else:
                 cls = getattr(module, entry.name)
         except Exception as exc:  # absent module, CUDA-only import
-            not_made.append(NotMade(entry, "could not run", f"import: {why(exc)}"))
+            not_made.append(NotMade(entry, "could not run", f"import: {describe(exc)}"))
             continue
         if cls in seen:
             continue
@@ -181,7 +170,7 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
             try:
                 builder = victims.make_builder(cls, candidate, qlen, layer)
             except Exception as exc:  # another release's constructor, CUDA
-                first_error = first_error or f"construct: {why(exc)}"
+                first_error = first_error or f"construct: {describe(exc)}"
                 continue
             config = harness.vllm_config(qlen, candidate.model)
             made.append(Made(entry, cls, builder, config, candidate))

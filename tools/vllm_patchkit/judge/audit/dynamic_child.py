@@ -48,6 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from vllm_patchkit.errors import EXIT_ERROR
 from vllm_patchkit.judge.audit import dynamic_builders, effect
 from vllm_patchkit.judge.audit.dynamic import MODES, BuilderRun, ObservedWrite
+from vllm_patchkit.judge.regression.records import describe
 
 NUM_REQS = 4
 DECODE_QUERY_LENS = (1, 3)
@@ -284,7 +285,7 @@ def observe(
             with recorder:
                 call(made, mode, cm)
         except Exception as exc:  # the builder's own failure on CPU
-            error = dynamic_builders.why(exc)
+            error = describe(exc)
     changed = {n for n, t in shared.items() if not torch.equal(t, before[n])}
     out: dict[tuple[Any, ...], ObservedWrite] = {}
     method_name = "build_for_cudagraph_capture" if mode == "capture" else "build"

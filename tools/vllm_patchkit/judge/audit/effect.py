@@ -114,13 +114,13 @@ class Runner:
 def _outcome(
     runner: Runner, made: Any, mode: str, cm: Any, written: Any
 ) -> tuple[Any, ...]:
-    from vllm_patchkit.judge.audit.dynamic_builders import why
     from vllm_patchkit.judge.regression.harness import snapshot
+    from vllm_patchkit.judge.regression.records import describe
 
     try:
         built = runner.call(made, mode, cm)
     except Exception as exc:  # a victim's failure is the evidence
-        return ("raised", why(exc))
+        return ("raised", describe(exc))
     return ("built", snapshot(built, written))
 
 

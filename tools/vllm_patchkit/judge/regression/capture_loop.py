@@ -26,7 +26,11 @@ from typing import Any
 import torch
 
 from vllm_patchkit.judge.regression import harness, layout
-from vllm_patchkit.judge.regression.records import error_info, involves_code_under_test
+from vllm_patchkit.judge.regression.records import (
+    describe,
+    error_info,
+    involves_code_under_test,
+)
 
 NUM_REQS = 4
 MAX_NUM_REQS = 8
@@ -230,9 +234,7 @@ def _with_control(loop: Loop, decode_query_len: int) -> dict[str, Any]:
     raised = control["raised"]
     if raised:
         raise LoopUnavailable(
-            f"the loop fails without the ROCm group too: {raised['type']} at "
-            f"{raised.get('relpath')}:{raised.get('line')}: "
-            f"{raised['message'][:160]}"
+            f"the loop fails without the ROCm group too: {describe(raised)}"
         )
     return loop(groups, decode_query_len)
 

@@ -46,7 +46,11 @@ def vllm_relpath(filename: str) -> str:
 def error_info(exc: BaseException) -> dict[str, Any]:
     """The exception and the innermost vLLM frame that raised it."""
     frames = traceback.extract_tb(exc.__traceback__)
-    vllm_frames = [f for f in frames if "/vllm/" in f.filename] or frames
+    vllm_frames = [
+        f
+        for f in frames
+        if "/vllm/" in f.filename and "vllm_patchkit" not in f.filename
+    ] or frames
     info: dict[str, Any] = {
         "type": type(exc).__name__,
         "message": str(exc),
@@ -62,6 +66,17 @@ def error_info(exc: BaseException) -> dict[str, Any]:
             source=(last.line or "").strip(),
         )
     return info
+
+
+def describe(error: BaseException | dict[str, Any]) -> str:
+    """An exception (or its :func:`error_info`) in one line:
+    ``Type at vllm/file.py:line: message`` (the source line when the message
+    is empty)."""
+    if isinstance(error, BaseException):
+        error = error_info(error)
+    where = f" at {error['relpath']}:{error['line']}" if "relpath" in error else ""
+    text = str(error.get("message", ""))[:200] or error.get("source", "")
+    return f"{error.get('type')}{where}: {text}"
 
 
 def involves_code_under_test(exc: BaseException) -> bool:

@@ -23,6 +23,7 @@ from vllm_patchkit.judge.regression import (
 from vllm_patchkit.judge.regression.records import (
     DECODE_QUERY_LENS,
     Outcome,
+    describe,
     error_info,
     involves_code_under_test,
 )
@@ -234,9 +235,7 @@ def _victim_setup_failed(
     if isinstance(exc, victims.VictimUnavailable) and exc.__cause__ is not None:
         exc = exc.__cause__  # type: ignore[assignment]
     info = error_info(exc)
-    where = f"{info.get('relpath')}:{info.get('line')}"
-    text = info["message"][:200] or info.get("source", "")
-    why = f"cannot {step}: {info['type']} at {where}: {text}"
+    why = f"cannot {step}: {describe(info)}"
     derived = issubclass(cls, harness.rocm_builder_cls())
     if derived or info["in_code_under_test"]:
         info["step"] = step
