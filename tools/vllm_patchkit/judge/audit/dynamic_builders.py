@@ -12,6 +12,7 @@ bases. One that cannot be made is kept with the reason, never dropped.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 from dataclasses import dataclass
@@ -178,3 +179,26 @@ def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]
         else:
             not_made.append(NotMade(entry, "could not run", first_error))
     return made, not_made
+
+
+def fresh_metadata(query_len: int) -> Any:
+    """The base metadata of one run: a uniform decode batch."""
+    return harness.uniform_decode_metadata(harness.NUM_REQS, query_len)
+
+
+def group_copy(base: Any, made: Made) -> Any:
+    """The copy of ``base`` the runner would hand ``made``'s group."""
+    cm = copy.copy(base)
+    if made.recipe.spec == "cross":
+        harness.add_encoder_lengths(cm)
+    return cm
+
+
+def call(made: Made, mode: str, cm: Any) -> Any:
+    """``made``'s build in ``mode`` (``capture`` or normal) on ``cm``."""
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(made.config):
+        if mode == "capture":
+            return made.builder.build_for_cudagraph_capture(cm)
+        return made.builder.build(common_prefix_len=0, common_attn_metadata=cm)

@@ -29,7 +29,6 @@ says so in such a finding's reason.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import linecache
@@ -50,7 +49,6 @@ from vllm_patchkit.judge.audit import dynamic_builders, effect
 from vllm_patchkit.judge.audit.dynamic import MODES, BuilderRun, ObservedWrite
 from vllm_patchkit.judge.regression.records import describe
 
-NUM_REQS = 4
 DECODE_QUERY_LENS = (1, 3)
 """Plain decode, and speculative decoding with two draft tokens (the
 regression suite's two batches: some builders read the host offsets only
@@ -196,31 +194,6 @@ def track_setattr(
         metadata.__class__ = base
 
 
-def fresh_metadata(query_len: int) -> Any:
-    from vllm_patchkit.judge.regression import harness
-
-    return harness.uniform_decode_metadata(NUM_REQS, query_len)
-
-
-def group_copy(base: Any, made: dynamic_builders.Made) -> Any:
-    """The copy of ``base`` the runner would hand ``made``'s group."""
-    from vllm_patchkit.judge.regression import harness
-
-    cm = copy.copy(base)
-    if made.recipe.spec == "cross":
-        harness.add_encoder_lengths(cm)
-    return cm
-
-
-def call(made: dynamic_builders.Made, mode: str, cm: Any) -> Any:
-    from vllm.config import set_current_vllm_config
-
-    with set_current_vllm_config(made.config):
-        if mode == "capture":
-            return made.builder.build_for_cudagraph_capture(cm)
-        return made.builder.build(common_prefix_len=0, common_attn_metadata=cm)
-
-
 def _operation(op: str, source: str) -> str:
     if _SUBSCRIPT_ASSIGN.search(source):
         return "slice assignment" if ":" in source.split("=")[0] else "index assignment"
@@ -237,8 +210,8 @@ def locate(
     with its first contents, so the first mismatch blames the line that ran
     just before it.
     """
-    base = fresh_metadata(query_len)
-    cm = group_copy(base, made)
+    base = dynamic_builders.fresh_metadata(query_len)
+    cm = dynamic_builders.group_copy(base, made)
     tensor = getattr(base, name)
     first = tensor.clone()
     last: list[tuple[str, int, str, str] | None] = [None]
@@ -260,7 +233,7 @@ def locate(
     previous = sys.gettrace()
     sys.settrace(global_)
     try:
-        call(made, mode, cm)
+        dynamic_builders.call(made, mode, cm)
     except Exception:  # noqa: BLE001 - the write may come before the raise
         pass
     finally:
@@ -272,8 +245,8 @@ def observe(
     tree: Tree, made: dynamic_builders.Made, mode: str, query_len: int
 ) -> tuple[list[ObservedWrite], str | None]:
     """Run ``made`` once in ``mode``; its writes to shared fields, and its error."""
-    base = fresh_metadata(query_len)
-    cm = group_copy(base, made)
+    base = dynamic_builders.fresh_metadata(query_len)
+    cm = dynamic_builders.group_copy(base, made)
     shared = shared_tensors(base)
     before = {name: t.clone() for name, t in shared.items()}
     names = {f.name for f in dataclasses.fields(cm)}
@@ -283,7 +256,7 @@ def observe(
     with track_setattr(cm, tree, names) as sets:
         try:
             with recorder:
-                call(made, mode, cm)
+                dynamic_builders.call(made, mode, cm)
         except Exception as exc:  # the builder's own failure on CPU
             error = describe(exc)
     changed = {n for n, t in shared.items() if not torch.equal(t, before[n])}
@@ -391,9 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds[f"observe q={query_len}"] = round(time.monotonic() - start, 2)
         start = time.monotonic()
         by_label = {m.label: m for m in made}
-        effects += effect.measure_all(
-            found_here, by_label, runnable, _runner(query_len), query_len
-        )
+        effects += effect.measure_all(found_here, by_label, runnable, query_len)
         seconds[f"effect q={query_len}"] = round(time.monotonic() - start, 2)
         writes += found_here
     result = {
@@ -406,11 +377,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.output.write_text(json.dumps(result, indent=1))
     return 0
-
-
-def _runner(query_len: int) -> effect.Runner:
-    """What :mod:`.effect` needs from this module, without importing it there."""
-    return effect.Runner(lambda: fresh_metadata(query_len), group_copy, call)
 
 
 if __name__ == "__main__":

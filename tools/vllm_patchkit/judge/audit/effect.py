@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,58 +101,50 @@ groups of one KV-cache group, not across KV-cache groups."""
 # --- measured in the child (torch and vLLM importable there) ---------------
 
 
-@dataclass(frozen=True)
-class Runner:
-    """The dynamic child's way to make metadata and run a builder."""
-
-    fresh: Callable[[], Any]
-    group_copy: Callable[[Any, Any], Any]
-    call: Callable[[Any, str, Any], Any]
-
-
-def _outcome(
-    runner: Runner, made: Any, mode: str, cm: Any, written: Any
-) -> tuple[Any, ...]:
+def _outcome(made: Any, mode: str, cm: Any, written: Any) -> tuple[Any, ...]:
+    from vllm_patchkit.judge.audit.dynamic_builders import call
     from vllm_patchkit.judge.regression.harness import snapshot
     from vllm_patchkit.judge.regression.records import describe
 
     try:
-        built = runner.call(made, mode, cm)
+        built = call(made, mode, cm)
     except Exception as exc:  # a victim's failure is the evidence
         return ("raised", describe(exc))
     return ("built", snapshot(built, written))
 
 
-def _run_writer(runner: Runner, writer: Any, mode: str, cm: Any) -> None:
+def _run_writer(writer: Any, mode: str, cm: Any) -> None:
     """Run the writer; if it raises, the writes it made before still count."""
+    from vllm_patchkit.judge.audit.dynamic_builders import call
+
     with contextlib.suppress(Exception):
-        runner.call(writer, mode, cm)
+        call(writer, mode, cm)
 
 
 def _pair(
-    runner: Runner,
     writer: Any,
     follower: Any,
     mode: str,
     field: str,
     kind: str,
+    query_len: int,
     protect: bool,
 ) -> tuple[Any, ...]:
     """The follower's outcome after the writer ran (on a protected copy or not)."""
-    base = runner.fresh()
+    from vllm_patchkit.judge.audit.dynamic_builders import fresh_metadata, group_copy
+
+    base = fresh_metadata(query_len)
     if kind == "reassignment":
         # Attention groups of one KV-cache group get the very same object.
-        target = runner.group_copy(base, writer)
+        target = group_copy(base, writer)
         written = copy.copy(target) if protect else target
-        _run_writer(runner, writer, mode, written)
-        return _outcome(runner, follower, mode, target, None)
-    written = runner.group_copy(base, writer)
+        _run_writer(writer, mode, written)
+        return _outcome(follower, mode, target, None)
+    written = group_copy(base, writer)
     if protect:
         setattr(written, field, getattr(base, field).clone())
-    _run_writer(runner, writer, mode, written)
-    return _outcome(
-        runner, follower, mode, runner.group_copy(base, follower), getattr(base, field)
-    )
+    _run_writer(writer, mode, written)
+    return _outcome(follower, mode, group_copy(base, follower), getattr(base, field))
 
 
 def _changed_keys(a: tuple[Any, ...], b: tuple[Any, ...]) -> list[str]:
@@ -173,7 +164,6 @@ def _difference(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
 
 
 def measure(
-    runner: Runner,
     writer: Any,
     mode: str,
     field: str,
@@ -192,7 +182,7 @@ def measure(
     result = Effect(writer.label, mode, field, kind, query_len)
     for follower in followers:
         name = f"{follower.label} ({mode}, q={query_len})"
-        args = (runner, writer, follower, mode, field, kind)
+        args = (writer, follower, mode, field, kind, query_len)
         protected = _pair(*args, protect=True)
         shared = _pair(*args, protect=False)
         result.followers += 1
@@ -215,7 +205,6 @@ def measure_all(
     writes: list[ObservedWrite],
     made: dict[str, Any],
     runnable: dict[str, list[Any]],
-    runner: Runner,
     query_len: int = 1,
 ) -> list[Effect]:
     """One effect per (writer, mode, field, in place or reassignment)."""
@@ -231,9 +220,7 @@ def measure_all(
         }
     )
     return [
-        measure(
-            runner, made[builder], mode, field, kind, runnable.get(mode, []), query_len
-        )
+        measure(made[builder], mode, field, kind, runnable.get(mode, []), query_len)
         for builder, mode, field, kind in groups
     ]
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from vllm_patchkit.judge.regression import capture_loop, harness, layout
-from vllm_patchkit.judge.regression.capture_loop import NUM_REQS
+from vllm_patchkit.judge.regression.harness import NUM_REQS
 from vllm_patchkit.judge.regression.records import Outcome, error_info
 from vllm_patchkit.judge.regression.verdict import (
     AITER_CAPTURE,

@@ -26,13 +26,13 @@ from typing import Any
 import torch
 
 from vllm_patchkit.judge.regression import harness, layout
+from vllm_patchkit.judge.regression.harness import NUM_REQS
 from vllm_patchkit.judge.regression.records import (
     describe,
     error_info,
     involves_code_under_test,
 )
 
-NUM_REQS = 4
 MAX_NUM_REQS = 8
 MAX_NUM_TOKENS = 64
 
@@ -183,20 +183,15 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
 
 def _uniform_decode(runner: Any, decode_query_len: int) -> torch.Tensor:
     """Fill the runner's buffers as ``_dummy_run`` does for a decode batch."""
-    context = 10
-    lens = torch.full((NUM_REQS,), decode_query_len, dtype=torch.int32)
-    offsets = torch.zeros(NUM_REQS + 1, dtype=torch.int32)
-    offsets[1:] = torch.cumsum(lens, 0)
-    runner.optimistic_seq_lens_cpu[:NUM_REQS] = context + lens
+    batch = harness.batch([decode_query_len] * NUM_REQS)
+    runner.optimistic_seq_lens_cpu[:NUM_REQS] = batch.seq_lens
     runner.seq_lens.copy_(runner.optimistic_seq_lens_cpu)
-    runner.query_start_loc.cpu[: NUM_REQS + 1] = offsets
+    runner.query_start_loc.cpu[: NUM_REQS + 1] = batch.query_start_loc
     runner.query_start_loc.copy_to_gpu()
-    runner.positions[: int(offsets[-1])] = torch.cat(
-        [torch.arange(context, context + int(n)) for n in lens]
-    )
-    runner.input_batch.num_computed_tokens_cpu_tensor[:NUM_REQS] = context
-    runner.input_batch.num_prompt_tokens_cpu_tensor[:NUM_REQS] = context
-    return offsets
+    runner.positions[: batch.num_tokens] = batch.positions
+    runner.input_batch.num_computed_tokens_cpu_tensor[:NUM_REQS] = harness.CONTEXT_LEN
+    runner.input_batch.num_prompt_tokens_cpu_tensor[:NUM_REQS] = harness.CONTEXT_LEN
+    return batch.query_start_loc
 
 
 def run_v1_loop(decode_query_len: int) -> dict[str, Any]:
@@ -287,15 +282,12 @@ def _v2_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
         from vllm.v1.worker.gpu.attn_utils import build_attn_metadata
     except ImportError as exc:
         raise LoopUnavailable(str(exc)) from exc
+    batch = harness.batch([decode_query_len] * NUM_REQS)
+    offsets, seq_lens = batch.query_start_loc, batch.seq_lens
+    num_tokens = batch.num_tokens
     host = torch.zeros(MAX_NUM_REQS + 1, dtype=torch.int32)
-    device = torch.zeros_like(host)
-    lens = torch.full((NUM_REQS,), decode_query_len, dtype=torch.int32)
-    offsets = torch.zeros(NUM_REQS + 1, dtype=torch.int32)
-    offsets[1:] = torch.cumsum(lens, 0)
     host[: NUM_REQS + 1] = offsets
-    device.copy_(host)
-    num_tokens = int(offsets[-1])
-    seq_lens = 10 + lens
+    device = host.clone()
     num_groups = len(groups.attn_groups)
     wanted = {
         "attn_groups": groups.attn_groups,
@@ -312,7 +304,7 @@ def _v2_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
         ),
         "kv_cache_config": groups.kv_cache_config,
         "seq_lens_cpu_upper_bound": seq_lens.clone(),
-        "positions": torch.cat([torch.arange(10, 10 + int(n)) for n in lens]),
+        "positions": batch.positions,
         "is_prefilling": torch.zeros(NUM_REQS, dtype=torch.bool),
         "for_cudagraph_capture": True,
     }

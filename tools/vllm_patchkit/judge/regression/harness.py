@@ -65,6 +65,10 @@ TINY_DEEPSEEK_CONFIG = {
 MODEL_CONFIGS = {"llama": TINY_MODEL_CONFIG, "deepseek": TINY_DEEPSEEK_CONFIG}
 NUM_INDEX_HEADS = 4
 SPARSE_TOPK_BLOCKS = 4
+NUM_REQS = 4
+"""Requests in the scenarios' batches."""
+CONTEXT_LEN = 10
+"""Tokens each request of a batch already has computed."""
 BLOCK_SIZE = 16
 HEAD_SIZE = 16
 NUM_GPU_BLOCKS = 64
@@ -384,13 +388,36 @@ def import_vllm(name: str) -> types.ModuleType:
 
 
 def uniform_decode_metadata(
-    num_reqs: int, decode_query_len: int, context_len: int = 10
+    num_reqs: int, decode_query_len: int, context_len: int = CONTEXT_LEN
 ) -> Any:
     """CommonAttentionMetadata of a uniform decode batch, as capture builds it."""
     return batch_metadata([decode_query_len] * num_reqs, context_len)
 
 
-def batch_metadata(query_lens: Sequence[int], context_len: int = 10) -> Any:
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """A batch's per-request tensors: every request has ``context_len``
+    tokens already computed and its query after them."""
+
+    query_lens: torch.Tensor
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    positions: torch.Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.query_start_loc[-1])
+
+
+def batch(query_lens: Sequence[int], context_len: int = CONTEXT_LEN) -> Batch:
+    lens = torch.tensor(list(query_lens), dtype=torch.int32)
+    offsets = torch.zeros(len(lens) + 1, dtype=torch.int32)
+    offsets[1:] = torch.cumsum(lens, 0)
+    positions = [torch.arange(context_len, context_len + int(n)) for n in lens]
+    return Batch(lens, offsets, context_len + lens, torch.cat(positions))
+
+
+def batch_metadata(query_lens: Sequence[int], context_len: int = CONTEXT_LEN) -> Any:
     """CommonAttentionMetadata of a batch with these query lengths.
 
     Every request has ``context_len`` tokens already computed. Fields differ
@@ -400,25 +427,22 @@ def batch_metadata(query_lens: Sequence[int], context_len: int = 10) -> Any:
     """
     CommonAttentionMetadata = layout.common_attention_metadata()  # noqa: N806
 
-    lens = torch.tensor(list(query_lens), dtype=torch.int32)
+    made = batch(query_lens, context_len)
+    lens, seq_lens = made.query_lens, made.seq_lens
     num_reqs = len(lens)
-    num_tokens = int(lens.sum())
-    query_start_loc = torch.zeros(num_reqs + 1, dtype=torch.int32)
-    query_start_loc[1:] = torch.cumsum(lens, 0)
-    seq_lens = context_len + lens
     blocks_per_req = -(-int(seq_lens.max()) // BLOCK_SIZE)
     values: dict[str, Any] = {
-        "query_start_loc": query_start_loc.clone(),
-        "query_start_loc_cpu": query_start_loc.clone(),
+        "query_start_loc": made.query_start_loc.clone(),
+        "query_start_loc_cpu": made.query_start_loc.clone(),
         "seq_lens": seq_lens.clone(),
         "num_reqs": num_reqs,
-        "num_actual_tokens": num_tokens,
+        "num_actual_tokens": made.num_tokens,
         "max_query_len": int(lens.max()),
         "max_seq_len": int(seq_lens.max()),
         "block_table_tensor": torch.arange(
             num_reqs * blocks_per_req, dtype=torch.int32
         ).reshape(num_reqs, blocks_per_req),
-        "slot_mapping": torch.arange(num_tokens, dtype=torch.int64),
+        "slot_mapping": torch.arange(made.num_tokens, dtype=torch.int64),
         # Host copies some releases carry; set when the release declares them.
         "seq_lens_cpu": seq_lens.clone(),
         "_seq_lens_cpu": seq_lens.clone(),
@@ -427,9 +451,7 @@ def batch_metadata(query_lens: Sequence[int], context_len: int = 10) -> Any:
         "_num_computed_tokens_cpu": seq_lens - lens,
         # Set by the runner in recent releases; mamba-style builders need them.
         "is_prefilling": torch.zeros(num_reqs, dtype=torch.bool),
-        "positions": torch.cat(
-            [torch.arange(context_len, context_len + int(n)) for n in lens]
-        ),
+        "positions": made.positions,
     }
     declared = {f.name for f in dataclasses.fields(CommonAttentionMetadata)}
     required = {

@@ -20,6 +20,7 @@ from vllm_patchkit.judge.regression import (
     harness,
     victims,
 )
+from vllm_patchkit.judge.regression.harness import NUM_REQS
 from vllm_patchkit.judge.regression.records import (
     DECODE_QUERY_LENS,
     Outcome,
@@ -29,8 +30,6 @@ from vllm_patchkit.judge.regression.records import (
 )
 
 __all__ = ["DECODE_QUERY_LENS", "SCENARIOS", "Outcome", "error_info", "run_all"]
-
-NUM_REQS = 4
 
 
 def capture_effects(decode_query_len: int) -> Outcome:
