@@ -189,8 +189,7 @@ def fresh_metadata(query_len: int) -> Any:
 def group_copy(base: Any, made: Made) -> Any:
     """The copy of ``base`` the runner would hand ``made``'s group."""
     cm = copy.copy(base)
-    if made.recipe.spec == "cross":
-        harness.add_encoder_lengths(cm)
+    victims.add_group_fields(made.recipe, cm)
     return cm
 
 

@@ -177,15 +177,15 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
             f"{'cannot import' if present else 'not in this tree'}: {exc}"
         )
     try:
-        builder = victims.make_victim_builder(victim, decode_query_len)
+        layer = f"{victim.scenario}.{decode_query_len}"
+        builder = victims.make_builder(cls, victim, decode_query_len, layer)
     except Exception as exc:  # see _victim_setup_failed
         return _victim_setup_failed(victim, decode_query_len, cls, exc, "be made")
     rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
-    prepare = victims.victim_metadata_hook(victim)
     config = harness.vllm_config(decode_query_len, victim.model)
 
     intended = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
-    prepare(intended)
+    victims.add_group_fields(victim, intended)
     harness.apply_intended_capture_effects(intended)
     try:
         with set_current_vllm_config(config):
@@ -196,7 +196,7 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
         )
 
     shared = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
-    prepare(shared)
+    victims.add_group_fields(victim, shared)
     reads = harness.track_host_offset_reads(shared)
     rocm.build_for_cudagraph_capture(shared)
     reads.clear()
@@ -231,8 +231,6 @@ def _victim_setup_failed(
     check could not run, and says why. Otherwise the code under test ran
     and raised: that is a failure (on a stock tree, the crash reproduced).
     """
-    if isinstance(exc, victims.VictimUnavailable) and exc.__cause__ is not None:
-        exc = exc.__cause__  # type: ignore[assignment]
     info = error_info(exc)
     why = f"cannot {step}: {describe(info)}"
     derived = issubclass(cls, harness.rocm_builder_cls())

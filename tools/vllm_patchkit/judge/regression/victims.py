@@ -11,7 +11,6 @@ cannot be run here. A test keeps the two lists complete against the survey.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,20 +327,7 @@ def make_builder(cls: type, recipe: Recipe, decode_query_len: int, layer: str) -
     )
 
 
-def make_victim_builder(victim: Victim, decode_query_len: int) -> Any:
-    """The victim's builder, made as the model runner makes it."""
-    cls = builder_class(victim)
-    layer = f"{victim.scenario}.{decode_query_len}"
-    try:
-        return make_builder(cls, victim, decode_query_len, layer)
-    except Exception as exc:  # another release's constructor or config
-        raise VictimUnavailable(
-            f"cannot construct {cls.__name__}: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def victim_metadata_hook(victim: Victim) -> Callable[[Any], None]:
-    """Per-kind extras the runner puts in the metadata (encoder lengths)."""
-    if victim.spec != "cross":
-        return lambda metadata: None
-    return harness.add_encoder_lengths
+def add_group_fields(recipe: Recipe, metadata: Any) -> None:
+    """Per-kind extras the runner puts in a group's metadata (encoder lengths)."""
+    if recipe.spec == "cross":
+        harness.add_encoder_lengths(metadata)
