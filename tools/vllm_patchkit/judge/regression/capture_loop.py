@@ -99,9 +99,10 @@ def _buffer(*size: int, dtype: torch.dtype) -> Any:
     return CpuGpuBuffer(*size, dtype=dtype, device=harness.CPU, pin_memory=False)
 
 
-def _construct(cls: type, **known: Any) -> Any:
-    """``cls`` from the arguments it declares; releases add and drop some."""
-    params = inspect.signature(cls).parameters
+def _declared(fn: Any, known: dict[str, Any]) -> dict[str, Any]:
+    """Those of ``known`` that ``fn`` declares; releases add and drop some.
+    LoopUnavailable when ``fn`` requires one that is not known."""
+    params = inspect.signature(fn).parameters
     required = {
         n
         for n, p in params.items()
@@ -109,8 +110,9 @@ def _construct(cls: type, **known: Any) -> Any:
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     }
     if not required <= known.keys():
-        raise LoopUnavailable(f"{cls.__name__} needs {sorted(required - known.keys())}")
-    return cls(**{k: v for k, v in known.items() if k in params})
+        name = getattr(fn, "__name__", fn)
+        raise LoopUnavailable(f"{name} needs {sorted(required - known.keys())}")
+    return {k: v for k, v in known.items() if k in params}
 
 
 def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
@@ -137,6 +139,17 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
     config = harness.vllm_config(decode_query_len)
     specs = [g.kv_cache_spec for g in groups.kv_cache_config.kv_cache_groups]
     block_sizes = [s.block_size for s in specs]
+    table = {
+        "max_num_reqs": MAX_NUM_REQS,
+        # Declared before 0.14.0; _declared passes only declared ones.
+        "max_model_len": config.model_config.max_model_len,
+        "max_num_batched_tokens": MAX_NUM_TOKENS,
+        "pin_memory": False,
+        "device": harness.CPU,
+        "block_sizes": block_sizes,
+        "kernel_block_sizes": block_sizes,
+        "max_num_blocks": [MAX_NUM_TOKENS] * len(specs),
+    }
     runner = GPUModelRunner.__new__(GPUModelRunner)
     state: dict[str, Any] = {
         "vllm_config": config,
@@ -156,18 +169,7 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
         "num_decode_draft_tokens": _buffer(MAX_NUM_REQS, dtype=torch.int32),
         "mamba_prev_last_scheduled_idx": None,
         "input_batch": types.SimpleNamespace(
-            block_table=_construct(
-                MultiGroupBlockTable,
-                max_num_reqs=MAX_NUM_REQS,
-                # Declared before 0.14.0; _construct passes only declared ones.
-                max_model_len=config.model_config.max_model_len,
-                max_num_batched_tokens=MAX_NUM_TOKENS,
-                pin_memory=False,
-                device=harness.CPU,
-                block_sizes=block_sizes,
-                kernel_block_sizes=block_sizes,
-                max_num_blocks=[MAX_NUM_TOKENS] * len(specs),
-            ),
+            block_table=MultiGroupBlockTable(**_declared(MultiGroupBlockTable, table)),
             num_computed_tokens_cpu_tensor=torch.zeros(MAX_NUM_REQS, dtype=torch.int32),
             num_prompt_tokens_cpu_tensor=torch.zeros(MAX_NUM_REQS, dtype=torch.int32),
         ),
@@ -240,18 +242,6 @@ def _v1_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
     runner = minimal_v1_runner(decode_query_len, groups)
     offsets = _uniform_decode(runner, decode_query_len)
     method = runner._build_attention_metadata
-    wanted = {
-        "num_tokens",
-        "num_reqs",
-        "max_query_len",
-        "for_cudagraph_capture",
-        "slot_mappings",
-        "use_spec_decode",
-    }
-    params = inspect.signature(method).parameters
-    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
-    if not wanted <= params.keys() or not required <= wanted:
-        raise LoopUnavailable(f"unknown signature {list(params)}")
     num_tokens = int(offsets[-1])
     kwargs = {
         "num_tokens": num_tokens,
@@ -264,6 +254,8 @@ def _v1_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
         },
         "use_spec_decode": decode_query_len > 1,
     }
+    if _declared(method, kwargs).keys() != kwargs.keys():
+        raise LoopUnavailable(f"unknown signature {inspect.signature(method)}")
     with set_current_vllm_config(harness.vllm_config(decode_query_len)):
         return _loop_facts(
             lambda: method(**kwargs)[0],
@@ -308,11 +300,7 @@ def _v2_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
         "is_prefilling": torch.zeros(NUM_REQS, dtype=torch.bool),
         "for_cudagraph_capture": True,
     }
-    params = inspect.signature(build_attn_metadata).parameters
-    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
-    if not required <= wanted.keys():
-        raise LoopUnavailable(f"unknown signature {list(params)}")
-    kwargs = {k: v for k, v in wanted.items() if k in params}
+    kwargs = _declared(build_attn_metadata, wanted)
     with set_current_vllm_config(harness.vllm_config(decode_query_len)):
         return _loop_facts(
             lambda: build_attn_metadata(**kwargs),
