@@ -183,6 +183,13 @@ class _Survey:
         unresolved = any(self.resolve_class(b, cls.module) is None for b in cls.bases)
         return cls.in_factory and unresolved and cls.name.endswith("Builder")
 
+    def builders(self) -> Iterator[tuple[_Module, _Class]]:
+        """Every builder class, with its module."""
+        for module in self.modules.values():
+            for cls in module.classes.values():
+                if self.is_builder(cls):
+                    yield module, cls
+
     def method(self, cls: _Class, name: str, skip_self: bool = False) -> _Class | None:
         for owner in self.mro(cls):
             if skip_self and owner is cls:
@@ -256,42 +263,33 @@ class _Survey:
 def builder_classes(tree: Path) -> list[tuple[_Module, _Class]]:
     """Every metadata builder class in ``tree``'s ``vllm/``, with its module,
     by the survey's rules (the audit runs each of them)."""
-    state = _Survey(_parse(tree))
-    return [
-        (module, cls)
-        for module in state.modules.values()
-        for cls in module.classes.values()
-        if state.is_builder(cls)
-    ]
+    return list(_Survey(_parse(tree)).builders())
 
 
 def survey(tree: Path) -> list[Reader]:
     """Builders in the vLLM tree at ``tree`` whose build reads the host offsets."""
     state = _Survey(_parse(tree))
     readers = []
-    for module in state.modules.values():
-        for cls in module.classes.values():
-            if not state.is_builder(cls):
+    for module, cls in state.builders():
+        reached, via = [], ""
+        for entry in ENTRY_POINTS:
+            owner = state.method(cls, entry)
+            if owner is None:
                 continue
-            reached, via = [], ""
-            for entry in ENTRY_POINTS:
-                owner = state.method(cls, entry)
-                if owner is None:
-                    continue
-                path = state.path_to_read(cls, owner, owner.methods[entry], set())
-                if path is not None:
-                    reached.append(entry)
-                    via = via or " -> ".join(path)
-            if reached:
-                readers.append(
-                    Reader(
-                        f"{module.name}.{cls.name}",
-                        str(module.path.relative_to(tree)),
-                        cls.node.lineno,
-                        tuple(reached),
-                        via,
-                    )
+            path = state.path_to_read(cls, owner, owner.methods[entry], set())
+            if path is not None:
+                reached.append(entry)
+                via = via or " -> ".join(path)
+        if reached:
+            readers.append(
+                Reader(
+                    f"{module.name}.{cls.name}",
+                    str(module.path.relative_to(tree)),
+                    cls.node.lineno,
+                    tuple(reached),
+                    via,
                 )
+            )
     return sorted(readers, key=lambda r: r.qualname)
 
 
