@@ -14,7 +14,6 @@ handed to the scenarios, so one vLLM import serves every mutant.
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import json
 import sys
@@ -22,16 +21,15 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.metadata_writes import find_method
-from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
+from vllm_overlay.aiter_fix import AITER_BUILDER
+from vllm_overlay.aiter_shape import AITER_MODULE
+from vllm_overlay.aiter_shape import BACKEND_CLASS as AITER_BACKEND
+from vllm_overlay.aiter_shape import GENERIC_MODULE as ROCM_MODULE
+from vllm_overlay.capture_shape import BUILDER_CLASS as ROCM_BUILDER
+from vllm_overlay.capture_shape import CAPTURE_METHOD as CAPTURE
+from vllm_patchkit.judge.mutation.mutants import Mutant, edit_method, method_lines
 
-AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
-ROCM_MODULE = "vllm.v1.attention.backends.rocm_attn"
-AITER_BUILDER = "RocmAiterUnifiedAttentionMetadataBuilder"
-AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
-ROCM_BUILDER = "RocmAttentionMetadataBuilder"
 ROCM_BACKEND = "RocmAttentionBackend"
-CAPTURE = "build_for_cudagraph_capture"
 
 BUILD = "attn_metadata = self.build(0, common_attn_metadata)"
 FILL = "attn_metadata.seq_lens.fill_(1)"
@@ -145,14 +143,6 @@ PAIR_MUTANTS: tuple[PairMutant, ...] = (
         (FILL, ("pass",)),
     ),
 )
-
-
-def method_lines(source: str, cls: str, method: str) -> tuple[int, int]:
-    """1-based first and last line of ``cls.method`` in ``source``."""
-    found = find_method(ast.parse(source), f"{cls}.{method}")
-    if found is None or found.end_lineno is None:
-        raise MutationError(f"no {cls}.{method}")
-    return found.lineno, found.end_lineno
 
 
 def mutate_pair(source: str, target: PairMutant) -> str:

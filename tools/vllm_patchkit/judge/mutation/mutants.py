@@ -158,18 +158,18 @@ class MutationError(ValueError):
     """The source does not hold the fixed method this mutant rewrites."""
 
 
-def capture_method_lines(source: str) -> tuple[int, int]:
-    """1-based first and last line of the ROCm builder's capture method."""
-    method = find_method(ast.parse(source), f"{BUILDER_CLASS}.{CAPTURE_METHOD}")
-    if method is None or method.end_lineno is None:
-        raise MutationError(f"no {BUILDER_CLASS}.{CAPTURE_METHOD}")
-    return method.lineno, method.end_lineno
+def method_lines(source: str, cls: str, method: str) -> tuple[int, int]:
+    """1-based first and last line of ``cls.method`` in ``source``."""
+    found = find_method(ast.parse(source), f"{cls}.{method}")
+    if found is None or found.end_lineno is None:
+        raise MutationError(f"no {cls}.{method}")
+    return found.lineno, found.end_lineno
 
 
 def mutate(source: str, mutant: Mutant) -> str:
     """``source`` with ``mutant``'s edits made inside the capture method."""
-    first, last = capture_method_lines(source)
-    return edit_method(source, mutant.edits, (first, last), mutant.name, CAPTURE_METHOD)
+    span = method_lines(source, BUILDER_CLASS, CAPTURE_METHOD)
+    return edit_method(source, mutant.edits, span, mutant.name, CAPTURE_METHOD)
 
 
 def edit_method(
