@@ -33,36 +33,10 @@ __all__ = ["DECODE_QUERY_LENS", "SCENARIOS", "Outcome", "error_info", "run_all"]
 
 
 def capture_effects(decode_query_len: int) -> Outcome:
-    """What the ROCm builder's capture leaves in the shared metadata."""
-    rocm = harness.make_builder(harness.rocm_builder_cls(), decode_query_len, "rocm")
-    metadata = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
-    device = metadata.query_start_loc
-    host = metadata.query_start_loc_cpu
-    device_ptr = device.data_ptr()
-    seq_lens_ptr = metadata.seq_lens.data_ptr()
-    host_before = host.clone()
-    attn = rocm.build_for_cudagraph_capture(metadata)
-    return Outcome(
-        "capture_effects",
-        decode_query_len,
-        "ok",
-        facts={
-            "device_same_tensor": metadata.query_start_loc is device
-            and device.data_ptr() == device_ptr,
-            "device_zeroed": bool(torch.all(device == 0)),
-            "seq_lens_all_one": bool(torch.all(attn.seq_lens == 1)),
-            # The graph reads the runner's persistent buffers: the ROCm
-            # metadata must point at them, not at copies.
-            "metadata_uses_shared_buffers": attn.query_start_loc.data_ptr()
-            == device_ptr
-            and attn.seq_lens.data_ptr() == seq_lens_ptr,
-            "host_same_tensor": metadata.query_start_loc_cpu is host,
-            "host_unchanged": bool(
-                torch.equal(metadata.query_start_loc_cpu, host_before)
-            ),
-            "host_after": metadata.query_start_loc_cpu.tolist(),
-        },
-    )
+    """What the ROCm builder's capture leaves in the shared metadata (the
+    builder taken from its backend, as the runner takes it)."""
+    facts = aiter_unified.capture_through(harness.rocm_backend_cls(), decode_query_len)
+    return Outcome("capture_effects", decode_query_len, "ok", facts)
 
 
 def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
