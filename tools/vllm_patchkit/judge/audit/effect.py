@@ -78,7 +78,8 @@ releases). Nothing is intentional by guess: a write not listed here is
 harmful or latent by what it does."""
 
 
-def intentional(write: ObservedWrite) -> Band | None:
+def intentional(write: ObservedWrite | Finding) -> Band | None:
+    """The band that documents ``write``, if upstream made it on purpose."""
     for band in INTENTIONAL:
         if (
             write.file == band.file
@@ -259,18 +260,7 @@ def classify(result: DynamicResult) -> list[Finding]:
             finding.reason += ("; " if finding.reason else "written by ") + writers
     out = []
     for finding in findings.values():
-        band = intentional(
-            ObservedWrite(
-                finding.file,
-                finding.line,
-                finding.field,
-                finding.method,
-                finding.operation,
-                "",
-                "",
-                True,
-            )
-        )
+        band = intentional(finding)
         if band is not None:
             affected = finding.victims
             finding.victims = []
