@@ -127,7 +127,8 @@ def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Out
     """
     try:
         backend = backend or aiter_backend()
-        groups = _single_group(backend, decode_query_len)
+        aiter = ("aiter", backend, harness.kv_cache_spec("full"))
+        groups = capture_loop.make_groups(decode_query_len, [aiter])
         runner = capture_loop.minimal_v1_runner(decode_query_len, groups)
     except (BackendUnavailable, capture_loop.LoopUnavailable) as exc:
         return _unavailable(AITER_LOOP, decode_query_len, str(exc))
@@ -163,28 +164,6 @@ def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Out
         "runner_host_after": host[:n].tolist(),
     }
     return Outcome(AITER_LOOP, decode_query_len, "ok", facts)
-
-
-def _single_group(backend: type, decode_query_len: int) -> capture_loop.Groups:
-    try:
-        from vllm.config import set_current_vllm_config
-        from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
-        from vllm.v1.worker.utils import AttentionGroup
-    except ImportError as exc:
-        raise capture_loop.LoopUnavailable(str(exc)) from exc
-    harness.init_distributed()
-    config = harness.vllm_config(decode_query_len)
-    spec = harness.kv_cache_spec("full")
-    layer = "model.layers.0.aiter"
-    group = AttentionGroup(backend, [layer], spec, 0)
-    with set_current_vllm_config(config):
-        layout.create_metadata_builders(group, config, harness.CPU)
-    kv_cache_config = KVCacheConfig(
-        num_blocks=harness.NUM_GPU_BLOCKS,
-        kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec([layer], spec)],
-    )
-    return capture_loop.Groups(kv_cache_config, [[group]], {"aiter": layer})
 
 
 SCENARIOS = {

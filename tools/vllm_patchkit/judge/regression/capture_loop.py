@@ -63,8 +63,9 @@ def _backends() -> list[tuple[str, type, Any]]:
     ]
 
 
-def make_groups(decode_query_len: int, with_rocm: bool = True) -> Groups:
-    """KV-cache groups and their attention groups, builders made by vLLM."""
+def make_groups(decode_query_len: int, backends: list[tuple[str, type, Any]]) -> Groups:
+    """One KV-cache group per ``(role, backend, spec)`` (spec None: a Mamba
+    spec) and its attention group, builders made by vLLM."""
     try:
         from vllm.config import set_current_vllm_config
         from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
@@ -74,7 +75,6 @@ def make_groups(decode_query_len: int, with_rocm: bool = True) -> Groups:
     harness.init_distributed()
     config = harness.vllm_config(decode_query_len)
     kv_groups, attn_groups, names = [], [], {}
-    backends = [b for b in _backends() if with_rocm or b[0] != "rocm"]
     for gid, (role, backend, spec) in enumerate(backends):
         spec = spec or harness.kv_cache_spec("mamba", decode_query_len)
         layer = f"model.layers.{gid}.{role}"
@@ -220,8 +220,10 @@ def _with_control(loop: Loop, decode_query_len: int) -> dict[str, Any]:
     scenario has failed, and says where.
     """
     try:
-        control = loop(make_groups(decode_query_len, with_rocm=False), decode_query_len)
-        groups = make_groups(decode_query_len)
+        backends = _backends()
+        others = [b for b in backends if b[0] != "rocm"]
+        control = loop(make_groups(decode_query_len, others), decode_query_len)
+        groups = make_groups(decode_query_len, backends)
     except LoopUnavailable:
         raise
     except Exception as exc:  # another release's API, or the code under test
