@@ -136,18 +136,11 @@ def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Out
 
     offsets = capture_loop._uniform_decode(runner, decode_query_len)
     n = len(offsets)
-    num_tokens = int(offsets[-1])
     device, host = runner.query_start_loc.gpu, runner.query_start_loc.cpu
+    kwargs = capture_loop.v1_capture_kwargs(groups, offsets, decode_query_len)
     try:
         with set_current_vllm_config(harness.vllm_config(decode_query_len)):
-            per_layer, _ = runner._build_attention_metadata(
-                num_tokens=num_tokens,
-                num_reqs=NUM_REQS,
-                max_query_len=decode_query_len,
-                for_cudagraph_capture=True,
-                slot_mappings={0: torch.arange(num_tokens, dtype=torch.int64)},
-                use_spec_decode=decode_query_len > 1,
-            )
+            per_layer, _ = runner._build_attention_metadata(**kwargs)
     except TypeError as exc:  # another release's signature
         return _unavailable(AITER_LOOP, decode_query_len, f"runner API: {exc}")
     except Exception as exc:  # the loop itself failing is a finding

@@ -238,14 +238,13 @@ def _with_control(loop: Loop, decode_query_len: int) -> dict[str, Any]:
     return loop(groups, decode_query_len)
 
 
-def _v1_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
-    from vllm.config import set_current_vllm_config
-
-    runner = minimal_v1_runner(decode_query_len, groups)
-    offsets = _uniform_decode(runner, decode_query_len)
-    method = runner._build_attention_metadata
+def v1_capture_kwargs(
+    groups: Groups, offsets: torch.Tensor, decode_query_len: int
+) -> dict[str, Any]:
+    """What ``_dummy_run`` passes the V1 runner's ``_build_attention_metadata``
+    before capturing a decode batch with these query offsets."""
     num_tokens = int(offsets[-1])
-    kwargs = {
+    return {
         "num_tokens": num_tokens,
         "num_reqs": NUM_REQS,
         "max_query_len": decode_query_len,
@@ -256,6 +255,15 @@ def _v1_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
         },
         "use_spec_decode": decode_query_len > 1,
     }
+
+
+def _v1_loop(groups: Groups, decode_query_len: int) -> dict[str, Any]:
+    from vllm.config import set_current_vllm_config
+
+    runner = minimal_v1_runner(decode_query_len, groups)
+    offsets = _uniform_decode(runner, decode_query_len)
+    method = runner._build_attention_metadata
+    kwargs = v1_capture_kwargs(groups, offsets, decode_query_len)
     if _declared(method, kwargs).keys() != kwargs.keys():
         raise LoopUnavailable(f"unknown signature {inspect.signature(method)}")
     with set_current_vllm_config(harness.vllm_config(decode_query_len)):
