@@ -47,12 +47,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from vllm_patchkit.errors import EXIT_ERROR
 from vllm_patchkit.judge.audit import dynamic_builders, effect
 from vllm_patchkit.judge.audit.dynamic import MODES, BuilderRun, ObservedWrite
-from vllm_patchkit.judge.regression.records import describe
+from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, describe
 
-DECODE_QUERY_LENS = (1, 3)
-"""Plain decode, and speculative decoding with two draft tokens (the
-regression suite's two batches: some builders read the host offsets only
-with draft tokens)."""
 _INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
 _SUBSCRIPT_ASSIGN = re.compile(r"\]\s*(\+|-|\*|/|//|%|&|\||\^)?=[^=]")
 
@@ -325,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[BuilderRun] = []
     writes: list[ObservedWrite] = []
     effects = []
+    # The regression suite's batches: some builders read the host offsets
+    # only with draft tokens.
     for query_len in DECODE_QUERY_LENS:
         start = time.monotonic()
         made, not_made = dynamic_builders.make_all(entries, query_len)
