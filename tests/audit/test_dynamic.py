@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.judge.audit import dynamic_builders, effect
+from vllm_patchkit.judge.audit import effect
 from vllm_patchkit.judge.audit.dynamic import DynamicResult, run_dynamic
 from vllm_patchkit.judge.audit.findings import Finding
+from vllm_patchkit.judge.regression import survey
 from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.releases import release_tree
 
@@ -143,7 +144,7 @@ def test_a_factory_made_builders_write_is_found(
 def test_every_builder_is_run_or_said_why_not(installed_result: DynamicResult) -> None:
     """No builder of the tree is silently dropped: each one ran in both modes,
     or is listed as could-not-run / raised / abstract with a reason."""
-    listed = {e.qualname for e in dynamic_builders.discover(installed_vllm_root())}
+    listed = {e.qualname for e in survey.builder_classes(installed_vllm_root())}
     seen = {r.builder for r in installed_result.runs}
     # Factory-made builders are reported by their factory's module, like the
     # survey lists them; a class reached twice (an alias) is run once.

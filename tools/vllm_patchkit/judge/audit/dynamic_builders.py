@@ -16,32 +16,19 @@ import copy
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.judge.regression import harness, survey, victims
+from vllm_patchkit.judge.regression import harness, victims
 from vllm_patchkit.judge.regression.records import describe
+from vllm_patchkit.judge.regression.survey import Builder
 from vllm_patchkit.judge.regression.victims import Recipe
-
-
-@dataclass
-class Entry:
-    """One builder class found in the tree's source."""
-
-    qualname: str
-    """``module.Class`` (factory-made: the factory's module)."""
-    module: str
-    name: str
-    file: str
-    line: int
-    in_factory: bool
 
 
 @dataclass
 class Made:
     """A builder that was made, with what its runs need."""
 
-    entry: Entry
+    entry: Builder
     cls: type
     builder: Any
     config: Any
@@ -54,7 +41,7 @@ class Made:
 
 @dataclass
 class NotMade:
-    entry: Entry
+    entry: Builder
     status: str
     """``abstract`` (runs only through its subclasses) or ``could not run``."""
     reason: str
@@ -83,22 +70,6 @@ and its arguments. Like the suite's, each wraps the ROCm backend (a backend
 every release can make on CPU), so the subclass's own code runs on top of it."""
 
 
-def discover(tree: Path) -> list[Entry]:
-    """Builder classes defined in ``tree``'s ``vllm/`` (the survey's rules)."""
-    found = [
-        Entry(
-            f"{module.name}.{cls.name}",
-            module.name,
-            cls.name,
-            str(module.path.relative_to(tree)),
-            cls.node.lineno,
-            cls.in_factory,
-        )
-        for module, cls in survey.builder_classes(tree)
-    ]
-    return sorted(found, key=lambda e: e.qualname)
-
-
 def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
     """Recipes to try for a builder the suite has none for, likeliest first:
     the recipe of the nearest base the suite knows, then by the bases' names."""
@@ -118,7 +89,7 @@ def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
     return [*inherited, Recipe(spec="full"), Recipe(spec="sliding_window"), mamba, mla]
 
 
-def make_all(entries: list[Entry], qlen: int) -> tuple[list[Made], list[NotMade]]:
+def make_all(entries: list[Builder], qlen: int) -> tuple[list[Made], list[NotMade]]:
     """Make every listed builder for decode batches of query length ``qlen``."""
     suite = {**FACTORY_RECIPES, **{v.qualname: v for v in victims.VICTIMS}}
     made: list[Made] = []

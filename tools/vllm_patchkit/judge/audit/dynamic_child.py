@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from vllm_patchkit.errors import EXIT_ERROR
 from vllm_patchkit.judge.audit import dynamic_builders, effect
 from vllm_patchkit.judge.audit.dynamic import MODES, BuilderRun, ObservedWrite
+from vllm_patchkit.judge.regression import survey
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, describe
 
 _INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             f"imported vLLM from {tree.package}, not from {args.tree}", file=sys.stderr
         )
         return EXIT_ERROR
-    entries = dynamic_builders.discover(root)
+    entries = survey.builder_classes(root)
     seconds["discover"] = round(time.monotonic() - start, 2)
     runs: list[BuilderRun] = []
     writes: list[ObservedWrite] = []
