@@ -255,7 +255,6 @@ SCENARIOS: dict[str, Scenario] = {
     # ROCM_ATTN reached through its backend zeroes the device ones only.
     **aiter_unified.SCENARIOS,
 }
-VICTIM_SCENARIOS = frozenset(v.scenario for v in victims.VICTIMS)
 
 
 def failed_outcome(name: str, query_len: int, exc: Exception) -> Outcome:
