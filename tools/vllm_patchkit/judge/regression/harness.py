@@ -145,31 +145,22 @@ def init_distributed() -> None:
         initialize_model_parallel(1, 1)
 
 
-def attention_spec() -> Any:
-    from vllm.v1.kv_cache_interface import FullAttentionSpec
-
-    return FullAttentionSpec(
-        block_size=BLOCK_SIZE,
-        num_kv_heads=TINY_MODEL_CONFIG["num_key_value_heads"],
-        head_size=HEAD_SIZE,
-        dtype=torch.float16,
-    )
-
-
-def kv_cache_spec(kind: str, decode_query_len: int = 1) -> Any:
+def kv_cache_spec(kind: str = "full", decode_query_len: int = 1) -> Any:
     """The KV-cache spec a builder of this kind is made with by the runner."""
     from vllm.v1 import kv_cache_interface as kv
 
+    heads = {
+        "block_size": BLOCK_SIZE,
+        "num_kv_heads": TINY_MODEL_CONFIG["num_key_value_heads"],
+        "head_size": HEAD_SIZE,
+        "dtype": torch.float16,
+    }
     if kind == "full":
-        return attention_spec()
+        return kv.FullAttentionSpec(**heads)
     if kind == "sliding_window":
-        return kv.SlidingWindowSpec(
-            block_size=BLOCK_SIZE,
-            num_kv_heads=TINY_MODEL_CONFIG["num_key_value_heads"],
-            head_size=HEAD_SIZE,
-            dtype=torch.float16,
-            sliding_window=SLIDING_WINDOW,
-        )
+        return kv.SlidingWindowSpec(**heads, sliding_window=SLIDING_WINDOW)
+    if kind == "cross":
+        return kv.CrossAttentionSpec(**heads)
     if kind == "mamba":
         # Conv and SSM state shapes of a tiny linear-attention layer; one
         # extra block per draft token, as the runner allocates them.
@@ -192,13 +183,6 @@ def kv_cache_spec(kind: str, decode_query_len: int = 1) -> Any:
         return kv.MLAAttentionSpec(
             block_size=64, num_kv_heads=1, head_size=132, dtype=torch.uint8
         )
-    if kind == "cross":
-        return kv.CrossAttentionSpec(
-            block_size=BLOCK_SIZE,
-            num_kv_heads=TINY_MODEL_CONFIG["num_key_value_heads"],
-            head_size=HEAD_SIZE,
-            dtype=torch.float16,
-        )
     raise ValueError(f"unknown KV-cache spec kind {kind!r}")
 
 
@@ -216,7 +200,7 @@ def make_builder(
 
     with set_current_vllm_config(config):
         kwargs = layout.declared_kwargs(builder_cls, kwargs)
-        return builder_cls(spec or attention_spec(), [layer], config, CPU, **kwargs)
+        return builder_cls(spec or kv_cache_spec(), [layer], config, CPU, **kwargs)
 
 
 def apply_intended_capture_effects(metadata: Any) -> None:
