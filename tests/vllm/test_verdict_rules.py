@@ -17,8 +17,16 @@ import pytest
 
 from vllm_patchkit.judge.mutation.mutants import DEVICE_ZERO, Mutant, mutate
 from vllm_patchkit.judge.mutation.worker import MODULE
+from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, Outcome
 from vllm_patchkit.judge.regression.runner import TreeReport
-from vllm_patchkit.judge.regression.verdict import CORE_CHECKS, tally
+from vllm_patchkit.judge.regression.verdict import (
+    AITER_CAPTURE,
+    CANNOT_JUDGE,
+    CORE_CHECKS,
+    fixed_checks,
+    judge_fixes,
+    tally,
+)
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
 REGRESSION = Path(__file__).parents[2] / "tools" / "vllm_patchkit" / "regression"
@@ -184,3 +192,17 @@ def test_without_the_core_checks_a_clean_run_cannot_judge(
     assert report["counts"]["passed"] == 2 and report["counts"]["failed"] == 0
     assert (code, report["verdict"], report["fixed"]) == (3, "cannot-judge", False)
     assert report["why"].startswith("core checks did not run: capture_effects[q=1]")
+
+
+def test_a_pair_scenario_that_could_not_run_is_judged_under_its_own_fix() -> None:
+    """#53821's core scenario, unavailable on a tree: its fix's verdict says
+    why, and the check is not counted as #51585's."""
+    why = "ROCM_AITER_UNIFIED_ATTN cannot be imported here"
+    outcomes = [
+        Outcome(AITER_CAPTURE, q, "unavailable", error={"message": why})
+        for q in DECODE_QUERY_LENS
+    ]
+    checks = fixed_checks(outcomes)
+    assert {c.fix for c in checks} == {"#53821"}
+    verdict, reason = judge_fixes(checks)["#53821"]
+    assert verdict is CANNOT_JUDGE and why in reason, reason

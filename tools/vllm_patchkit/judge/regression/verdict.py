@@ -173,46 +173,45 @@ def tally_line(counts: Tally) -> str:
     )
 
 
+def as_check(check: Check | Mapping[str, Any]) -> Check:
+    """A :class:`Check`, from itself or its JSON form (a report written
+    before checks named their status, fix or applicability: from ``passed``,
+    the scenario, and yes)."""
+    if isinstance(check, Check):
+        return check
+    name = str(check["name"])
+    status = check.get("status") or (PASSED if check.get("passed") else FAILED)
+    fix = check.get("fix") or fix_of(name.split("[", 1)[0])
+    applies = bool(check.get("applies", True))
+    return Check(name, str(status), str(check.get("detail", "")), str(fix), applies)
+
+
 def status_of(check: Check | Mapping[str, Any]) -> str:
     """A check's status, from a :class:`Check` or its JSON form."""
-    if isinstance(check, Check):
-        return check.status
-    if "status" in check:
-        return str(check["status"])
-    return PASSED if check.get("passed") else FAILED
+    return as_check(check).status
 
 
 def tally(checks: Iterable[Check | Mapping[str, Any]]) -> Tally:
-    passed = failed = 0
-    not_run = []
-    for check in checks:
-        status = status_of(check)
-        if status == PASSED:
-            passed += 1
-        elif status == FAILED:
-            failed += 1
-        else:
-            name = check.name if isinstance(check, Check) else check["name"]
-            why = check.detail if isinstance(check, Check) else check["detail"]
-            not_run.append((name, why))
-    return Tally(passed, failed, not_run)
+    checks = [as_check(c) for c in checks]
+    return Tally(
+        sum(c.status == PASSED for c in checks),
+        sum(c.status == FAILED for c in checks),
+        [(c.name, c.detail) for c in checks if c.status not in (PASSED, FAILED)],
+    )
 
 
 def check_fix(check: Check | Mapping[str, Any]) -> str:
-    """The fix a check judges, from a :class:`Check` or its JSON form (a
-    report written before checks named their fix: from the scenario)."""
-    if isinstance(check, Check):
-        return check.fix
-    return str(check.get("fix") or fix_of(str(check["name"]).split("[", 1)[0]))
+    """The fix a check judges, from a :class:`Check` or its JSON form."""
+    return as_check(check).fix
 
 
 def judge_fixes(
     checks: Iterable[Check | Mapping[str, Any]],
 ) -> dict[str, tuple[Verdict, str]]:
     """Per fix, ``(verdict, why)`` by :func:`judge`'s rule over its checks."""
-    checks = list(checks)
+    checks = [as_check(c) for c in checks]
     return {
-        fix: judge([c for c in checks if check_fix(c) == fix], CORE_BY_FIX[fix])
+        fix: judge([c for c in checks if c.fix == fix], CORE_BY_FIX[fix])
         for fix in FIXES
     }
 
@@ -220,10 +219,12 @@ def judge_fixes(
 def judge(
     checks: Iterable[Check | Mapping[str, Any]], core: tuple[str, ...] = CORE_CHECKS
 ) -> tuple[Verdict, str]:
-    """``(verdict, why)``: a failure says not fixed; a fix needs the core run."""
-    checks = list(checks)
-    by_name = {(c.name if isinstance(c, Check) else c["name"]): c for c in checks}
-    failed = [n for n, c in by_name.items() if status_of(c) == FAILED]
+    """``(verdict, why)``: a failure says not fixed; a fix needs the core run.
+
+    A core check that does not apply to the tree (:attr:`Check.applies`) is
+    not required, but a tree where none applies cannot be judged."""
+    by_name = {c.name: c for c in map(as_check, checks)}
+    failed = [n for n, c in by_name.items() if c.status == FAILED]
     if failed:
         return NOT_FIXED, f"failing checks: {', '.join(failed)}"
     missing, inapplicable = [], []
@@ -231,10 +232,9 @@ def judge(
         check = by_name.get(name)
         if check is None:
             missing.append(f"{name} (not in this run)")
-        elif status_of(check) != PASSED:
-            detail = check.detail if isinstance(check, Check) else check["detail"]
-            if applies(check):
-                missing.append(f"{name} ({detail})")
+        elif check.status != PASSED:
+            if check.applies:
+                missing.append(f"{name} ({check.detail})")
             else:
                 inapplicable.append(name)
     if missing:
@@ -245,13 +245,6 @@ def judge(
     if inapplicable:
         why += f" (not applicable to this tree: {', '.join(inapplicable)})"
     return FIXED, why
-
-
-def applies(check: Check | Mapping[str, Any]) -> bool:
-    """Whether the tree has what ``check`` exercises (older reports: yes)."""
-    if isinstance(check, Check):
-        return check.applies
-    return bool(check.get("applies", True))
 
 
 def is_pr_crash(outcome: Outcome) -> bool:
@@ -271,6 +264,8 @@ def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
 
 
 def _check(outcome: Outcome) -> Check:
+    if outcome.scenario in PAIR_FACTS:  # the pair's checks judge their own fix
+        return pair_check(outcome)
     name = check_name(outcome.scenario, outcome.decode_query_len)
     if outcome.status == "unavailable" and not outcome.facts.get("absent"):
         why = (outcome.error or {}).get("message") or "unavailable"
@@ -309,8 +304,6 @@ def _check(outcome: Outcome) -> Check:
     if outcome.scenario.startswith(VICTIM_PREFIX):
         ok, detail = _victim_verdict(outcome)
         return Check(name, _status(ok), detail)
-    if outcome.scenario in PAIR_FACTS:
-        return pair_check(outcome)
     return Check(name, NOT_RUN, f"no verdict for scenario {outcome.scenario!r}")
 
 
