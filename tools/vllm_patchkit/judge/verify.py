@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_overlay.fixes import fix_of_patch as registry_fix_of_patch
+from vllm_overlay.fixes import FIXES as REGISTRY
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.carry import decide, read_version
 from vllm_patchkit.git.checkout import BASE_REF
-from vllm_patchkit.git.series import Patch, Series
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.judge.regression.verdict import (
@@ -68,7 +68,7 @@ class TreeRun:
     fixed: bool = False
     bug_reproduced: bool = False
     suite_verdict: Verdict = CANNOT_JUDGE
-    """The suite's own, over every fix."""
+    """The suite's own, over every fix (``test --json`` shows it)."""
     suite_why: str = ""
     counts: dict[str, Any] = field(default_factory=dict)
     """Checks that ran, passed, failed; those that could not run, and why."""
@@ -98,8 +98,6 @@ class TreeRun:
 
     def _counted_suite(self) -> tuple[Verdict, str]:
         """The suite's verdict over the checks of the fixes that count."""
-        if not self.not_counted:
-            return self.suite_verdict, self.suite_why
         counted = [c for c in self.checks if check_fix(c) not in self.not_counted]
         core = tuple(
             name
@@ -129,12 +127,7 @@ class TreeRun:
                 "the bug reproduces (host query offsets zeroed during capture)"
             )
         if suite_verdict == NOT_FIXED:
-            failed = [
-                c["name"]
-                for c in self.checks
-                if c.get("status") == "failed" and check_fix(c) not in self.not_counted
-            ]
-            reasons.append(f"failing checks: {', '.join(failed)}")
+            reasons.append(suite_why)
         if test is not None and test.failed:
             reasons.append(f"upstream test: {test.summary}")
         if reasons:
@@ -198,12 +191,6 @@ def verify_tree(
     return VerifyResult(judged.verdict, judged.why, after, before, test_files)
 
 
-def fix_of_patch(patch: Patch) -> str | None:
-    """The PR label (``#53821``) of the registry's fix that ``patch`` is of."""
-    fix = registry_fix_of_patch(patch.name)
-    return fix.pr if fix is not None else None
-
-
 def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
     """The fixes that do not decide ``tree``'s verdict, and why.
 
@@ -213,15 +200,15 @@ def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
     """
     version = read_version(tree)
     skipped = {}
-    for fix in FIXES:
-        patch = next((p for p in series.patches if fix_of_patch(p) == fix), None)
+    for fix in REGISTRY:
+        patch = next((p for p in series.patches if p.name in fix.patches), None)
         if patch is None:
-            skipped[fix] = "the series has no patch for it"
+            skipped[fix.pr] = "the series has no patch for it"
             continue
         carry = decide(patch, tree, version)
         if not (carry.carried or carry.fixed):
             said = carry.overrides or not version.trusted
-            skipped[fix] = f"not carried for {version.version}" + (
+            skipped[fix.pr] = f"not carried for {version.version}" + (
                 f": {carry.why}" if said else ""
             )
     return skipped
