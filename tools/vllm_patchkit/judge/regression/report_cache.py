@@ -50,11 +50,6 @@ _IGNORED_ENV_PREFIXES = ("PYTEST_",)
 Record = dict[str, Any]
 
 
-def cache_root() -> Path | None:
-    value = os.environ.get(ENV)
-    return Path(value) if value else None
-
-
 def reuse(
     kind: str,
     tree: Path | None,
@@ -74,14 +69,13 @@ def reuse(
     run is also stored under the view's key and serves every tree with the
     same view: a tree that differs only in its tests is not run again.
     """
-    root = cache_root()
-    if root is None:
+    if not os.environ.get(ENV):
         return produce()[0]
+    root = Path(os.environ[ENV])
     root.mkdir(parents=True, exist_ok=True)
+    with_view = package_only is not None
     whole, view = (
-        (None, None)
-        if tree is None
-        else fingerprints(tree, with_view=package_only is not None)
+        (None, None) if tree is None else fingerprints(tree, with_view=with_view)
     )
     if tree is None or whole is None:
         _note(root, "ran", kind)
@@ -102,9 +96,8 @@ def reuse(
         record, keep = produce()
         _note(root, "ran", kind)
         if keep:
-            shared = len(keys) > 1 and package_only is not None
-            shared = shared and package_only(record)
-            for entry in keys if shared else keys[:1]:
+            shared = view is not None and package_only is not None
+            for entry in keys if shared and package_only(record) else keys[:1]:
                 cache.store(entry, {"tree": str(tree), "record": record})
         return record
 
