@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         judge,
         judge_fixes,
         tally,
+        tally_line,
     )
 
     unknown = set(args.scenario or []) - SCENARIOS.keys()
@@ -77,7 +78,6 @@ def main(argv: list[str] | None = None) -> int:
 
     outcomes = run_all(args.scenario, stop=failed)
     from vllm_patchkit.judge.regression.layout import release_under_test, stand_ins
-    from vllm_patchkit.judge.regression.verdict import tally_line
     from vllm_patchkit.trees.versions import release_text
 
     checks = fixed_checks(outcomes)

@@ -361,27 +361,20 @@ def _loop_verdict(outcome: Outcome) -> tuple[bool, str]:
     return True, "ok"
 
 
-def victim_failure(outcome: Outcome) -> str | None:
-    """How the capture leaked into this victim; None if it did not."""
+def _victim_verdict(outcome: Outcome) -> tuple[bool, str]:
+    """Whether the capture left this victim alone; if not, how it leaked."""
     if outcome.status == "raised":
         error = outcome.error or {}
         step = f"cannot {error['step']}: " if error.get("step") else ""
-        return step + describe_error(outcome.error)
+        return False, step + describe_error(outcome.error)
     diverged = outcome.facts.get("diverged") or {}
     if diverged:
         shown = "; ".join(
             f"{k}: {exp} -> {got}" for k, (exp, got) in list(diverged.items())[:3]
         )
         more = f" (+{len(diverged) - 3} more)" if len(diverged) > 3 else ""
-        return f"built other metadata: {shown}{more}"
-    return None
-
-
-def _victim_verdict(outcome: Outcome) -> tuple[bool, str]:
-    failure = victim_failure(outcome)
-    if failure is None:
-        return True, "builds what it builds from the intended metadata"
-    return False, failure
+        return False, f"built other metadata: {shown}{more}"
+    return True, "builds what it builds from the intended metadata"
 
 
 def bug_reproduced(outcomes: list[Outcome]) -> bool:
