@@ -64,6 +64,15 @@ _stats: list[Stats] = []
 _saved: dict[tuple[type, str], Any] = {}
 
 
+# The builder's memory entry points: (method, kind of access, position of the
+# pointers, of the mask; None: the op has none).
+_ACCESSES = (
+    ("create_masked_load", "load", 0, 1),  # ptrs, mask, other, ...
+    ("create_masked_store", "store", 0, 2),  # ptrs, value, mask, ...
+    ("create_atomic_cas", "atomic_cas", 0, None),  # ptr, cmp, val, sem, scope
+    ("create_atomic_rmw", "atomic_rmw", 1, 3),  # rmwOp, ptr, val, mask, ...
+)
+
 # Builder ops that move a pointer tensor around without changing its base.
 _SHAPE_OPS = (
     "create_splat",
@@ -194,33 +203,16 @@ def _install() -> None:
     # The trailing cache arguments differ between Triton versions (3.6:
     # cache_modifier, eviction_policy, sometimes by keyword; 3.9:
     # cache_policy): passed through as given.
-    def load(orig: Any) -> Any:
-        def create_masked_load(self, ptrs, mask, other, *rest, **named):
-            _check("load", ptrs, mask)
-            return orig(self, ptrs, mask, other, *rest, **named)
+    def checked(kind: str, ptrs_at: int, mask_at: int | None) -> Any:
+        def make(orig: Any) -> Any:
+            def access(self, *args, **named):
+                mask = None if mask_at is None else args[mask_at]
+                _check(kind, args[ptrs_at], mask)
+                return orig(self, *args, **named)
 
-        return create_masked_load
+            return access
 
-    def store(orig: Any) -> Any:
-        def create_masked_store(self, ptrs, value, mask, *rest, **named):
-            _check("store", ptrs, mask)
-            return orig(self, ptrs, value, mask, *rest, **named)
-
-        return create_masked_store
-
-    def cas(orig: Any) -> Any:
-        def create_atomic_cas(self, ptr, cmp, val, sem, scope):
-            _check("atomic_cas", ptr, None)
-            return orig(self, ptr, cmp, val, sem, scope)
-
-        return create_atomic_cas
-
-    def rmw(orig: Any) -> Any:
-        def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
-            _check("atomic_rmw", ptr, mask)
-            return orig(self, rmwOp, ptr, val, mask, sem, scope)
-
-        return create_atomic_rmw
+        return make
 
     def addptr(orig: Any) -> Any:
         def create_addptr(self, ptr, offset):
@@ -268,10 +260,8 @@ def _install() -> None:
 
         return __call__
 
-    _patch(builder, "create_masked_load", load)
-    _patch(builder, "create_masked_store", store)
-    _patch(builder, "create_atomic_cas", cas)
-    _patch(builder, "create_atomic_rmw", rmw)
+    for name, kind, ptrs_at, mask_at in _ACCESSES:
+        _patch(builder, name, checked(kind, ptrs_at, mask_at))
     _patch(builder, "create_addptr", addptr)
     for name in _SHAPE_OPS:
         _patch(builder, name, keep_base)
