@@ -48,9 +48,9 @@ class LayoutUnknown(ImportError):
     """This vLLM keeps a name where no known layout has it."""
 
 
-def attention_name(name: str) -> Any:
-    """``name`` (CommonAttentionMetadata, AttentionMetadataBuilder, ...) from
-    the module this release defines it in."""
+def common_attention_metadata() -> type:
+    """``CommonAttentionMetadata``, from the module this release defines it in."""
+    name = "CommonAttentionMetadata"
     tried = []
     for module_name in ATTENTION_METADATA_MODULES:
         try:
@@ -64,10 +64,6 @@ def attention_name(name: str) -> Any:
             return getattr(module, name)
         tried.append(f"{module_name} (no {name})")
     raise LayoutUnknown(f"{name} is in none of the known layouts: {', '.join(tried)}")
-
-
-def common_attention_metadata() -> type:
-    return attention_name("CommonAttentionMetadata")
 
 
 def create_metadata_builders(group: Any, config: Any, device: Any) -> None:
