@@ -15,9 +15,6 @@ import sys
 from vllm_patchkit.errors import EXIT_FAILED, EXIT_REFUSED
 from vllm_patchkit.judge.memcheck.checker import MemoryViolation, memcheck
 
-EXIT_VIOLATION = EXIT_FAILED
-EXIT_USAGE = EXIT_REFUSED
-
 
 def run(argv: list[str]) -> int:
     """Run ``argv[0]`` as ``__main__`` with ``argv`` as its ``sys.argv`` and
@@ -26,7 +23,7 @@ def run(argv: list[str]) -> int:
     if not argv:
         usage = "usage: python -m vllm_patchkit.judge.memcheck SCRIPT [ARGS...]"
         print(usage, file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_REFUSED
     saved, sys.argv = sys.argv, list(argv)
     saved_path = list(sys.path)
     sys.path[:1] = [os.path.dirname(os.path.abspath(argv[0]))]
@@ -40,7 +37,7 @@ def run(argv: list[str]) -> int:
                 status = code if isinstance(code, int) else int(code is not None)
     except MemoryViolation as exc:
         print(f"memcheck: {exc}", file=sys.stderr)
-        return EXIT_VIOLATION
+        return EXIT_FAILED
     finally:
         sys.argv = saved
         sys.path[:] = saved_path
