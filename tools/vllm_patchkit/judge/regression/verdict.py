@@ -40,6 +40,9 @@ CAPTURE_FACTS = (
     "host_unchanged",
 )
 LOOP_GROUPS = ["gdn", "indexer", "rocm"]
+OWN_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm", "repeated_capture")
+"""Scenarios :func:`_check` judges by name (besides capture loops, victims
+and the pair): for each, raising is a failure."""
 HARNESS_ERROR = "harness error"
 VICTIM_PREFIX = "rocm_then_"
 """Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
@@ -272,39 +275,33 @@ def _check(outcome: Outcome) -> Check:
         return Check(name, NOT_RUN, str(why))
     if outcome.status == "error":
         return Check(name, NOT_RUN, f"{HARNESS_ERROR}: {describe_error(outcome.error)}")
-    if outcome.status == "raised" and outcome.scenario in (
-        "capture_effects",
-        "repeated_capture",
-    ):
+    scenario = outcome.scenario
+    if scenario.startswith(VICTIM_PREFIX):  # a victim says how it raised
+        ok, detail = _victim_verdict(outcome)
+        return Check(name, _status(ok), detail)
+    if scenario == "minimax_indexer_after_rocm" and outcome.status == "unavailable":
+        return Check(name, NOT_RUN, MINIMAX_ABSENT, applies=False)  # absent here
+    if scenario not in OWN_SCENARIOS and not scenario.startswith("capture_loop_"):
+        return Check(name, NOT_RUN, f"no verdict for scenario {scenario!r}")
+    if outcome.status == "raised":
         return Check(name, FAILED, describe_error(outcome.error))
-    if outcome.scenario == "capture_effects":
+    if scenario == "capture_effects":
         wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
         detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
         if "host_unchanged" in wrong:
             detail += f" (host offsets after capture: {outcome.facts['host_after']})"
         return Check(name, _status(not wrong), detail)
-    if outcome.scenario == "minimax_indexer_after_rocm":
-        if outcome.status == "unavailable" and outcome.facts.get("absent"):
-            return Check(name, NOT_RUN, MINIMAX_ABSENT, applies=False)
-        if outcome.status == "raised":
-            return Check(name, FAILED, describe_error(outcome.error))
+    if scenario == "minimax_indexer_after_rocm":
         got = outcome.facts.get("decode_query_len")
         ok = got == outcome.decode_query_len
         return Check(name, _status(ok), f"indexer saw decode query length {got}")
-    if outcome.scenario == "repeated_capture":
+    if scenario == "repeated_capture":
         facts = outcome.facts
         ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
         detail = "ok" if ok else f"host offsets after each capture: {facts}"
         return Check(name, _status(ok), detail)
-    if outcome.scenario.startswith("capture_loop_"):
-        if outcome.status == "raised":
-            return Check(name, FAILED, describe_error(outcome.error))
-        ok, detail = _loop_verdict(outcome)
-        return Check(name, _status(ok), detail)
-    if outcome.scenario.startswith(VICTIM_PREFIX):
-        ok, detail = _victim_verdict(outcome)
-        return Check(name, _status(ok), detail)
-    return Check(name, NOT_RUN, f"no verdict for scenario {outcome.scenario!r}")
+    ok, detail = _loop_verdict(outcome)
+    return Check(name, _status(ok), detail)
 
 
 def pair_check(outcome: Outcome) -> Check:
