@@ -72,11 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
 
     def failed(outcome: Outcome) -> bool:
-        return args.fail_fast and any(
-            c.status == FAILED for c in fixed_checks([outcome])
-        )
+        return args.fail_fast and fixed_checks([outcome])[0].status == FAILED
 
     outcomes = run_all(args.scenario, stop=failed)
+    import torch  # imported by vLLM already: its version for the report
+
     from vllm_patchkit.judge.regression.layout import release_under_test, stand_ins
     from vllm_patchkit.trees.versions import release_text
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         else getattr(vllm, "__version__", "unknown"),
         "vllm_own_version": getattr(vllm, "__version__", "unknown"),
         "vllm_file": vllm.__file__,
-        "torch": _torch_version(),
+        "torch": str(torch.__version__),
         "stand_ins": stand_ins(),
         "verdict": verdict,
         "why": why,
@@ -126,12 +126,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{fix}: {judged['verdict'].heading}: {judged['why']}")
         print(f"verdict: {verdict.heading}: {why}")
     return verdict.exit_code
-
-
-def _torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
 
 
 if __name__ == "__main__":
