@@ -23,11 +23,7 @@ __all__ = ["MemoryViolation", "Region", "Stats", "memcheck"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Region":
-        from vllm_patchkit.judge.memcheck import regions
-
-        return regions.Region
-    if name in __all__:
+    if name in __all__:  # the checker imports Region too
         from vllm_patchkit.judge.memcheck import checker
 
         return getattr(checker, name)
