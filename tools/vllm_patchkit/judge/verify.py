@@ -178,7 +178,9 @@ def verify_tree(
         raise NotATreeError(f"{tree}: not a vLLM source tree (no vllm/__init__.py)")
     if baseline is not None and not (tree / ".git").exists():
         raise NotATreeError(f"{tree}: --baseline needs a git checkout")
-    base = baseline or _recorded_base(tree)
+    base = baseline
+    if base is None and (tree / ".git").exists() and Git(tree).commit_of(BASE_REF):
+        base = BASE_REF  # recorded by apply and rebase
     base_commit = _commit(tree, base) if base is not None and compare else None
     test_files = series_test_files(series)
     after = judge_tree(tree, series, run_scenarios(tree))
@@ -283,12 +285,6 @@ def _suite_cannot_judge(run: TreeRun, suite_why: str) -> str:
             f"{suite_why}"
         )
     return suite_why or "no check ran"
-
-
-def _recorded_base(tree: Path) -> str | None:
-    if not (tree / ".git").exists():
-        return None
-    return BASE_REF if Git(tree).commit_of(BASE_REF) else None
 
 
 def _describe(tree: Path, rev: str) -> str:
