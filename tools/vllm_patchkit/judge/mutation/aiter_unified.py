@@ -28,6 +28,7 @@ from vllm_overlay.aiter_shape import GENERIC_MODULE as ROCM_MODULE
 from vllm_overlay.capture_shape import BUILDER_CLASS as ROCM_BUILDER
 from vllm_overlay.capture_shape import CAPTURE_METHOD as CAPTURE
 from vllm_patchkit.judge.mutation.mutants import Mutant, edit_method, method_lines
+from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 
 ROCM_BACKEND = "RocmAttentionBackend"
 
@@ -208,12 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    import logging
-    import os
-
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    logging.disable(logging.WARNING)
+    run_quietly_on_cpu()
     report = run_pair_mutants()
     if args.json:
         print(json.dumps(report))

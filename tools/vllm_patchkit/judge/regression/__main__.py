@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
 from pathlib import Path
+
+from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,14 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_patchkit.judge.regression.tree_reads import TreeReads
 
         reads = TreeReads()  # before vLLM is imported
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    # A CPU-only host is no accelerator platform: vLLM's CPU platform says so
-    # (no pinned memory), where the fallback claims pinned memory it lacks.
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    logging.disable(logging.WARNING)
-
+    run_quietly_on_cpu()
     import vllm
 
+    from vllm_patchkit.judge.regression.layout import release_under_test, stand_ins
     from vllm_patchkit.judge.regression.scenarios import SCENARIOS, Outcome, run_all
     from vllm_patchkit.judge.regression.verdict import (
         FAILED,
@@ -77,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = run_all(args.scenario, stop=failed)
     import torch  # imported by vLLM already: its version for the report
 
-    from vllm_patchkit.judge.regression.layout import release_under_test, stand_ins
     from vllm_patchkit.trees.versions import release_text
 
     checks = fixed_checks(outcomes)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 import types
@@ -92,6 +93,17 @@ def declared_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
         if init is not None:
             declared.update(inspect.signature(init).parameters)
     return {k: v for k, v in kwargs.items() if k in declared}
+
+
+def run_quietly_on_cpu() -> None:
+    """Set up this process, before vLLM is imported, to run vLLM on CPU quietly.
+
+    A CPU-only host is no accelerator platform: vLLM's CPU platform says so
+    (no pinned memory), where the fallback claims pinned memory it lacks.
+    """
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    logging.disable(logging.WARNING)
 
 
 ROCM_HOST_ARCH = "gfx942"
