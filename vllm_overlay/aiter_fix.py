@@ -34,7 +34,7 @@ from vllm_overlay.aiter_shape import (
     AiterShape,
 )
 from vllm_overlay.capture_shape import BUILDER_CLASS, CAPTURE_METHOD
-from vllm_overlay.fix import FixRefused, compiled_from
+from vllm_overlay.fix import FixRefused, prove_compiled_from
 
 AITER_BUILDER = "RocmAiterUnifiedAttentionMetadataBuilder"
 """The subclass's name: upstream's name for this backend's builder (0.29.0)."""
@@ -136,11 +136,7 @@ def install_on(module: types.ModuleType, plan: AiterPlan) -> tuple[type, bool]:
             f"{where}: the loaded class holds {type(raw).__name__}, not the plain "
             "static method in the file (replaced or wrapped by someone else)"
         )
-    if not compiled_from(func, code.method, code.file, BACKEND_CLASS):
-        raise FixRefused(
-            f"{where}: the loaded method was not compiled from this source (it "
-            f"comes from {func.__code__.co_filename}:{func.__code__.co_firstlineno})"
-        )
+    prove_compiled_from(func, code.method, code.file, BACKEND_CLASS, where)
     generic_module = sys.modules.get(GENERIC_MODULE)
     generic = getattr(generic_module, BUILDER_CLASS, None)
     if not isinstance(generic, type):

@@ -213,12 +213,7 @@ def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
         )
     code = live.__code__
     flags = code.co_flags & _FUTURE_FLAGS
-    if not compiled_from(live, plan.method, plan.file, BUILDER_CLASS):
-        raise FixRefused(
-            f"{where}: the loaded method was not compiled from this source "
-            f"(it comes from {code.co_filename}:{code.co_firstlineno}; the file "
-            "changed since vLLM imported it, or someone replaced the method)"
-        )
+    prove_compiled_from(live, plan.method, plan.file, BUILDER_CLASS, where)
     fixed_code = _compile_method(plan.fixed, plan.file, flags)
     if fixed_code.co_freevars != code.co_freevars:
         raise FixRefused(f"{where}: removing the statement changed the closure")
@@ -236,17 +231,26 @@ def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
     return fixed
 
 
-def compiled_from(
-    live: types.FunctionType, method: ast.FunctionDef, file: Path, owner: str
-) -> bool:
-    """Whether the loaded function ``live`` was compiled from ``method`` of
-    class ``owner`` as it stands in ``file`` (equal code objects: same
-    byte code, constants, names and positions)."""
+def prove_compiled_from(
+    live: types.FunctionType,
+    method: ast.FunctionDef,
+    file: Path,
+    owner: str,
+    where: str,
+) -> None:
+    """Refuse, naming ``where``, unless the loaded function ``live`` was
+    compiled from ``method`` of class ``owner`` as it stands in ``file``
+    (equal code objects: same byte code, constants, names and positions)."""
     code = live.__code__
     flags = code.co_flags & _FUTURE_FLAGS
-    return Path(code.co_filename).resolve() == file.resolve() and (
-        _compile_method(method, file, flags, owner) == code
-    )
+    if Path(code.co_filename).resolve() != file.resolve() or (
+        _compile_method(method, file, flags, owner) != code
+    ):
+        raise FixRefused(
+            f"{where}: the loaded method was not compiled from this source "
+            f"(it comes from {code.co_filename}:{code.co_firstlineno}; the file "
+            "changed since vLLM imported it, or someone replaced the method)"
+        )
 
 
 def _compile_method(
