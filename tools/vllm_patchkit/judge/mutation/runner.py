@@ -161,20 +161,13 @@ def _job(
     if isinstance(mutant, PairMutant):
         relpath = Path(*mutant.module.split(".")).with_suffix(".py")
         source = mutate_pair((tree / relpath).read_text(), mutant)
-        partner = (tree / ROCM_ATTN).read_text() if relpath == AITER_ATTN else None
-        return _Job(
-            mutant.name,
-            mutant.mutant.description,
-            scratch / mutant.name,
-            source,
-            fail_fast,
-            relpath,
-            partner,
-        )
-    source = mutate((tree / ROCM_ATTN).read_text(), mutant)
-    return _Job(
-        mutant.name, mutant.description, scratch / mutant.name, source, fail_fast
-    )
+        description = mutant.mutant.description
+    else:
+        relpath, description = ROCM_ATTN, mutant.description
+        source = mutate((tree / ROCM_ATTN).read_text(), mutant)
+    partner = (tree / ROCM_ATTN).read_text() if relpath == AITER_ATTN else None
+    name = mutant.name
+    return _Job(name, description, scratch / name, source, fail_fast, relpath, partner)
 
 
 def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
@@ -212,9 +205,8 @@ def _spawn(launcher: TreeLauncher, job: _Job, timeout: float) -> MutantRun:
     command += [str(job.module_file), "--", *job.args]
     start = time.monotonic()
     done = launcher.run(command, cwd=job.directory, timeout_s=timeout, log=job.log)
-    if done.timed_out:
-        return _result(job, time.monotonic() - start, "timed out")
-    return _result(job, time.monotonic() - start)
+    problem = "timed out" if done.timed_out else None
+    return _result(job, time.monotonic() - start, problem)
 
 
 def _fork_all(
