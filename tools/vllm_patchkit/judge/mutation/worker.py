@@ -21,10 +21,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from vllm_overlay.aiter_shape import AITER_MODULE
+from vllm_overlay.aiter_shape import GENERIC_MODULE as MODULE
 from vllm_patchkit.errors import EXIT_REFUSED
 
-MODULE = "vllm.v1.attention.backends.rocm_attn"
-AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
 MODULES = (MODULE, AITER_MODULE)
 """The modules a mutant may replace (kept out of the zygote's warm-up)."""
 
