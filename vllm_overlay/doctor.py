@@ -139,13 +139,16 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     return report
 
 
+YES_NO = {True: "yes", False: "no", None: "not checked"}
+"""How a yes-or-no fact of the report reads; None: it was not checked."""
+
+
 def render_fix(entry: dict[str, Any]) -> list[str]:
-    yes_no = {True: "yes", False: "no", None: "not checked"}
-    affected = {**yes_no, None: "cannot judge"}[entry["affected"]]
+    affected = {**YES_NO, None: "cannot judge"}[entry["affected"]]
     lines = [
         f"fix {entry['name']} ({', '.join(entry['related'])}):",
         f"  affected: {affected} ({entry['shape']}): {entry['reason']}",
-        f"  disabled: {yes_no[entry['disabled']]}",
+        f"  disabled: {YES_NO[entry['disabled']]}",
         f"  would do: {entry['would_do']}"
         + (
             f" ({entry['decision']})"
@@ -161,8 +164,8 @@ def render_fix(entry: dict[str, Any]) -> list[str]:
         )
     lines += [
         f"  state in this process: {entry['status'] or 'not checked'}",
-        f"  active in this process: {yes_no[entry['active']]}",
-        f"  on vLLM's loaded code: {yes_no[entry['on_vllm']]}",
+        f"  active in this process: {YES_NO[entry['active']]}",
+        f"  on vLLM's loaded code: {YES_NO[entry['on_vllm']]}",
     ]
     if entry["covers"]:
         lines.append("  covers:")
@@ -172,14 +175,13 @@ def render_fix(entry: dict[str, Any]) -> list[str]:
 
 
 def render(report: dict[str, Any]) -> str:
-    yes_no = {True: "yes", False: "no", None: "not checked"}
     lines = [
         f"vLLM: {report['vllm_version']}",
         (
             f"overlay entry point ({ENTRY_POINT_GROUP}): "
-            f"{yes_no[report['entry_point_registered']]}"
+            f"{YES_NO[report['entry_point_registered']]}"
         ),
-        f"allowed by VLLM_PLUGINS: {yes_no[report['allowed_by_vllm_plugins']]}",
+        f"allowed by VLLM_PLUGINS: {YES_NO[report['allowed_by_vllm_plugins']]}",
         f"disabled ({DISABLE_ENV}): "
         + ("all" if report["disabled"] else ", ".join(report["disabled_fixes"]) or "no")
         + (
