@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from vllm_overlay.aiter_shape import AITER_MODULE
 from vllm_patchkit.judge.regression import capture_loop, harness, layout
 from vllm_patchkit.judge.regression.harness import NUM_REQS
 from vllm_patchkit.judge.regression.records import Outcome, error_info
@@ -33,7 +34,6 @@ from vllm_patchkit.judge.regression.verdict import (
     pair_check,
 )
 
-AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"
 AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
 
 AITER_FACTS = PAIR_FACTS[AITER_CAPTURE]
