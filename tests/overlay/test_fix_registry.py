@@ -78,10 +78,6 @@ def arm(state):
     after_import(RECORD.module, mark)
 
 
-def warn(state):
-    pass
-
-
 FIX = Fix(
     order=30,
     record=RECORD,
@@ -90,7 +86,6 @@ FIX = Fix(
     assess=assess,
     assess_tree=assess_tree,
     arm=arm,
-    warn=warn,
     installed_on=lambda module: getattr(module, "SCRATCH_FIXED", False),
     needs=("rocm-capture-keeps-host-offsets",),
     scenarios=("scratch_scenario",),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vllm_overlay.arming import warn_when_loaded
+
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -39,8 +41,6 @@ class Fix:
     """The decision for the vLLM source tree at a path, of a version."""
     arm: Callable[[InstallState], None]
     """Install the fix when vLLM imports :attr:`module` (INSTALLED only)."""
-    warn: Callable[[InstallState], None]
-    """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
     installed_on: Callable[[ModuleType], bool]
     """Whether vLLM's loaded module carries the fix."""
     needs: tuple[str, ...] = ()
@@ -53,6 +53,8 @@ class Fix:
     also: Callable[[InstallState], None] | None = None
     """Runs after the decision unless the fix is disabled (an opt-in riding
     on it); a failure is the fix's, as for :attr:`arm`."""
+    what: str = ""
+    """Names the fix in shared log messages ("" for the first fix)."""
 
     @property
     def name(self) -> str:
@@ -62,3 +64,7 @@ class Fix:
     @property
     def module(self) -> str:
         return self.record.module
+
+    def warn(self, state: InstallState) -> None:
+        """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
+        warn_when_loaded(state, self.module, self.what)

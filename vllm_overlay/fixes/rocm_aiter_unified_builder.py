@@ -28,7 +28,7 @@ from vllm_overlay.aiter_shape import (
     AiterShape,
     inspect_aiter_source,
 )
-from vllm_overlay.arming import arm_on_import, logger, warn_when_loaded
+from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.capture_shape import (
     CaptureCode,
     Shape,
@@ -211,10 +211,6 @@ def arm(state: InstallState) -> None:
     )
 
 
-def warn(state: InstallState) -> None:
-    warn_when_loaded(state, RECORD.module, WHAT)
-
-
 def _install(module: ModuleType, plan: AiterPlan, state: InstallState) -> None:
     builder, new = install_on(module, plan)
     state.applied_to_class = True
@@ -237,7 +233,7 @@ FIX = Fix(
     assess=assess,
     assess_tree=assess_tree,
     arm=arm,
-    warn=warn,
+    what=WHAT,
     installed_on=is_installed_on,
     needs=(capture.NAME,),
     scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from vllm_overlay.arming import arm_on_import, logger, warn_when_loaded
+from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.capture_shape import (
     ROCM_ATTN,
     CaptureCode,
@@ -171,10 +171,6 @@ def arm(state: InstallState) -> None:
     )
 
 
-def warn(state: InstallState) -> None:
-    warn_when_loaded(state, RECORD.module)
-
-
 def kernel_opt_in(state: InstallState) -> None:
     """``VLLM_OVERLAY_PREFIX_PREFILL=1``: swap in the overlay's kernel too."""
     if env_flag(KERNEL_ENV):
@@ -218,7 +214,6 @@ FIX = Fix(
     assess=assess,
     assess_tree=assess_tree,
     arm=arm,
-    warn=warn,
     installed_on=is_installed_on,
     scenarios=("capture_effects", "minimax_indexer_after_rocm"),
     core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
