@@ -8,29 +8,24 @@ config, the CPU).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import vllm_patchkit
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release, release_tree
-from vllm_patchkit.trees.tree_runtime import runtime_for
+from vllm_patchkit.trees.tree_process import TreeLauncher
 
 pytestmark = [pytest.mark.release_trees, pytest.mark.slow]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "audit"
-TOOLS = Path(vllm_patchkit.__file__).resolve().parents[1]
 STATIC_SINK = DOCS / "static-sink-seq-lens"
 
 
 def reproduce(tree: Path, test: Path) -> subprocess.CompletedProcess[str]:
-    env = runtime_for(tree).env()
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(TOOLS)])
-    env["CUDA_VISIBLE_DEVICES"] = ""
+    env = TreeLauncher.of(tree).env()
     return subprocess.run(
         [sys.executable, str(DOCS / "run_reproduction.py"), str(tree), str(test)],
         capture_output=True,

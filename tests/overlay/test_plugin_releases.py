@@ -29,7 +29,7 @@ from tests.overlay.test_plugin import (
 )
 from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.releases import release_tree
-from vllm_patchkit.trees.tree_runtime import runtime_for
+from vllm_patchkit.trees.tree_process import TreeLauncher
 
 pytestmark = [pytest.mark.plugin_releases, pytest.mark.release_trees]
 
@@ -42,7 +42,7 @@ def probe(version: str, tmp_path: Path) -> dict[str, Any]:
     if version != "0.28.0":  # the venv's own vLLM
         # The release and its extras first; the checkout after them (the
         # probe imports tests).
-        env = runtime_for(release_tree(version)).env(env)
+        env = TreeLauncher.of(release_tree(version)).env(VLLM_PLUGINS=None)
     output = tmp_path / "probe.json"
     proc = subprocess.run(
         [sys.executable, str(PROBE), str(output)],

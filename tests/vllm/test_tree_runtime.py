@@ -22,6 +22,7 @@ import pytest
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_patchkit.trees.releases import release_tree
 from vllm_patchkit.trees.requirement_files import MAX_DEPTH
+from vllm_patchkit.trees.tree_process import TreeLauncher
 from vllm_patchkit.trees.tree_runtime import (
     MANIFEST,
     RuntimeUnavailable,
@@ -73,7 +74,7 @@ def test_runtime_env_imports_the_tree_and_its_extras() -> None:
         "import gguf, torch, vllm, json; "
         "print(json.dumps([gguf.__file__, torch.__version__, vllm.__file__]))"
     )
-    env = runtime.env({"PATH": "/usr/bin:/bin"})
+    env = TreeLauncher.of(tree, runtime).env(PATH="/usr/bin:/bin")
     proc = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True
     )
@@ -280,7 +281,7 @@ def test_a_wheel_file_name_is_not_installed_from_the_current_directory(
     probe = "import torch; print(torch.__file__)"
     proc = subprocess.run(
         [sys.executable, "-c", probe],
-        env=runtime.env(),
+        env=TreeLauncher.of(tree, runtime).env(),
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -108,13 +107,6 @@ class TreeRuntime:
         if self.extras_dir is not None and self.extras:
             paths.append(str(self.extras_dir))
         return paths
-
-    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default: this process's) with the runtime on PYTHONPATH."""
-        env = dict(os.environ if base is None else base)
-        rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join([*self.pythonpath(), *rest])
-        return env
 
     def to_json(self) -> dict[str, Any]:
         return {
