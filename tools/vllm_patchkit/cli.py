@@ -32,13 +32,8 @@ from vllm_patchkit.commands import (
     upstream,
 )
 from vllm_patchkit.commands import memcheck as memcheck_command
-from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    emit_json,
-)
-from vllm_patchkit.errors import PatchkitError
+from vllm_patchkit.commands.common import EXIT_CODES_HELP, emit_json
+from vllm_patchkit.errors import EXIT_ERROR, EXIT_INTERRUPTED, PatchkitError
 from vllm_patchkit.paths import PATCHES_DIR
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only

@@ -17,6 +17,22 @@ EXIT_CONFLICT = 4
 EXIT_UPSTREAMED = 5
 EXIT_INTERRUPTED = 130
 
+EXIT_BY_STATUS = {
+    "applied": EXIT_OK,
+    "already-applied": EXIT_OK,
+    "not-carried": EXIT_OK,
+    "rebased": EXIT_OK,
+    "ready": EXIT_OK,
+    "submitted": EXIT_OK,
+    "checks-failed": EXIT_FAILED,
+    "refused": EXIT_REFUSED,
+    "error": EXIT_ERROR,
+    "conflict": EXIT_CONFLICT,
+    "upstreamed": EXIT_UPSTREAMED,
+}
+"""The exit code of each status word a command's result reports (apply,
+rebase, pr)."""
+
 
 class PatchkitError(Exception):
     """A failure with a known exit code; the message says what state is left."""

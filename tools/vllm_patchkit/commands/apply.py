@@ -5,36 +5,18 @@ from __future__ import annotations
 import argparse
 
 from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    EXIT_CONFLICT,
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_UPSTREAMED,
+    add_command,
     add_json,
     add_path,
     emit_json,
-    patch_lines,
+    print_outcome,
 )
-
-
-def exit_by_status() -> dict[object, int]:
-    """Exit code per apply.Status (built on use: the library loads in run())."""
-    from vllm_patchkit.git.apply import Status
-
-    return {
-        Status.APPLIED: EXIT_OK,
-        Status.ALREADY_APPLIED: EXIT_OK,
-        Status.UPSTREAMED: EXIT_UPSTREAMED,
-        Status.NOT_CARRIED: EXIT_OK,
-        Status.CONFLICT: EXIT_CONFLICT,
-        Status.REFUSED: EXIT_REFUSED,
-        Status.ERROR: EXIT_ERROR,
-    }
+from vllm_patchkit.errors import EXIT_BY_STATUS
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "apply",
         help="apply the series to a checkout as commits (git am -3), all or nothing",
         description=(
@@ -64,8 +46,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             ".git/vllm-patchkit/; the next run acts on it only when the checkout "
             "is as that run could have left it, and refuses otherwise."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_path(parser)
     add_json(parser)
@@ -113,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        for note in result.notes:
-            print(f"note: {note}")
-        print(f"{result.status}: {result.message}")
-        print("\n".join(patch_lines(result.patches)))
+        print_outcome(result, result.patches)
         if result.skipped:
             print(f"skipped by --skip: {', '.join(result.skipped)}")
-    return exit_by_status()[result.status]
+    return EXIT_BY_STATUS[result.status]

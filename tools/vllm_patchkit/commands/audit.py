@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_patchkit.commands.common import EXIT_CODES_HELP, add_json, emit_json
+from vllm_patchkit.commands.common import add_command, add_json, emit_json
 from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
 _DESCRIPTION = (
@@ -25,12 +25,11 @@ _DESCRIPTION = (
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "audit",
         help="find metadata builders that write shared state (the #51585 class)",
         description=_DESCRIPTION,
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "path", nargs="?", type=Path, help="a vLLM tree (default: the installed vLLM)"

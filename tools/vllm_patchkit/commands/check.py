@@ -12,18 +12,18 @@ from __future__ import annotations
 import argparse
 
 from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    EXIT_FAILED,
-    EXIT_OK,
+    add_command,
     add_json,
     add_path,
     emit_json,
     patch_lines,
 )
+from vllm_patchkit.errors import EXIT_FAILED, EXIT_OK
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "check",
         help="read-only: is each patch applied, upstreamed, carried, applicable?",
         description=(
@@ -40,8 +40,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "apply). Exit 1 when a patch would conflict; not-carried is not a "
             "failure."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_path(parser)
     add_json(parser)

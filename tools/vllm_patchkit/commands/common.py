@@ -1,4 +1,4 @@
-"""What every subcommand shares: exit codes, PATH and --json, output."""
+"""What every subcommand shares: its parser, PATH and --json, output."""
 
 from __future__ import annotations
 
@@ -6,35 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from vllm_patchkit.errors import (
-    EXIT_CONFLICT,
-    EXIT_ERROR,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_UPSTREAMED,
-)
-
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from typing import Any
-
-__all__ = [
-    "EXIT_CODES_HELP",
-    "EXIT_CONFLICT",
-    "EXIT_ERROR",
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_REFUSED",
-    "EXIT_UPSTREAMED",
-    "add_json",
-    "add_path",
-    "emit_json",
-    "patch_lines",
-    "to_jsonable",
-]
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -53,6 +27,17 @@ exit codes:
   130  interrupted (SIGINT, SIGTERM, SIGHUP); the message says whether the
      checkout was restored or nothing was changed
 """
+
+
+def add_command(
+    commands: argparse._SubParsersAction, name: str, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """A subcommand's parser: its description as written, the exit codes
+    (:data:`EXIT_CODES_HELP`, unless ``epilog`` says otherwise) below it."""
+    kwargs.setdefault("epilog", EXIT_CODES_HELP)
+    return commands.add_parser(
+        name, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+    )
 
 
 def add_path(
@@ -92,6 +77,14 @@ def emit_json(payload: Any) -> None:
 
     json.dump(to_jsonable(payload), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def print_outcome(result: Any, patches: list[Any]) -> None:
+    """A series operation's notes, status and message, then its patches."""
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"{result.status}: {result.message}")
+    print("\n".join(patch_lines(patches)))
 
 
 def patch_lines(patches: list[Any]) -> list[str]:

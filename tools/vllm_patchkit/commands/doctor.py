@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
+    add_command,
     add_json,
     emit_json,
     patch_lines,
@@ -17,7 +17,8 @@ from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "doctor",
         help="is a vLLM tree or the installed vLLM affected, and why?",
         description=(
@@ -35,8 +36,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "capture does to the host offsets cannot be proven: an alias, a "
             "call receiving them); 0 otherwise."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "path", nargs="?", type=Path, help="a vLLM tree (default: the installed vLLM)"

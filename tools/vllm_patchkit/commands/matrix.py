@@ -9,13 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    EXIT_OK,
-    add_json,
-    emit_json,
-)
-from vllm_patchkit.errors import InputError
+from vllm_patchkit.commands.common import add_command, add_json, emit_json
+from vllm_patchkit.errors import EXIT_OK, InputError
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.trees.runtime import VLLM_RUNTIME, require
 
@@ -28,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "matrix",
         help="stock suite, series applied, overlay, audit: every release measured",
         description=(
@@ -52,8 +48,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "subsets with --releases or --shard and put their row files "
             "together with --merge: the same table, byte for byte."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--from",

@@ -7,27 +7,17 @@ import argparse
 from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
     EXIT_CODES_HELP,
-    EXIT_ERROR,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_REFUSED,
+    add_command,
     add_json,
     add_path,
     emit_json,
     to_jsonable,
 )
+from vllm_patchkit.errors import EXIT_BY_STATUS
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from vllm_patchkit.pull_request import PullRequest
-
-EXIT_BY_STATUS = {
-    "ready": EXIT_OK,
-    "submitted": EXIT_OK,
-    "checks-failed": EXIT_FAILED,
-    "refused": EXIT_REFUSED,
-    "error": EXIT_ERROR,
-}
 
 
 def _show_defaults(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +27,8 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "pr",
         help="prepare the upstream PR: sign-offs, title, body, gh command",
         description=(
@@ -58,7 +49,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         ),
         epilog=EXIT_CODES_HELP
         + "  (pr: 1 = test or precommit failed; 2 = a sign-off is missing)\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
     )
     lazy_help(parser, _show_defaults)

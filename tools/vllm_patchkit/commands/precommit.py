@@ -6,13 +6,13 @@ import argparse
 
 from vllm_patchkit.commands import lazy_help
 from vllm_patchkit.commands.common import (
-    EXIT_FAILED,
-    EXIT_OK,
+    add_command,
     add_json,
     add_path,
     emit_json,
     to_jsonable,
 )
+from vllm_patchkit.errors import EXIT_FAILED, EXIT_OK
 
 DESCRIPTION = """\
 Run the checkout's own .pre-commit-config.yaml on the files the patch series
@@ -60,11 +60,11 @@ def _describe(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "precommit",
         help="run the checkout's pre-commit hooks on the series' files, offline",
         epilog=EXIT_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
     )
     lazy_help(parser, _describe)

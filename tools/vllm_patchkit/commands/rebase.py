@@ -7,25 +7,18 @@ import os
 from pathlib import Path
 
 from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    EXIT_CONFLICT,
-    EXIT_OK,
-    EXIT_REFUSED,
+    add_command,
     add_json,
     add_path,
     emit_json,
-    patch_lines,
+    print_outcome,
 )
-
-EXIT_BY_STATUS = {
-    "rebased": EXIT_OK,
-    "conflict": EXIT_CONFLICT,
-    "refused": EXIT_REFUSED,
-}
+from vllm_patchkit.errors import EXIT_BY_STATUS
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "rebase",
         help=(
             "replay the branch (the series and your own commits) onto REF; the "
@@ -46,8 +39,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "below HEAD, a merge commit after the base, or an --onto, --upstream "
             "or --base value that git could read as an option or a refspec."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--onto",
@@ -100,8 +91,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        for note in result.notes:
-            print(f"note: {note}")
-        print(f"{result.status}: {result.message}")
-        print("\n".join(patch_lines(result.patches + result.commits)))
-    return EXIT_BY_STATUS.get(result.status, EXIT_REFUSED)
+        print_outcome(result, result.patches + result.commits)
+    return EXIT_BY_STATUS[result.status]

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    EXIT_OK,
-    add_json,
-    add_path,
-    emit_json,
-)
+from vllm_patchkit.commands.common import add_command, add_json, add_path, emit_json
+from vllm_patchkit.errors import EXIT_OK
 from vllm_patchkit.paths import writable_series
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "refresh",
         help="regenerate the patch files from the series commits (idempotent)",
         description=(
@@ -26,8 +22,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "the series does not carry for the checkout's release (its Affects: "
             "range) keeps its file and series line as they are."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--base", metavar="REF", help="the upstream commit below the series"

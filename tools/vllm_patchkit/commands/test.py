@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.commands.common import (
-    EXIT_CODES_HELP,
-    add_json,
-    add_path,
-    emit_json,
-)
+from vllm_patchkit.commands.common import add_command, add_json, add_path, emit_json
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.trees.runtime import TEST_RUNTIME, require
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "test",
         help="run the regression suite against the vLLM source at PATH",
         description=(
@@ -40,8 +36,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "1 if one is not; 3 (cannot judge) when nothing failed but a core "
             "check of an expected fix or the upstream test could not run."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--baseline",

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_patchkit.commands.common import EXIT_CODES_HELP, EXIT_OK, add_json, emit_json
+from vllm_patchkit.commands.common import add_command, add_json, emit_json
+from vllm_patchkit.errors import EXIT_OK
 
 DEFAULT_VERSIONS = "0.12.0,0.20.0,0.28.0,0.29.0"
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "upstream",
         help="build a git upstream from released vLLM sources (offline rebases)",
         description=(
@@ -20,8 +22,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "repository with one commit per release, in the order given, tagged "
             "v<version>. Use it with `rebase --upstream`."
         ),
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--versions",
