@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_overlay.capture_shape import inspect_capture_source
-from vllm_patchkit.git.invariants import check_invariant
+from vllm_overlay.aiter_shape import AITER_UNIFIED_ATTN as AITER_ATTN
+from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_source
+from vllm_patchkit.git.invariants import rocm_aiter_unified_capture_keeps_offsets
 from vllm_patchkit.judge.mutation.aiter_unified import (
     AITER_MODULE,
     PAIR_MUTANTS,
@@ -37,7 +38,6 @@ from vllm_patchkit.judge.mutation.aiter_unified import (
     mutate_pair,
 )
 from vllm_patchkit.judge.mutation.mutants import MUTANTS, Mutant, mutate
-from vllm_patchkit.judge.mutation.worker import MODULE
 from vllm_patchkit.judge.regression.verdict import (
     FAILED,
     FIXED,
@@ -47,9 +47,6 @@ from vllm_patchkit.judge.regression.verdict import (
 )
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
-ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
-AITER_ATTN = Path(*AITER_MODULE.split(".")).with_suffix(".py")
-AITER_INVARIANT = "rocm-aiter-unified-capture-keeps-offsets"
 MAX_JOBS = 2
 
 TIER_PAIR_MUTANTS: tuple[PairMutant, ...] = tuple(
@@ -149,7 +146,7 @@ class _Job:
     def invariant_shape(self) -> str:
         """``fixed`` when the AST check is fooled (calls the mutant fixed)."""
         if self.relpath == AITER_ATTN:
-            holds = check_invariant(AITER_INVARIANT, self.directory).holds
+            holds = rocm_aiter_unified_capture_keeps_offsets(self.directory).holds
             return "fixed" if holds else "not-fixed"
         return inspect_capture_source(self.source, self.module_file).shape.value
 
