@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
+from tests.toolkit.cli_helpers import user_commit
 from tests.vllm_in_process import import_vllm
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.judge.regression import report_cache
 from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.trees.installed import copy_installed_vllm
-from vllm_patchkit.trees.releases import clone_release, user_commit
+from vllm_patchkit.trees.releases import clone_release
 
 pytest_plugins = ("tests.interpreter_state",)
 

@@ -77,6 +77,21 @@ def upstream_rewrites_the_zeroing(upstream: Path, work: Path, branch: str) -> Gi
     return git
 
 
+USER_WORK = "examples/local_notes.md"
+"""The file :func:`user_commit` adds: a user's own work, outside ``vllm/``."""
+
+
+def user_commit(git: Git) -> str:
+    """Commit a change of a user's own on top of a clone (as a user's
+    checkout has: the tag's release, with commits on top); its id."""
+    notes = git.root / USER_WORK
+    with notes.open("a") as handle:  # each call commits one more line
+        handle.write("A local note, not part of vLLM.\n")
+    git.run("add", USER_WORK)
+    git.run("commit", "--quiet", "--no-verify", "-m", "Local notes")
+    return git.out("rev-parse", "HEAD")
+
+
 def journal_file(root: Path) -> Path:
     return root / ".git" / "vllm-patchkit" / "journal.json"
 

@@ -23,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolkit.cli_helpers import patchkit_json, snapshot
+from tests.toolkit.cli_helpers import patchkit_json, snapshot, user_commit
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.judge.matrix import run_suite
 from vllm_patchkit.judge.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.trees.releases import user_commit
 
 pytestmark = pytest.mark.release_trees
 

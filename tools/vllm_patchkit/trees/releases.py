@@ -163,18 +163,3 @@ def clone_release(version: str, dest: Path, *, checkout: bool = False) -> Git:
     dest.parent.mkdir(parents=True, exist_ok=True)
     Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
     return Git(dest, tuple(TOOL_IDENTITY.items()))
-
-
-USER_WORK = "examples/local_notes.md"
-"""The file :func:`user_commit` adds: a user's own work, outside ``vllm/``."""
-
-
-def user_commit(git: Git) -> str:
-    """Commit a change of a user's own on top of a clone (as a user's
-    checkout has: the tag's release, with commits on top); its id."""
-    notes = git.root / USER_WORK
-    with notes.open("a") as handle:  # each call commits one more line
-        handle.write("A local note, not part of vLLM.\n")
-    git.run("add", USER_WORK)
-    git.run("commit", "--quiet", "--no-verify", "-m", "Local notes")
-    return git.out("rev-parse", "HEAD")
