@@ -39,7 +39,7 @@ def format_verify(result: VerifyResult) -> str:
     rows: list[list[str]] = []
     names = [c["name"] for r in runs for c in r.checks]
     for name in dict.fromkeys(names):
-        rows.append([name, *(_cell(r, name) for r in runs)])
+        rows.append([name, *(_cell(r.checks, name, "-")[:CELL_WIDTH] for r in runs)])
     if result.test_files:
         rows.append(["upstream test", *(_test_cell(r) for r in runs)])
     lines = [f"vLLM {_version(runs)} from {result.after.tree}"]
@@ -127,15 +127,16 @@ def _version(runs: list[TreeRun]) -> str:
     return next((r.vllm_version for r in reversed(runs) if r.vllm_version), "?")
 
 
-def _cell(run: TreeRun, name: str) -> str:
-    for check in run.checks:
+def _cell(checks: list[dict[str, Any]], name: str, absent: str) -> str:
+    """The check ``name``: PASS, or FAIL or NOT RUN with its detail."""
+    for check in checks:
         if check["name"] == name:
             status = status_of(check)
             if status == PASSED:
                 return "PASS"
             word = "FAIL" if status == FAILED else "NOT RUN"
-            return f"{word} {check['detail']}"[:CELL_WIDTH]
-    return "-"
+            return f"{word} {check['detail']}"
+    return absent
 
 
 def _test_cell(run: TreeRun) -> str:
@@ -182,14 +183,7 @@ def _demo_cell(report: TreeReport | None, name: str) -> str:
         return "-"
     if report.report is None:
         return "ERROR (see log)"
-    for check in report.report["checks"]:
-        if check["name"] == name:
-            status = status_of(check)
-            if status == PASSED:
-                return "PASS"
-            word = "FAIL" if status == FAILED else "NOT RUN"
-            return f"{word} {check['detail']}"
-    return "n/a"
+    return _cell(report.report["checks"], name, "n/a")
 
 
 def format_demo(result: DemoResult) -> str:
