@@ -9,20 +9,20 @@ are cheap local clones; the cached tree itself is never modified.
 
 from __future__ import annotations
 
-import fcntl
 import re
 import shutil
 import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, init_repo
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.index import download, find_sdist
+from vllm_patchkit.trees.run_cache import file_lock
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]+)?$")
 # Fixed commit metadata: the same release gives the same commit id anywhere.
@@ -35,17 +35,9 @@ def check_version(version: str) -> str:
     return version
 
 
-@contextmanager
-def locked(name: str) -> Iterator[None]:
+def locked(name: str) -> AbstractContextManager[None]:
     """Serialise cache writers (parallel tests, two demos at once)."""
-    locks = cache_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with (locks / f"{name}.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return file_lock(cache_dir() / "locks" / f"{name}.lock")
 
 
 @contextmanager

@@ -22,10 +22,23 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold ``path`` (made if need be) against every other process and thread:
+    each holder opens the file anew, and flock excludes other open files."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -78,16 +91,9 @@ class RunCache:
         scratch.write_text(json.dumps({"kind": key.kind, "value": value}))
         scratch.replace(path)
 
-    @contextmanager
-    def locked(self, key: CacheKey) -> Iterator[None]:
+    def locked(self, key: CacheKey) -> AbstractContextManager[None]:
         """Hold ``key`` against every other process and thread."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with self.path(key).with_suffix(".lock").open("w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return file_lock(self.path(key).with_suffix(".lock"))
 
     def get(
         self, key: CacheKey, compute: Callable[[], tuple[Any, bool]]
