@@ -9,15 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_overlay.arming import warn_when_loaded
+from vllm_overlay.state import Action, InstallState
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
     from types import ModuleType
+    from typing import Any
 
     from vllm_overlay.record import PatchTarget
-    from vllm_overlay.state import InstallState
+    from vllm_overlay.state import Code
 
     Before = Mapping[str, InstallState]
     """The decisions, by fix name, of the fixes this one ``needs``."""
@@ -68,3 +70,18 @@ class Fix:
     def warn(self, state: InstallState) -> None:
         """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
         warn_when_loaded(state, self.module, self.what)
+
+    def state(
+        self,
+        action: Action,
+        version: str,
+        reason: str,
+        code: Code | None = None,
+        **more: Any,
+    ) -> InstallState:
+        """A decision of this fix's (``more``: the other fields of the state)."""
+        return InstallState(action, version, reason, code, name=self.name, **more)
+
+    def left_alone(self, version: str, code: Code | None, why: str) -> InstallState:
+        """Code it cannot prove it may change: left exactly as it was."""
+        return self.state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)

@@ -116,7 +116,6 @@ RECORD = PatchTarget(
     ),
 )
 
-NAME = RECORD.name
 WHAT = " for ROCM_AITER_UNIFIED_ATTN (#53821)"
 """Names this fix in shared log messages."""
 
@@ -133,12 +132,14 @@ def assess(before: Before | None = None) -> InstallState:
     version = vllm_version()
     file = source_file(RECORD.module)
     if file is None:
-        return _state(Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}")
+        return FIX.state(
+            Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}"
+        )
     rocm = _rocm_code(before)
     if rocm is None:
         generic = source_file(capture.RECORD.module)
         if generic is None:
-            return _state(
+            return FIX.state(
                 Action.ABSENT, version, f"vLLM {version} has no rocm_attn module"
             )
         rocm = inspect_capture_source(generic.read_bytes(), generic)
@@ -149,7 +150,7 @@ def assess_tree(root: Path, version: str, before: Before | None = None) -> Insta
     """The decision for the vLLM source tree (or install) at ``root``."""
     file = root / AITER_UNIFIED_ATTN
     if not file.is_file():
-        return _state(Action.ABSENT, version, f"no {AITER_UNIFIED_ATTN} in {root}")
+        return FIX.state(Action.ABSENT, version, f"no {AITER_UNIFIED_ATTN} in {root}")
     rocm = _rocm_code(before) or inspect_capture_tree(root)
     return assess_file(file, rocm, version)
 
@@ -158,48 +159,32 @@ def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
     """The decision for one AITER module and the ``rocm_attn.py`` it imports."""
     code = inspect_aiter_source(file.read_bytes(), file)
     if code.shape is AiterShape.OWN_BUILDER:
-        return _state(Action.NOT_NEEDED, version, code.detail, code)
+        return FIX.state(Action.NOT_NEEDED, version, code.detail, code)
     if code.shape is AiterShape.MISSING:
-        return _state(Action.ABSENT, version, code.detail, code)
+        return FIX.state(Action.ABSENT, version, code.detail, code)
     if code.shape is not AiterShape.SHARED:
         why = code.detail
         if code.line and not why.startswith(str(code.file)):
             why = f"{code.file}:{code.line}: {why}"
-        return _left_alone(version, code, f"unrecognised {code.shape} code: {why}")
+        return FIX.left_alone(version, code, f"unrecognised {code.shape} code: {why}")
     if rocm.shape is Shape.NO_ZEROING:
-        return _state(
+        return FIX.state(
             Action.NOT_NEEDED,
             version,
             f"{code.detail}; its capture does not zero the offsets: {rocm.detail}",
             code,
         )
     if rocm.shape not in (Shape.BUGGY, Shape.FIXED):
-        return _left_alone(
+        return FIX.left_alone(
             version,
             code,
             f"{code.detail}; the builder's capture is not a known shape "
             f"({rocm.shape}): {rocm.detail}",
         )
     plan = AiterPlan(code)
-    return InstallState(
-        Action.INSTALLED,
-        version,
-        plan.summary,
-        code,
-        RECORD.reaches,
-        plan=plan,
-        name=NAME,
+    return FIX.state(
+        Action.INSTALLED, version, plan.summary, code, covered=RECORD.reaches, plan=plan
     )
-
-
-def _state(
-    action: Action, version: str, reason: str, code: object = None
-) -> InstallState:
-    return InstallState(action, version, reason, code, name=NAME)  # type: ignore[arg-type]
-
-
-def _left_alone(version: str, code: object, why: str) -> InstallState:
-    return _state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
 
 
 def arm(state: InstallState) -> None:

@@ -100,7 +100,9 @@ def assess(before: Before | None = None) -> InstallState:
     version = vllm_version()
     source = source_file(RECORD.module)
     if source is None:
-        return _state(Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}")
+        return FIX.state(
+            Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}"
+        )
     return assess_file(source, version)
 
 
@@ -108,7 +110,7 @@ def assess_tree(root: Path, version: str, before: Before | None = None) -> Insta
     """The decision for the vLLM source tree (or install) at ``root``."""
     file = root / ROCM_ATTN
     if not file.is_file():
-        return _state(Action.ABSENT, version, f"no {ROCM_ATTN} in {root}")
+        return FIX.state(Action.ABSENT, version, f"no {ROCM_ATTN} in {root}")
     return assess_file(file, version)
 
 
@@ -116,7 +118,9 @@ def assess_file(source: Path, version: str) -> InstallState:
     """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
     module = parse_source(source.read_bytes(), source)
     if isinstance(module, CaptureCode):
-        return _left_alone(version, module, f"{source}:{module.line}: {module.detail}")
+        return FIX.left_alone(
+            version, module, f"{source}:{module.line}: {module.detail}"
+        )
     method, code = classify_module(module, source)
     action = action_for(code.shape)
     if action is Action.INSTALLED:
@@ -124,25 +128,15 @@ def assess_file(source: Path, version: str) -> InstallState:
         try:
             plan = plan_fix(method, code)
         except FixRefused as exc:
-            return _left_alone(version, code, str(exc))
-        return InstallState(
-            action, version, plan.summary, code, RECORD.reaches, plan=plan, name=NAME
+            return FIX.left_alone(version, code, str(exc))
+        return FIX.state(
+            action, version, plan.summary, code, covered=RECORD.reaches, plan=plan
         )
     if action is Action.UNRECOGNISED:
-        return _left_alone(
+        return FIX.left_alone(
             version, code, f"unrecognised {code.shape} code: {code.detail}"
         )
-    return _state(action, version, code.detail, code)
-
-
-def _state(
-    action: Action, version: str, reason: str, code: CaptureCode | None = None
-) -> InstallState:
-    return InstallState(action, version, reason, code, name=NAME)
-
-
-def _left_alone(version: str, code: CaptureCode, why: str) -> InstallState:
-    return _state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
+    return FIX.state(action, version, code.detail, code)
 
 
 def action_for(shape: Shape) -> Action:
