@@ -24,6 +24,7 @@ from vllm_patchkit.git.carry import (
     decide,
     read_version,
 )
+from vllm_patchkit.git.guard import commit_diffs
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Patch, Series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
@@ -167,12 +168,6 @@ def committer_env(git: Git) -> dict[str, str]:
     return {k: v for k, v in TOOL_IDENTITY.items() if k.startswith("GIT_COMMITTER")}
 
 
-def patch_ids(git: Git, text: str) -> list[str]:
-    """The stable patch-id of every mail or commit in ``text``, in order."""
-    proc = git.run("patch-id", "--stable", input_text=text)
-    return [line.split()[0] for line in proc.stdout.splitlines()]
-
-
 def in_history(git: Git, patch: Patch, limit: int = 200) -> bool:
     """True when a recent commit touching the patch's files has its patch-id."""
     return patch.name in history(git, [patch], limit).applied
@@ -203,18 +198,9 @@ def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
         markers[marker] = patch.name
         _, _, rest = patch.path.read_text().partition("\n")
         chunks.append(f"From {marker} Mon Sep 17 00:00:00 2001\n{rest}")
-        log = git.run(
-            "log",
-            f"--max-count={limit}",
-            "--format=commit %H",
-            "--patch",
-            "--full-index",
-            "--no-color",
-            "HEAD",
-            "--",
-            *patch.files,
-        ).stdout
-        chunks.append(log)
+        chunks.append(
+            commit_diffs(git, f"--max-count={limit}", "HEAD", "--", *patch.files)
+        )
     found = History({}, set())
     if not patches:
         return found

@@ -286,6 +286,18 @@ def _am_dir(git: Git) -> Path:
     return git.git_dir() / "rebase-apply"
 
 
+def commit_diffs(git: Git, *args: str) -> str:
+    """``git log ARGS``: each commit's id and full diff, as ``git patch-id`` reads."""
+    return git.run(
+        "log", "--format=commit %H", "--patch", "--full-index", "--no-color", *args
+    ).stdout
+
+
+def patch_ids(git: Git, text: str) -> list[str]:
+    """The stable patch-id of every mail or commit in ``text``, in order."""
+    return git.run("patch-id", "--stable", input_text=text).stdout.split()[::2]
+
+
 def own_commits(git: Git, journal: Journal) -> int | None:
     """How many commits on top of the journal's HEAD are the run's own
     (``git am`` of its patches, in order); None when HEAD has others."""
@@ -300,16 +312,7 @@ def own_commits(git: Git, journal: Journal) -> int | None:
         return None
     if git.out("rev-list", "--merges", f"{journal.head}..{head}"):
         return None
-    log = git.run(
-        "log",
-        "--reverse",
-        "--format=commit %H",
-        "--patch",
-        "--full-index",
-        "--no-color",
-        f"{journal.head}..{head}",
-    ).stdout
-    ids = git.run("patch-id", "--stable", input_text=log).stdout.split()[::2]
+    ids = patch_ids(git, commit_diffs(git, "--reverse", f"{journal.head}..{head}"))
     if ids != list(journal.patch_ids[: len(commits)]):
         return None
     return len(commits)
@@ -361,7 +364,7 @@ def _am_patch_ids(git: Git, am_dir: Path) -> list[str]:
     text = "".join(p.read_text(errors="replace") for p in mails)
     if not text:
         return ["(no patch)"]
-    return git.run("patch-id", "--stable", input_text=text).stdout.split()[::2]
+    return patch_ids(git, text)
 
 
 def save_current_state(git: Git, journal: Journal) -> list[str]:

@@ -43,7 +43,7 @@ from vllm_patchkit.git.checkout import (
     open_checkout,
     refusal,
 )
-from vllm_patchkit.git.guard import CheckoutGuard, restore
+from vllm_patchkit.git.guard import CheckoutGuard, commit_diffs, restore
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.revs import (
     check_ref_name,
@@ -237,15 +237,7 @@ def _series_commits(
     """
     if not commits:
         return {}
-    log = git.run(
-        "log",
-        "--format=commit %H",
-        "--patch",
-        "--full-index",
-        "--no-color",
-        f"{base}..HEAD",
-        "--",
-    ).stdout
+    log = commit_diffs(git, f"{base}..HEAD", "--")
     # Each patch file under a made-up commit id (its position in the
     # series), so one `git patch-id` tells which patch an id belongs to.
     made_up = {f"{i + 1:040x}": p.name for i, p in enumerate(series.patches)}
