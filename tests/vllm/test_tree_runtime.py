@@ -21,14 +21,16 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_patchkit.trees.releases import release_tree
-from vllm_patchkit.trees.requirement_files import MAX_DEPTH
+from vllm_patchkit.trees.requirement_files import (
+    MAX_DEPTH,
+    UnreadableRequirements,
+    tree_requirements,
+)
 from vllm_patchkit.trees.tree_process import TreeLauncher
 from vllm_patchkit.trees.tree_runtime import (
     MANIFEST,
     RuntimeUnavailable,
-    UnreadableRequirements,
     runtime_for,
-    tree_requirements,
     venv_distributions,
 )
 

@@ -40,21 +40,11 @@ from vllm_patchkit.trees.releases import locked, staged_dir
 from vllm_patchkit.trees.requirement_files import (
     InvalidRequirement,
     Requirement,
-    UnreadableRequirements,
     is_plain,
     metadata_requirements,
     tree_requirements,
 )
 from vllm_patchkit.trees.versions import tree_release
-
-__all__ = [
-    "RuntimeUnavailable",
-    "TreeRuntime",
-    "UnreadableRequirements",
-    "runtime_for",
-    "tree_requirements",
-    "venv_distributions",
-]
 
 TORCH_BOUND = frozenset(
     canonicalize_name(n)
