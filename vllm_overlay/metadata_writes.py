@@ -30,6 +30,12 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    D = TypeVar("D", ast.FunctionDef, ast.ClassDef)
+
 META = ("meta",)
 """The shared metadata object itself."""
 COPY = ("copy",)
@@ -70,22 +76,21 @@ FRAME_ACCESS = frozenset({"eval", "exec", "locals", "vars", "globals"})
 """Calls that reach a local name without naming it."""
 
 
+def _last_definition(body: list[ast.stmt], kind: type[D], name: str) -> D | None:
+    """The last ``kind`` statement named ``name`` in ``body``: the one Python
+    keeps when a name is defined twice."""
+    found = [node for node in body if isinstance(node, kind) and node.name == name]
+    return found[-1] if found else None
+
+
 def method_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
     """Method ``name`` of ``cls``: its last definition, the one Python keeps."""
-    found = None
-    for item in cls.body:
-        if isinstance(item, ast.FunctionDef) and item.name == name:
-            found = item
-    return found
+    return _last_definition(cls.body, ast.FunctionDef, name)
 
 
 def find_class(module: ast.Module, name: str) -> ast.ClassDef | None:
     """The class ``name`` the module ends up with (its last top-level definition)."""
-    found = None
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            found = node
-    return found
+    return _last_definition(module.body, ast.ClassDef, name)
 
 
 def find_method(module: ast.Module, qualname: str) -> ast.FunctionDef | None:
