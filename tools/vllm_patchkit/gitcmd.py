@@ -209,6 +209,19 @@ class Git:
         """No staged, unstaged or untracked changes (ignored files don't count)."""
         return self.status_porcelain() == ""
 
+    def commit_diffs(self, *args: str) -> str:
+        """``git log ARGS``: each commit's id and full diff, as ``git
+        patch-id`` reads them."""
+        return self.run(
+            "log", "--format=commit %H", "--patch", "--full-index", "--no-color", *args
+        ).stdout
+
+    def patch_ids(self, text: str) -> list[tuple[str, str]]:
+        """``(stable patch-id, commit id)`` of every commit or mail in
+        ``text`` (:meth:`commit_diffs`, patch files), in order."""
+        out = self.run("patch-id", "--stable", input_text=text).stdout
+        return [(pid, commit) for pid, commit in map(str.split, out.splitlines())]
+
     def head_and_branch(self) -> tuple[str, str | None]:
         """HEAD's commit and the checked-out branch (None: detached), in one
         git process: what :meth:`head` and :meth:`branch` say."""

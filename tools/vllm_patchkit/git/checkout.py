@@ -24,9 +24,8 @@ from vllm_patchkit.git.carry import (
     decide,
     read_version,
 )
-from vllm_patchkit.git.guard import commit_diffs
 from vllm_patchkit.git.invariants import check_invariant
-from vllm_patchkit.git.series import Patch, Series
+from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
 
 BASE_REF = "refs/vllm-patchkit/base"
@@ -196,18 +195,15 @@ def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
     for number, patch in enumerate(patches):
         marker = f"{number + 1:040x}"
         markers[marker] = patch.name
-        _, _, rest = patch.path.read_text().partition("\n")
-        chunks.append(f"From {marker} Mon Sep 17 00:00:00 2001\n{rest}")
+        chunks.append(as_commit(patch.path, marker))
         chunks.append(
-            commit_diffs(git, f"--max-count={limit}", "HEAD", "--", *patch.files)
+            git.commit_diffs(f"--max-count={limit}", "HEAD", "--", *patch.files)
         )
     found = History({}, set())
     if not patches:
         return found
-    ids = git.run("patch-id", "--stable", input_text="".join(chunks)).stdout
     current = None
-    for line in ids.splitlines():
-        pid, commit = line.split()
+    for pid, commit in git.patch_ids("".join(chunks)):
         if commit in markers:
             current = markers[commit]
             found.patch_ids[current] = pid

@@ -286,18 +286,6 @@ def _am_dir(git: Git) -> Path:
     return git.git_dir() / "rebase-apply"
 
 
-def commit_diffs(git: Git, *args: str) -> str:
-    """``git log ARGS``: each commit's id and full diff, as ``git patch-id`` reads."""
-    return git.run(
-        "log", "--format=commit %H", "--patch", "--full-index", "--no-color", *args
-    ).stdout
-
-
-def patch_ids(git: Git, text: str) -> list[str]:
-    """The stable patch-id of every mail or commit in ``text``, in order."""
-    return git.run("patch-id", "--stable", input_text=text).stdout.split()[::2]
-
-
 def own_commits(git: Git, journal: Journal) -> int | None:
     """How many commits on top of the journal's HEAD are the run's own
     (``git am`` of its patches, in order); None when HEAD has others."""
@@ -312,7 +300,8 @@ def own_commits(git: Git, journal: Journal) -> int | None:
         return None
     if git.out("rev-list", "--merges", f"{journal.head}..{head}"):
         return None
-    ids = patch_ids(git, commit_diffs(git, "--reverse", f"{journal.head}..{head}"))
+    log = git.commit_diffs("--reverse", f"{journal.head}..{head}")
+    ids = [pid for pid, _ in git.patch_ids(log)]
     if ids != list(journal.patch_ids[: len(commits)]):
         return None
     return len(commits)
@@ -364,7 +353,7 @@ def _am_patch_ids(git: Git, am_dir: Path) -> list[str]:
     text = "".join(p.read_text(errors="replace") for p in mails)
     if not text:
         return ["(no patch)"]
-    return patch_ids(git, text)
+    return [pid for pid, _ in git.patch_ids(text)]
 
 
 def save_current_state(git: Git, journal: Journal) -> list[str]:

@@ -43,14 +43,14 @@ from vllm_patchkit.git.checkout import (
     open_checkout,
     refusal,
 )
-from vllm_patchkit.git.guard import CheckoutGuard, commit_diffs, restore
+from vllm_patchkit.git.guard import CheckoutGuard, restore
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.revs import (
     check_ref_name,
     check_repository,
     check_revision,
 )
-from vllm_patchkit.git.series import Patch, Series
+from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.gitcmd import Git, GitError
 
 FETCHED_REF = "refs/vllm-patchkit/fetched"
@@ -237,23 +237,16 @@ def _series_commits(
     """
     if not commits:
         return {}
-    log = commit_diffs(git, f"{base}..HEAD", "--")
+    log = git.commit_diffs(f"{base}..HEAD", "--")
     # Each patch file under a made-up commit id (its position in the
     # series), so one `git patch-id` tells which patch an id belongs to.
     made_up = {f"{i + 1:040x}": p.name for i, p in enumerate(series.patches)}
     files = "".join(
-        f"From {fake} Mon Sep 17 00:00:00 2001\n"
-        + (series.directory / name).read_text().split("\n", 1)[1]
-        for fake, name in made_up.items()
+        as_commit(series.directory / name, fake) for fake, name in made_up.items()
     )
     patch_of_id: dict[str, str] = {}
     id_of_commit: dict[str, str] = {}
-    for line in git.run("patch-id", "--stable", input_text=files + log).stdout.split(
-        "\n"
-    ):
-        if not line:
-            continue
-        pid, commit = line.split()
+    for pid, commit in git.patch_ids(files + log):
         if commit in made_up:
             patch_of_id.setdefault(pid, made_up[commit])
         else:

@@ -156,6 +156,13 @@ def inside(directory: Path, name: str) -> Path:
     return target
 
 
+def as_commit(path: Path, commit_id: str) -> str:
+    """The patch file's mail under the made-up ``commit_id``: read with
+    commits, ``git patch-id`` names the patch by that id."""
+    _, _, rest = path.read_text().partition("\n")
+    return f"From {commit_id} Mon Sep 17 00:00:00 2001\n{rest}"
+
+
 def check_invariant_trailer(patch: Patch) -> None:
     """At most one ``Invariant:`` trailer, naming a known check."""
     values = patch.trailer_values("Invariant")
