@@ -140,11 +140,11 @@ def make_all(entries: list[Builder], qlen: int) -> tuple[list[Made], list[NotMad
         for n, candidate in enumerate(candidates):
             layer = f"audit.{entry.qualname}.{qlen}.{n}"
             try:
-                builder = victims.make_builder(cls, candidate, qlen, layer)
+                config = harness.vllm_config(qlen, candidate.model)
+                builder = victims.make_builder(cls, candidate, qlen, layer, config)
             except Exception as exc:  # another release's constructor, CUDA
                 first_error = first_error or f"construct: {describe(exc)}"
                 continue
-            config = harness.vllm_config(qlen, candidate.model)
             made.append(Made(entry, cls, builder, config, candidate))
             break
         else:

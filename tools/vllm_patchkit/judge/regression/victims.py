@@ -311,9 +311,14 @@ def from_factory(module: Any, recipe: Recipe) -> type:
     return made.get_builder_cls()
 
 
-def make_builder(cls: type, recipe: Recipe, decode_query_len: int, layer: str) -> Any:
-    """``cls`` made from ``recipe`` as the model runner makes it."""
-    config = harness.vllm_config(decode_query_len, recipe.model)
+def make_builder(
+    cls: type, recipe: Recipe, decode_query_len: int, layer: str, config: Any = None
+) -> Any:
+    """``cls`` made from ``recipe`` as the model runner makes it; an MLA
+    recipe's layer is registered in ``config`` (made here when None: a caller
+    that runs the builder later passes the config it runs it under)."""
+    if config is None:
+        config = harness.vllm_config(decode_query_len, recipe.model)
     harness.init_distributed()
     if recipe.mla_layer:
         harness.register_mla_layer(config, layer)
