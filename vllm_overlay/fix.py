@@ -235,16 +235,20 @@ def prove_compiled_from(
     live: types.FunctionType,
     method: ast.FunctionDef,
     file: Path,
-    owner: str,
+    owner: str | None,
     where: str,
+    imports: tuple[ast.stmt, ...] = (),
 ) -> None:
     """Refuse, naming ``where``, unless the loaded function ``live`` was
-    compiled from ``method`` of class ``owner`` as it stands in ``file``
-    (equal code objects: same byte code, constants, names and positions)."""
+    compiled from ``method`` of class ``owner`` (None: a module-level
+    function) as it stands in ``file`` (equal code objects: same byte code,
+    constants, nested code, names and positions). ``imports``: the file's
+    module-level imports, which Python's compiler reads (it calls a module's
+    functions without its method-call shortcut)."""
     code = live.__code__
     flags = code.co_flags & _FUTURE_FLAGS
     if Path(code.co_filename).resolve() != file.resolve() or (
-        _compile_method(method, file, flags, owner) != code
+        _compile_method(method, file, flags, owner, imports) != code
     ):
         raise FixRefused(
             f"{where}: the loaded method was not compiled from this source "
@@ -254,32 +258,47 @@ def prove_compiled_from(
 
 
 def _compile_method(
-    method: ast.FunctionDef, file: Path, flags: int, owner: str = BUILDER_CLASS
+    method: ast.FunctionDef,
+    file: Path,
+    flags: int,
+    owner: str | None = BUILDER_CLASS,
+    imports: tuple[ast.stmt, ...] = (),
 ) -> types.CodeType:
-    """Compile ``method`` inside a bare class named ``owner``.
+    """Compile ``method`` inside a bare class named ``owner`` (None: at
+    module level).
 
     Only compiled, never run: nothing the class body or the decorators would
     evaluate is executed. The method's code object comes out as vLLM's own
     compile of the file made it (same qualname, positions, ``__class__``).
     """
-    shell = ast.ClassDef(
-        name=owner,
-        bases=[],
-        keywords=[],
-        body=[copy.deepcopy(method)],
-        decorator_list=[],
-    )
-    if "type_params" in ast.ClassDef._fields:
-        shell.type_params = []  # type: ignore[attr-defined]
-    ast.copy_location(shell, method)
-    module = ast.fix_missing_locations(ast.Module(body=[shell], type_ignores=[]))
+    node: ast.stmt = copy.deepcopy(method)
+    if owner is not None:
+        node = ast.ClassDef(
+            name=owner, bases=[], keywords=[], body=[node], decorator_list=[]
+        )
+        if "type_params" in ast.ClassDef._fields:
+            node.type_params = []  # type: ignore[attr-defined]
+        ast.copy_location(node, method)
+    body = [*copy.deepcopy(imports), node]
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     compiled = compile(module, str(file), "exec", flags=flags, dont_inherit=True)
-    for const in compiled.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name == owner:
-            for inner in const.co_consts:
-                if isinstance(inner, types.CodeType) and inner.co_name == method.name:
-                    return inner
+    scope = inner_code(compiled, owner) if owner is not None else compiled
+    found = inner_code(scope, method.name) if scope is not None else None
+    if found is not None:
+        return found
     raise FixRefused(f"{file}:{method.lineno}: compiling the method gave no code")
+
+
+def inner_code(code: types.CodeType, name: str) -> types.CodeType | None:
+    """The code object named ``name`` among ``code``'s constants."""
+    return next(
+        (
+            const
+            for const in code.co_consts
+            if isinstance(const, types.CodeType) and const.co_name == name
+        ),
+        None,
+    )
 
 
 def is_installed_on(module: Any) -> bool:

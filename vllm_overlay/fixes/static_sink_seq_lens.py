@@ -1,0 +1,431 @@
+"""StaticSink: the static-sink builder leaves the shared ``seq_lens`` alone.
+
+``StaticSinkAttentionBuilder.build`` (made by
+``create_static_sink_attention_backend``, vLLM 0.14.0 to 0.33.0) adds the
+sink to ``common_attn_metadata.seq_lens`` in place and reassigns
+``max_seq_len`` and ``block_table_tensor`` on the object it was handed. The
+model runner hands every KV-cache group a shallow copy of one metadata, so
+the tensor is shared: builders after it read lengths too long by the sink,
+and a second static-sink group adds the sink twice.
+
+The fix is more than one removed statement, so its proof is of a second
+kind: the method as installed must be, by its normalised AST, the upstream
+method of a known release (:data:`KNOWN_BUGGY`, every variant listed with
+its releases). Only then, when vLLM imports the module, and after proving
+the loaded factory is the code that was read (equal code objects), the
+builder's ``build`` is wrapped: the vendor's method still runs, on a shallow
+copy of the metadata whose ``seq_lens`` is a buffer of the builder's own
+(stable across steps, as a captured graph needs). What the static-sink layer
+builds is unchanged; what later builders read is what they were handed.
+Anything else is left alone, with a warning naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import enum
+import functools
+import hashlib
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_overlay.arming import arm_on_import, logger
+from vllm_overlay.capture_shape import binds, parse_source, top_level_bindings
+from vllm_overlay.fix import FixRefused, inner_code, prove_compiled_from
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.installed import source_file, vllm_version
+from vllm_overlay.metadata_writes import method_def
+from vllm_overlay.record import PatchTarget
+from vllm_overlay.state import Action, InstallState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from vllm_overlay.fixes.base import Before
+
+STATIC_SINK = Path("vllm/model_executor/layers/attention/static_sink_attention.py")
+FACTORY = "create_static_sink_attention_backend"
+BUILDER = "StaticSinkAttentionBuilder"
+METHOD = "build"
+METADATA_PARAMETER = "common_attn_metadata"
+
+KNOWN_BUGGY = {
+    "6747f988cc399fb109027306d392002efa7d30bf9d8024ed291f025b3405921d": (
+        "0.14.0-0.33.0"
+    ),
+}
+"""Every upstream ``build`` that writes the shared metadata, by the digest of
+its normalised AST (:func:`method_digest`), with the releases that ship it
+(``tests/unit/test_static_sink_releases.py`` reads each release's sdist)."""
+KNOWN_FIXED = {
+    "369eafd6236b62066ce35aed4cef3a7898494723dc8ea943538c8ae1f56ac95f": (
+        "patch 0004 (the series' fix, not upstream yet)"
+    ),
+}
+"""Every ``build`` known to leave the shared metadata alone."""
+
+FIX_MARKER = "__vllm_overlay_static_sink_fix__"
+"""Set on the wrapping factory and on each wrapped ``build``."""
+SEQ_LENS_BUFFER = "_vllm_overlay_seq_lens_with_sink"
+"""The builder's own ``seq_lens`` buffer (the attribute the wrapper sets)."""
+
+
+class SinkShape(enum.StrEnum):
+    """What ``StaticSinkAttentionBuilder.build`` is, by its AST."""
+
+    BUGGY = "buggy"
+    """A known upstream method that writes the shared metadata (0.14.0+)."""
+    FIXED = "fixed"
+    """A known method that leaves it alone (patch 0004)."""
+    UNRECOGNISED = "unrecognised"
+    """No known method (a vendor's change): never touched."""
+    UNPARSEABLE = "unparseable"
+    MISSING = "missing"
+    """No such module (before 0.14.0), factory, builder or method."""
+
+
+@dataclass(frozen=True)
+class SinkCode:
+    """The verdict on one ``static_sink_attention.py``, with its location."""
+
+    shape: SinkShape
+    file: Path
+    line: int | None
+    detail: str
+    factory: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
+    """For BUGGY: the factory's definition that was read (its code is proven
+    against the loaded one before the install)."""
+    imports: tuple[ast.stmt, ...] = field(default=(), compare=False, repr=False)
+    """For BUGGY: the module-level imports the factory was compiled with."""
+
+    @property
+    def affected(self) -> bool:
+        return self.shape is SinkShape.BUGGY
+
+    @property
+    def judged(self) -> bool:
+        return self.shape not in (SinkShape.UNRECOGNISED, SinkShape.UNPARSEABLE)
+
+
+def method_digest(method: ast.FunctionDef) -> str:
+    """The normalised AST of a method: its unparsed text (comments, layout
+    and quoting gone), hashed. The same on every Python the overlay runs on."""
+    return hashlib.sha256(ast.unparse(method).encode()).hexdigest()
+
+
+def inspect_static_sink_tree(root: Path) -> SinkCode:
+    """The verdict for the vLLM source tree (or install root) at ``root``."""
+    file = root / STATIC_SINK
+    if not file.is_file():
+        return SinkCode(SinkShape.MISSING, file, None, f"no {STATIC_SINK}")
+    return inspect_static_sink_source(file.read_bytes(), file)
+
+
+def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
+    """Classify ``StaticSinkAttentionBuilder.build`` in ``source``."""
+    module = parse_source(source, file)
+    if not isinstance(module, ast.Module):
+        return SinkCode(SinkShape.UNPARSEABLE, file, module.line, module.detail)
+    bound = top_level_bindings(module, FACTORY)
+    if not bound:
+        return SinkCode(SinkShape.MISSING, file, None, f"no {FACTORY}")
+    factory = bound[-1]
+    if len(bound) > 1 or not isinstance(factory, ast.FunctionDef):
+        why = f"{FACTORY} is not one function definition"
+        return SinkCode(SinkShape.UNRECOGNISED, file, factory.lineno, why)
+    builders = [node for node in factory.body if binds(node, BUILDER)]
+    builder = builders[-1] if builders else None
+    if not isinstance(builder, ast.ClassDef) or len(builders) > 1:
+        line = builder.lineno if builder else factory.lineno
+        why = f"{FACTORY} does not define one class {BUILDER}"
+        return SinkCode(SinkShape.UNRECOGNISED, file, line, why)
+    method = method_def(builder, METHOD)
+    where = f"{BUILDER}.{METHOD}"
+    if method is None:
+        return SinkCode(SinkShape.MISSING, file, builder.lineno, f"no {where}")
+    digest = method_digest(method)
+    if digest in KNOWN_BUGGY:
+        why = (
+            f"{where} is upstream's method of vLLM {KNOWN_BUGGY[digest]}: it adds "
+            "the sink to the shared seq_lens in place"
+        )
+        imports = tuple(module_imports(module))
+        return SinkCode(SinkShape.BUGGY, file, method.lineno, why, factory, imports)
+    if digest in KNOWN_FIXED:
+        why = f"{where} leaves the shared metadata alone ({KNOWN_FIXED[digest]})"
+        return SinkCode(SinkShape.FIXED, file, method.lineno, why)
+    why = (
+        f"{where} is no known upstream method (normalised AST {digest[:12]}; "
+        f"known: {', '.join(sorted(KNOWN_BUGGY.values()))})"
+    )
+    return SinkCode(SinkShape.UNRECOGNISED, file, method.lineno, why)
+
+
+def module_imports(module: ast.Module) -> list[ast.stmt]:
+    """The import statements of the module's own scope (in if/try too)."""
+    found: list[ast.stmt] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if isinstance(statement, ast.Import | ast.ImportFrom):
+                found.append(statement)
+            elif not isinstance(statement, ast.FunctionDef | ast.ClassDef):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(statement, block, []))
+                for handler in getattr(statement, "handlers", []):
+                    visit(handler.body)
+
+    visit(module.body)
+    return found
+
+
+RECORD = PatchTarget(
+    name="static-sink-keeps-shared-seq-lens",
+    module="vllm.model_executor.layers.attention.static_sink_attention",
+    qualname=f"{BUILDER}.{METHOD}",
+    source_file=str(STATIC_SINK),
+    why=(
+        "StaticSinkAttentionBuilder.build adds the sink to "
+        "common_attn_metadata.seq_lens in place and reassigns max_seq_len and "
+        "block_table_tensor on the metadata it is handed. The model runner "
+        "hands every KV-cache group a shallow copy of one metadata, so "
+        "seq_lens is shared: the builders of the groups after a static-sink "
+        "group (openPangu's other attention layers, its MTP drafter) read "
+        "lengths too long by the sink, and a second static-sink group adds "
+        "it twice. Upstream has not fixed it (patch 0004 of the series)."
+    ),
+    how=(
+        f"At start-up the plugin reads {STATIC_SINK.name} by its AST (no "
+        "import): StaticSinkAttentionBuilder.build must be, by its normalised "
+        "AST, the upstream method of a known release. When vLLM imports the "
+        f"module, after proving the loaded {FACTORY} is the code that was read "
+        "(equal code objects), the factory is wrapped so that each builder it "
+        "makes has its build wrapped: the vendor's method runs on a shallow "
+        "copy of the metadata whose seq_lens is a buffer of the builder's own, "
+        "so the shared object and its tensors keep what the runner put there "
+        "and the static-sink layer builds what it built before. Code it "
+        "cannot prove is left alone, with a warning naming the file, the line "
+        "and why."
+    ),
+    related=(
+        (
+            "vllm-overlay patch 0004: [Bugfix] StaticSink: keep the shared "
+            "seq_lens (the upstream PR, ready in docs/upstream/"
+            "static-sink-seq-lens.md)"
+        ),
+    ),
+    affected="0.14.0-0.33.0",
+    inert_from="none yet",
+    removal=(
+        "Inert on a vLLM whose build leaves the shared metadata alone (the "
+        "overlay sees patch 0004's method and does nothing). Remove this "
+        "target once upstream carries the fix and the oldest vLLM release "
+        "the overlay supports has it."
+    ),
+    reaches=(
+        f"{FACTORY}() and every backend it makes (StaticSinkAttention layers)",
+        "subclasses of a StaticSinkAttentionBuilder calling super().build",
+    ),
+)
+NAME = RECORD.name
+WHAT = " for StaticSink's shared seq_lens"
+"""Names this fix in shared log messages."""
+
+
+@dataclass(frozen=True)
+class SinkPlan:
+    """What the install will do, decided from the AST at registration."""
+
+    code: SinkCode
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"{self.code.file}:{self.code.line} {BUILDER}.{METHOD} runs as "
+            "installed on a shallow copy of the metadata whose seq_lens is the "
+            "builder's own buffer; the shared metadata is not written"
+        )
+
+
+def assess(before: Before | None = None) -> InstallState:
+    """What the overlay would do on the installed vLLM, changing nothing."""
+    version = vllm_version()
+    file = source_file(RECORD.module)
+    if file is None:
+        return FIX.state(
+            Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}"
+        )
+    return assess_file(file, version)
+
+
+def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
+    """The decision for the vLLM source tree (or install) at ``root``."""
+    file = root / STATIC_SINK
+    if not file.is_file():
+        return FIX.state(Action.ABSENT, version, f"no {STATIC_SINK} in {root}")
+    return assess_file(file, version)
+
+
+def assess_file(file: Path, version: str) -> InstallState:
+    """The decision for one ``static_sink_attention.py``."""
+    code = inspect_static_sink_source(file.read_bytes(), file)
+    if code.shape is SinkShape.BUGGY:
+        plan = SinkPlan(code)
+        return FIX.state(
+            Action.INSTALLED,
+            version,
+            plan.summary,
+            code,
+            covered=RECORD.reaches,
+            plan=plan,
+        )
+    if code.shape is SinkShape.FIXED:
+        return FIX.state(Action.NOT_NEEDED, version, code.detail, code)
+    if code.shape is SinkShape.MISSING:
+        return FIX.state(Action.ABSENT, version, code.detail, code)
+    where = f"{code.file}:{code.line}" if code.line else str(code.file)
+    return FIX.left_alone(
+        version, code, f"unrecognised {code.shape} code: {where}: {code.detail}"
+    )
+
+
+def arm(state: InstallState) -> None:
+    """Install the fix as soon as vLLM imports the static-sink module."""
+    assert isinstance(state.plan, SinkPlan)
+    plan = state.plan
+    arm_on_import(
+        state, RECORD.module, lambda module: _install(module, plan, state), WHAT
+    )
+
+
+def _install(module: types.ModuleType, plan: SinkPlan, state: InstallState) -> None:
+    factory = getattr(module, FACTORY, None)
+    if getattr(factory, FIX_MARKER, False):
+        state.applied_to_class = True
+        return
+    wrapper = fixed_factory(factory, plan)
+    setattr(module, FACTORY, wrapper)
+    state.applied_to_class = getattr(module, FACTORY) is wrapper
+    logger.info(
+        "vllm-overlay: installed the StaticSink seq_lens fix on vLLM %s: %s",
+        state.vllm_version,
+        plan.summary,
+    )
+
+
+def fixed_factory(factory: Any, plan: SinkPlan) -> Any:
+    """A factory that fixes each builder the proven ``factory`` makes.
+
+    Raises :class:`FixRefused` unless ``factory`` (through its cache, if
+    any) was compiled from the definition that was read: then the builder
+    class it makes holds exactly the method the AST check accepted.
+    """
+    code = plan.code
+    assert code.factory is not None
+    where = f"{code.file}:{code.factory.lineno} {FACTORY}"
+    original = getattr(factory, "__wrapped__", factory)
+    if not isinstance(original, types.FunctionType):
+        raise FixRefused(
+            f"{where}: the module holds {type(original).__name__}, not the "
+            "function in the file (replaced or wrapped by someone else)"
+        )
+    prove_compiled_from(original, code.factory, code.file, None, where, code.imports)
+    body = inner_code(original.__code__, BUILDER)
+    build_code = inner_code(body, METHOD) if body is not None else None
+    if build_code is None:
+        raise FixRefused(f"{where}: no {BUILDER}.{METHOD} in the loaded code")
+
+    @functools.wraps(factory)
+    def create(*args: Any, **kwargs: Any) -> Any:
+        backend = factory(*args, **kwargs)
+        _fix_builder(backend.get_builder_cls(), build_code)
+        return backend
+
+    setattr(create, FIX_MARKER, True)
+    return create
+
+
+def _fix_builder(builder: type, build_code: types.CodeType) -> None:
+    """Wrap ``builder.build`` when it is the proven method (once)."""
+    live = builder.__dict__.get(METHOD)
+    if getattr(live, FIX_MARKER, False):
+        return
+    if not isinstance(live, types.FunctionType) or live.__code__ is not build_code:
+        logger.warning(
+            "vllm-overlay: fix%s not applied to %s: its %s is not the method "
+            "that was proven",
+            WHAT,
+            builder.__qualname__,
+            METHOD,
+        )
+        return
+    setattr(builder, METHOD, keeping_shared_metadata(live))
+
+
+def keeping_shared_metadata(build: types.FunctionType) -> types.FunctionType:
+    """``build``, run on a copy of the metadata with a ``seq_lens`` of its own.
+
+    The copy is shallow, as the runner's per-group copies are; only
+    ``seq_lens`` (the one tensor the method writes in place) is moved into
+    the builder's buffer, sized once for the scheduler's batch so that a
+    captured graph reads the same memory on every replay. ``max_seq_len``
+    and ``block_table_tensor`` are reassigned on the copy only.
+    """
+
+    @functools.wraps(build)
+    def fixed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The proven method's parameters: common_prefix_len,
+        # common_attn_metadata, fast_build (vLLM passes them either way).
+        if METADATA_PARAMETER in kwargs:
+            common_attn_metadata = kwargs[METADATA_PARAMETER]
+        else:
+            common_attn_metadata = args[1]
+        shared = common_attn_metadata.seq_lens
+        count = shared.shape[0]
+        buffer = self.__dict__.get(SEQ_LENS_BUFFER)
+        if (
+            buffer is None
+            or buffer.shape[0] < count
+            or buffer.device != shared.device
+            or buffer.dtype != shared.dtype
+        ):
+            rows = getattr(getattr(self, "block_table_with_sink", None), "shape", ())
+            size = max(count, rows[0] if rows else 0)
+            buffer = shared.new_zeros(size)
+            setattr(self, SEQ_LENS_BUFFER, buffer)
+        own = copy.copy(common_attn_metadata)
+        own.seq_lens = buffer[:count]
+        own.seq_lens.copy_(shared)
+        if METADATA_PARAMETER in kwargs:
+            kwargs[METADATA_PARAMETER] = own
+        else:
+            args = (args[0], own, *args[2:])
+        return build(self, *args, **kwargs)
+
+    setattr(fixed, FIX_MARKER, True)
+    return fixed
+
+
+def is_installed_on(module: types.ModuleType) -> bool:
+    """Whether the loaded module's factory is the overlay's wrapper."""
+    return bool(getattr(getattr(module, FACTORY, None), FIX_MARKER, False))
+
+
+FIX = Fix(
+    order=30,
+    record=RECORD,
+    pr="StaticSink",
+    patches=(
+        "0004-Bugfix-StaticSink-keep-the-shared-seq_lens.patch",
+        "0005-Bugfix-StaticSink-test-the-shared-seq_lens.patch",
+    ),
+    assess=assess,
+    assess_tree=assess_tree,
+    arm=arm,
+    what=WHAT,
+    installed_on=is_installed_on,
+    scenarios=("static_sink_then_others", "static_sink_twice"),
+    core_scenarios=("static_sink_then_others", "static_sink_twice"),
+)
