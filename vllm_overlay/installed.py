@@ -25,11 +25,25 @@ def vllm_version() -> str:
 
 
 def source_file(module: str) -> Path | None:
-    """The installed ``.py`` file of ``module``, located without importing it."""
+    """The installed ``.py`` file of ``module``, located without importing it.
+
+    Only the top-level package is looked up: finding ``a.b.c`` by its spec
+    would import ``a.b`` (and vLLM's ``model_executor.layers.attention``
+    package imports Triton's compiler). The rest is the package's layout on
+    disk.
+    """
+    top, _, rest = module.partition(".")
     try:
-        spec = importlib.util.find_spec(module)
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+    if spec is None:
         return None
-    return Path(spec.origin)
+    if not rest:
+        origin = spec.origin or ""
+        return Path(origin) if origin.endswith(".py") else None
+    for location in spec.submodule_search_locations or ():
+        found = Path(location, *rest.split(".")).with_suffix(".py")
+        if found.is_file():
+            return found
+    return None

@@ -79,10 +79,10 @@ def arm(state):
 
 
 FIX = Fix(
-    order=30,
+    order=40,
     record=RECORD,
     pr="#99999",
-    patches=("0004-scratch-third-fix.patch",),
+    patches=("0099-scratch-third-fix.patch",),
     assess=assess,
     assess_tree=assess_tree,
     arm=arm,
@@ -148,9 +148,9 @@ def scratch_project(tmp_path: Path) -> Path:
     """A copy of the project with a third fix: one module, one patch."""
     project = project_copy(tmp_path / "project")
     (project / "vllm_overlay/fixes/scratch_third_fix.py").write_text(SCRATCH_FIX)
-    (project / "patches/0004-scratch-third-fix.patch").write_text(SCRATCH_PATCH)
+    (project / "patches/0099-scratch-third-fix.patch").write_text(SCRATCH_PATCH)
     series = project / "patches/series"
-    series.write_text(series.read_text() + "0004-scratch-third-fix.patch\n")
+    series.write_text(series.read_text() + "0099-scratch-third-fix.patch\n")
     return project
 
 
@@ -187,6 +187,7 @@ def test_a_third_fix_is_one_module_and_its_patch(tmp_path: Path) -> None:
     assert list(plugin) == [
         "rocm-capture-keeps-host-offsets",
         "rocm-aiter-unified-capture-keeps-offsets",
+        "static-sink-keeps-shared-seq-lens",
         "scratch-third-fix",
     ]
     assert plugin["scratch-third-fix"] == [
@@ -197,10 +198,15 @@ def test_a_third_fix_is_one_module_and_its_patch(tmp_path: Path) -> None:
     assert found["verdicts"]["#99999"][0] == "fixed"
     assert found["verdicts"]["#51585"][0] == "cannot-judge"
     # The matrix reads it from the tree and gives it a column.
-    assert found["matrix_fixes"] == {"#51585": True, "#53821": True, "#99999": True}
+    assert found["matrix_fixes"] == {
+        "#51585": True,
+        "#53821": True,
+        "StaticSink": True,
+        "#99999": True,
+    }
     header, _, row = found["table"]
-    assert "| #51585 | #53821 | #99999 | series |" in header
-    assert row.split(" | ")[1:4] == ["**yes**", "**yes**", "**yes**"]
+    assert "| #51585 | #53821 | StaticSink | #99999 | series |" in header
+    assert row.split(" | ")[1:5] == ["**yes**"] * 4
     # The overlay's doctor, through vLLM's own plugin loader: armed, then
     # installed when its module loads.
     report = json.loads(run_copy(project, {}, "-m", "vllm_overlay", "--json"))
@@ -216,8 +222,9 @@ def test_the_registry_names_each_fix_once_with_its_patches() -> None:
     assert [fix.name for fix in FIXES] == [
         "rocm-capture-keeps-host-offsets",
         "rocm-aiter-unified-capture-keeps-offsets",
+        "static-sink-keeps-shared-seq-lens",
     ]
-    assert [fix.pr for fix in FIXES] == ["#51585", "#53821"]
+    assert [fix.pr for fix in FIXES] == ["#51585", "#53821", "StaticSink"]
     for fix in FIXES:
         assert fix.patches and set(fix.patches) <= set(names), fix.name
         assert all(fix_of_patch(name) is fix for name in fix.patches)

@@ -32,7 +32,7 @@ def overlay_doctor(*args: str) -> subprocess.CompletedProcess[str]:
 def test_each_target_says_why_how_related_and_removal() -> None:
     assert RECORD, "the overlay patches something"
     assert len({t.name for t in RECORD}) == len(RECORD)
-    capture, aiter = RECORD
+    capture, aiter, sink = RECORD
     assert capture.module == UPSTREAM_MODULE
     assert capture.target == (
         "vllm.v1.attention.backends.rocm_attn:"
@@ -52,6 +52,13 @@ def test_each_target_says_why_how_related_and_removal() -> None:
     assert aiter.related[0].startswith("vLLM PR #53821")
     assert "Inert from vLLM 0.29.0" in aiter.removal
     assert aiter.why and aiter.how
+    assert sink.target == (
+        "vllm.model_executor.layers.attention.static_sink_attention:"
+        "StaticSinkAttentionBuilder.build"
+    )
+    # Not fixed upstream in any release: the record says so, not a version.
+    assert sink.affected == "0.14.0-0.33.0" and sink.inert_from == "none yet"
+    assert "patch 0004" in sink.related[0] and sink.why and sink.how
 
 
 def test_python_m_vllm_overlay_shows_the_record() -> None:
@@ -63,16 +70,18 @@ def test_python_m_vllm_overlay_shows_the_record() -> None:
     assert report["removes"]["statement"] == (
         "common_attn_metadata.query_start_loc_cpu.zero_()"
     )
-    # Each fix on its own: installed 0.28.0 needs both.
+    # Each fix on its own: installed 0.28.0 needs all three.
     fixes = {entry["name"]: entry for entry in report["fixes"]}
     assert list(fixes) == [t.name for t in RECORD]
-    capture, aiter = fixes.values()
+    capture, aiter, sink = fixes.values()
     assert capture["shape"] == "buggy" and capture["would_do"] == "installed"
     assert capture["related"] == ["vLLM PR #51585", "vLLM issue #25985"]
     assert aiter["shape"] == "shared" and aiter["would_do"] == "installed"
     assert aiter["affected"] and aiter["removes"] is None
     assert aiter["related"][0] == "vLLM PR #53821"
     assert aiter["file"].endswith("rocm_aiter_unified_attn.py") and aiter["line"]
+    assert sink["shape"] == "buggy" and sink["would_do"] == "installed"
+    assert sink["file"].endswith("static_sink_attention.py") and sink["line"]
     text = overlay_doctor()
     assert "what the overlay patches:" in text.stdout
     for target in RECORD:
@@ -124,7 +133,7 @@ def test_a_disabled_fix_is_reported_on_its_own() -> None:
         timeout=600,
     )
     report = json.loads(proc.stdout)
-    capture, aiter = report["fixes"]
+    capture, aiter, _ = report["fixes"]
     assert capture["status"] == "installed" and capture["on_vllm"]
     assert aiter["disabled"] and aiter["status"] == "disabled"
     assert aiter["affected"] and not aiter["active"]
@@ -155,7 +164,7 @@ def test_an_unknown_name_in_disable_is_warned_about_naming_the_fixes() -> None:
     proc = _doctor_with_disable("rocm-capture-fix")
 
     header, fixes = _disabled_lines(proc.stdout)
-    assert fixes == ["disabled: no", "disabled: no"]
+    assert fixes == ["disabled: no"] * len(RECORD)
     assert header.startswith("disabled (VLLM_OVERLAY_DISABLE): no")
     assert "rocm-capture-fix" in header
     # vLLM's log handler writes where stdout was when vLLM was imported.

@@ -39,8 +39,9 @@ def test_benchmark_reports_figures_and_imports_only_the_overlay() -> None:
     assert all(
         m.startswith("vllm_overlay") for m in result["modules_imported_by_register"]
     )
-    # Both fixes decided (on the venv's 0.28.0: both armed), nothing imported.
+    # Every fix decided (on the venv's 0.28.0: all armed), nothing imported.
     assert result["fixes"] == {
         "rocm-capture-keeps-host-offsets": "installed",
         "rocm-aiter-unified-capture-keeps-offsets": "installed",
+        "static-sink-keeps-shared-seq-lens": "installed",
     }

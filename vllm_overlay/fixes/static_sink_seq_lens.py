@@ -308,8 +308,11 @@ def _install(module: types.ModuleType, plan: SinkPlan, state: InstallState) -> N
     wrapper = fixed_factory(factory, plan)
     setattr(module, FACTORY, wrapper)
     state.applied_to_class = getattr(module, FACTORY) is wrapper
-    logger.info(
-        "vllm-overlay: installed the StaticSink seq_lens fix on vLLM %s: %s",
+    # vLLM imports the module on every platform at start-up; the fix is
+    # worth more than a debug line only once a model makes a static-sink
+    # backend (see _fix_builder).
+    logger.debug(
+        "vllm-overlay: armed the StaticSink seq_lens fix on vLLM %s: %s",
         state.vllm_version,
         plan.summary,
     )
@@ -362,6 +365,12 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
         )
         return
     setattr(builder, METHOD, keeping_shared_metadata(live))
+    logger.info(
+        "vllm-overlay: installed the StaticSink seq_lens fix on %s: its %s runs "
+        "on a copy of the metadata with a seq_lens buffer of its own",
+        builder.__qualname__,
+        METHOD,
+    )
 
 
 def keeping_shared_metadata(build: types.FunctionType) -> types.FunctionType:
