@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import sys
 from typing import Any
 
@@ -25,6 +26,13 @@ def main(output: str) -> None:
 
     load_general_plugins()
     from vllm_overlay import plugin
+    from vllm_overlay.arming import logger
+
+    # The harness quiets vLLM's log handlers: keep the overlay's own lines.
+    logged: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
     from vllm_overlay.fixes import static_sink_seq_lens as fix
 
     state = plugin.current_states().get(fix.NAME)
@@ -38,6 +46,7 @@ def main(output: str) -> None:
     result.update(_build_groups(fix))
     result["applied_to_class"] = bool(state and state.applied_to_class)
     result["problems"] = list(state.problems) if state else None
+    result["overlay_log"] = logged
     with open(output, "w") as f:
         json.dump(result, f)
 

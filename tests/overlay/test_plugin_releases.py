@@ -2,8 +2,9 @@
 
 0.27.0 and 0.28.0 are affected by both bugs: the #51585 fix is installed on
 vLLM's class and the AITER unified backend hands out the overlay's builder.
-0.29.0 and 0.32.0 carry both fixes: the overlay does nothing, arms nothing
-and imports nothing, and both backends run vLLM's own code, with upstream's
+0.29.0 and 0.32.0 carry both ROCm fixes: the overlay does nothing for them,
+arms only the StaticSink fix (tests/overlay/test_static_sink_plugin.py) and
+imports nothing, and both backends run vLLM's own code, with upstream's
 behaviour. 0.28.0 is the venv's own install; each other release is its
 release tree (the released source) run in its tree runtime, as the overlay
 probe runs one: the tree first on ``PYTHONPATH``, then the release's
@@ -34,6 +35,7 @@ from vllm_patchkit.trees.tree_process import TreeLauncher
 pytestmark = [pytest.mark.plugin_releases, pytest.mark.release_trees]
 
 PROBE = Path(__file__).with_name("probe_release.py")
+SINK_FIX = "static-sink-keeps-shared-seq-lens"
 
 
 def probe(version: str, tmp_path: Path) -> dict[str, Any]:
@@ -88,7 +90,9 @@ def test_fixed_release_is_left_alone(version: str, tmp_path: Path) -> None:
         in (aiter["reason"])
     )
     assert report["fixes"][CAPTURE_FIX]["action"] == "not-needed"
-    assert report["armed_hooks"] == 0
+    # The one hook armed is StaticSink's (affected up to the newest release).
+    assert report["fixes"][SINK_FIX]["action"] == "installed"
+    assert report["armed_hooks"] == 1
     assert not report["rocm_attn_imported_by_plugins"]
     assert not report["aiter_imported_by_plugins"]
     # Nothing of either backend changed: vLLM's own code, upstream's behaviour.

@@ -427,8 +427,8 @@ FIX = Fix(
     record=RECORD,
     pr="StaticSink",
     patches=(
-        "0004-Bugfix-StaticSink-keep-the-shared-seq_lens.patch",
-        "0005-Bugfix-StaticSink-test-the-shared-seq_lens.patch",
+        "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch",
+        "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch",
     ),
     assess=assess,
     assess_tree=assess_tree,
