@@ -17,10 +17,10 @@ import pytest
 
 from vllm_patchkit.judge.mutation.mutants import DEVICE_ZERO, Mutant, mutate
 from vllm_patchkit.judge.mutation.worker import MODULE
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import AITER_CAPTURE
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, Outcome
 from vllm_patchkit.judge.regression.runner import TreeReport
 from vllm_patchkit.judge.regression.verdict import (
-    AITER_CAPTURE,
     CANNOT_JUDGE,
     CORE_CHECKS,
     fixed_checks,

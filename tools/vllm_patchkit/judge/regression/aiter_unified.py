@@ -9,7 +9,8 @@ reached the way the model runner reaches it, through its backend's
 ``get_builder_cls``, so a backend handing out the wrong builder shows.
 
 Like :mod:`.scenarios`, a scenario only records facts; what a fixed tree
-must show is in :mod:`.verdict` (``PAIR_FACTS``); the suite runs these
+must show is the fix's ``FACTS`` (:mod:`.by_fix.rocm_aiter_unified`),
+judged by :mod:`.verdict`; the suite runs these
 scenarios with the others, each check under its fix. The scenarios take
 the backend class as an argument (default: the importable one) so mutants
 can be run in one process.
@@ -23,16 +24,17 @@ import torch
 
 from vllm_overlay.aiter_shape import AITER_MODULE
 from vllm_patchkit.judge.regression import capture_loop, harness, layout
-from vllm_patchkit.judge.regression.harness import NUM_REQS
-from vllm_patchkit.judge.regression.records import Outcome, error_info
-from vllm_patchkit.judge.regression.verdict import (
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
     AITER_CAPTURE,
     AITER_LOOP,
-    PAIR_FACTS,
     ROCM_CAPTURE,
-    Check,
-    pair_check,
 )
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
+    FACTS as PAIR_FACTS,
+)
+from vllm_patchkit.judge.regression.harness import NUM_REQS
+from vllm_patchkit.judge.regression.records import Outcome, error_info
+from vllm_patchkit.judge.regression.verdict import Check, facts_check
 
 AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
 
@@ -170,7 +172,7 @@ def pair_checks(outcomes: list[Outcome]) -> list[Check]:
     """One check per outcome of these scenarios that could run; others are
     ignored (the suite's own verdict counts those it could not run)."""
     return [
-        pair_check(o)
+        facts_check(o)
         for o in outcomes
         if o.scenario in PAIR_FACTS and o.status != "unavailable"
     ]

@@ -16,6 +16,7 @@ import torch
 
 from vllm_patchkit.judge.regression import (
     aiter_unified,
+    by_fix,
     capture_loop,
     harness,
     victims,
@@ -251,9 +252,9 @@ SCENARIOS: dict[str, Scenario] = {
     "capture_loop_v1": _loop_scenario("capture_loop_v1", capture_loop.run_v1_loop),
     "capture_loop_v2": _loop_scenario("capture_loop_v2", capture_loop.run_v2_loop),
     **{v.scenario: functools.partial(victim_after_rocm, v) for v in victims.VICTIMS},
-    # The ROCm builder pair (#53821): AITER unified keeps both offsets,
-    # ROCM_ATTN reached through its backend zeroes the device ones only.
-    **aiter_unified.SCENARIOS,
+    # Each fix module's own (by_fix): the ROCm builder pair (#53821),
+    # the static-sink builder (StaticSink), and whatever fix comes next.
+    **by_fix.scenarios(),
 }
 
 

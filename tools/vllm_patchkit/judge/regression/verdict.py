@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_overlay.fixes import FIXES as REGISTRY
+from vllm_patchkit.judge.regression.by_fix import FACTS
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, Outcome
 from vllm_patchkit.judgement import Verdict
 
@@ -42,7 +43,7 @@ CAPTURE_FACTS = (
 LOOP_GROUPS = ["gdn", "indexer", "rocm"]
 OWN_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm", "repeated_capture")
 """Scenarios :func:`_check` judges by name (besides capture loops, victims
-and the pair): for each, raising is a failure."""
+and the fix modules' scenarios): for each, raising is a failure."""
 HARNESS_ERROR = "harness error"
 VICTIM_PREFIX = "rocm_then_"
 """Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
@@ -56,35 +57,6 @@ FIXES = tuple(fix.pr for fix in REGISTRY)
 HOST_FIX = REGISTRY[0].pr
 """The first fix (#51585, ROCM_ATTN's capture): the PR's crash is its bug, and
 a scenario no fix names is its."""
-
-AITER_CAPTURE = "aiter_unified_capture"
-ROCM_CAPTURE = "rocm_attn_capture_via_backend"
-AITER_LOOP = "aiter_unified_runner_loop"
-PAIR_FACTS = {
-    AITER_CAPTURE: (
-        "device_same_tensor",
-        "device_unchanged",
-        "host_same_tensor",
-        "host_unchanged",
-        "seq_lens_all_one",
-        "metadata_uses_shared_buffers",
-    ),
-    ROCM_CAPTURE: (
-        "device_same_tensor",
-        "device_zeroed",
-        "host_same_tensor",
-        "host_unchanged",
-        "seq_lens_all_one",
-        "metadata_uses_shared_buffers",
-    ),
-    AITER_LOOP: (
-        "runner_device_kept",
-        "runner_host_kept",
-        "metadata_reads_runner_buffer",
-        "seq_lens_all_one",
-    ),
-}
-"""What each scenario of the ROCm builder pair must show (see .aiter_unified)."""
 
 MINIMAX_ABSENT = (
     "not applicable: this tree has no MiniMax-M3 (vllm/models/minimax_m3, in "
@@ -267,8 +239,8 @@ def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
 
 
 def _check(outcome: Outcome) -> Check:
-    if outcome.scenario in PAIR_FACTS:  # the pair's checks judge their own fix
-        return pair_check(outcome)
+    if outcome.scenario in FACTS:  # a fix module's scenario: its facts judge it
+        return facts_check(outcome)
     name = check_name(outcome.scenario, outcome.decode_query_len)
     if outcome.status == "unavailable" and not outcome.facts.get("absent"):
         why = (outcome.error or {}).get("message") or "unavailable"
@@ -304,23 +276,26 @@ def _check(outcome: Outcome) -> Check:
     return Check(name, _status(ok), detail)
 
 
-def pair_check(outcome: Outcome) -> Check:
-    """A scenario of the ROCm builder pair: every fact it must show."""
+def facts_check(outcome: Outcome) -> Check:
+    """A scenario of a fix module (:mod:`.by_fix`): every fact its ``FACTS``
+    names must be true. One that records its code absent from the tree
+    (``absent``) does not apply there."""
     name = check_name(outcome.scenario, outcome.decode_query_len)
     fix = fix_of(outcome.scenario)
     if outcome.status == "unavailable":
         why = (outcome.error or {}).get("message") or "unavailable"
-        return Check(name, NOT_RUN, str(why), fix)
+        applies = not outcome.facts.get("absent")
+        return Check(name, NOT_RUN, str(why), fix, applies)
     if outcome.status == "error":
         detail = f"{HARNESS_ERROR}: {describe_error(outcome.error)}"
         return Check(name, NOT_RUN, detail, fix)
     if outcome.status != "ok":
         return Check(name, FAILED, describe_error(outcome.error), fix)
     facts = outcome.facts
-    wrong = [k for k in PAIR_FACTS[outcome.scenario] if not facts.get(k)]
+    wrong = [k for k in FACTS[outcome.scenario] if not facts.get(k)]
     detail = "ok"
     if wrong:
-        after = {k: v for k, v in facts.items() if k.endswith("_after")}
+        after = {k: v for k, v in facts.items() if k.endswith(("_before", "_after"))}
         detail = f"violated: {', '.join(wrong)} ({facts.get('builder')}; {after})"
     return Check(name, _status(not wrong), detail, fix)
 

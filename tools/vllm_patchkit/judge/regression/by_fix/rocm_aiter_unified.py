@@ -1,0 +1,39 @@
+"""#53821's scenarios: the pair of ROCm capture builders (see ..aiter_unified)."""
+
+from __future__ import annotations
+
+AITER_CAPTURE = "aiter_unified_capture"
+ROCM_CAPTURE = "rocm_attn_capture_via_backend"
+AITER_LOOP = "aiter_unified_runner_loop"
+
+FACTS = {
+    AITER_CAPTURE: (
+        "device_same_tensor",
+        "device_unchanged",
+        "host_same_tensor",
+        "host_unchanged",
+        "seq_lens_all_one",
+        "metadata_uses_shared_buffers",
+    ),
+    ROCM_CAPTURE: (
+        "device_same_tensor",
+        "device_zeroed",
+        "host_same_tensor",
+        "host_unchanged",
+        "seq_lens_all_one",
+        "metadata_uses_shared_buffers",
+    ),
+    AITER_LOOP: (
+        "runner_device_kept",
+        "runner_host_kept",
+        "metadata_reads_runner_buffer",
+        "seq_lens_all_one",
+    ),
+}
+"""What each scenario of the ROCm builder pair must show: AITER unified keeps
+both offsets, ROCM_ATTN reached through its backend zeroes the device ones
+only."""
+
+
+RUNS = "vllm_patchkit.judge.regression.aiter_unified"
+"""The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""

@@ -1,0 +1,45 @@
+"""StaticSink's scenarios: the static-sink builder leaves shared metadata alone.
+
+See :mod:`..static_sink` for what is run. On a tree without the module
+(before 0.14.0) the scenarios record that it is absent: their checks do not
+apply there, so the fix is neither fixed nor not fixed on such a tree.
+"""
+
+from __future__ import annotations
+
+MODULE = "vllm.model_executor.layers.attention.static_sink_attention"
+RELPATH = "model_executor/layers/attention/static_sink_attention.py"
+"""The module's file, relative to the ``vllm`` package."""
+SINK_ONCE = "static_sink_then_others"
+SINK_TWICE = "static_sink_twice"
+NOT_APPLICABLE = (
+    "not applicable: this tree has no static-sink attention "
+    f"(vllm/{RELPATH}, in releases from 0.14.0)"
+)
+SHARED_KEPT = (
+    "shared_seq_lens_kept",
+    "shared_max_seq_len_kept",
+    "shared_block_table_kept",
+)
+"""The metadata the runner handed the static-sink group, as every later
+reader of it (the group's other builders, the drafter, later groups through
+the shared tensors) sees it, is what it was."""
+
+FACTS = {
+    SINK_ONCE: (
+        *SHARED_KEPT,
+        "later_builders_unaffected",
+        "sink_seen_once",
+        "sink_max_seq_len_once",
+    ),
+    SINK_TWICE: (
+        *SHARED_KEPT,
+        "first_sees_sink_once",
+        "second_sees_sink_once",
+        "max_seq_len_once",
+    ),
+}
+
+
+RUNS = "vllm_patchkit.judge.regression.static_sink"
+"""The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""

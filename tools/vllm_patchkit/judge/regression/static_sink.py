@@ -1,0 +1,214 @@
+"""Scenarios for the static-sink builder's writes to shared metadata.
+
+``StaticSinkAttentionBuilder.build`` (made by vLLM's
+``create_static_sink_attention_backend``, 0.14.0 on) adds the sink to the
+sequence lengths it is handed. The model runner hands every KV-cache group a
+shallow copy of one ``CommonAttentionMetadata``, so the tensors are shared:
+a build that writes ``seq_lens`` in place, or reassigns fields on a shared
+object, changes what every later group's builder reads. The scenarios run
+the static-sink builder (over Triton attention, which builds on CPU in every
+release that has the module), then other groups' builders, on such copies.
+
+Like :mod:`.scenarios`, a scenario only records facts; the facts a fixed
+tree must show are the fix's own (:mod:`.by_fix.static_sink`). A scenario
+takes the backend factory as an argument (default: the importable one) so
+mutants can be run in one process.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from vllm_patchkit.judge.regression import harness
+from vllm_patchkit.judge.regression.by_fix.static_sink import (
+    MODULE,
+    NOT_APPLICABLE,
+    RELPATH,
+    SINK_ONCE,
+    SINK_TWICE,
+)
+from vllm_patchkit.judge.regression.records import Outcome, error_info
+
+SINK_LEN = 2 * harness.BLOCK_SIZE
+"""Two blocks of sink tokens, as openPangu's ``param_sink_number`` gives."""
+SEQ_LENS = (40, 17, 64, 0)
+"""The batch's lengths; the last request is CUDA-graph padding (length 0),
+which must stay 0 with the sink."""
+
+Create = Callable[..., type]
+
+
+def _create() -> Create:
+    from importlib import import_module
+
+    return import_module(MODULE).create_static_sink_attention_backend
+
+
+def _triton() -> type:
+    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend
+
+    return TritonAttentionBackend
+
+
+def shared_metadata(decode_query_len: int) -> Any:
+    """The batch's metadata as the runner has it before the groups' builds:
+    a block table as wide as the model allows (the static-sink builder
+    copies as many columns as the longest sequence needs with the sink)."""
+    metadata = harness.uniform_decode_metadata(len(SEQ_LENS), decode_query_len)
+    lens = torch.tensor(SEQ_LENS, dtype=torch.int32)
+    for name in ("seq_lens", "seq_lens_cpu", "_seq_lens_cpu"):
+        if isinstance(getattr(metadata, name, None), torch.Tensor):
+            setattr(metadata, name, lens.clone())
+    metadata.max_seq_len = max(SEQ_LENS)
+    width = harness.vllm_config(decode_query_len).model_config.max_model_len
+    width = -(-width // harness.BLOCK_SIZE)
+    metadata.block_table_tensor = torch.arange(
+        len(SEQ_LENS) * width, dtype=torch.int32
+    ).view(len(SEQ_LENS), width)
+    return metadata
+
+
+def _builder(backend: type, decode_query_len: int, layer: str) -> Any:
+    return harness.make_builder(backend.get_builder_cls(), decode_query_len, layer)
+
+
+def _with_sink(times: int) -> list[int]:
+    return [n + times * SINK_LEN if n else 0 for n in SEQ_LENS]
+
+
+def _build(builder: Any, metadata: Any, decode_query_len: int) -> Any:
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(harness.vllm_config(decode_query_len)):
+        return builder.build(0, metadata)
+
+
+def _unavailable(scenario: str, decode_query_len: int) -> Outcome | None:
+    if harness.vllm_has(RELPATH):
+        return None
+    return Outcome(
+        scenario,
+        decode_query_len,
+        "unavailable",
+        facts={"absent": True},
+        error={"type": "unavailable", "message": NOT_APPLICABLE},
+    )
+
+
+def _shared_kept(shared: Any, before: dict[str, Any]) -> dict[str, Any]:
+    """What the runner's metadata holds after the builds, against before."""
+    return {
+        "shared_seq_lens_kept": shared.seq_lens is before["seq_lens"]
+        and shared.seq_lens.tolist() == before["seq_lens_values"],
+        "shared_max_seq_len_kept": shared.max_seq_len == before["max_seq_len"],
+        "shared_block_table_kept": shared.block_table_tensor
+        is before["block_table_tensor"]
+        and torch.equal(shared.block_table_tensor, before["block_table_values"]),
+        "shared_seq_lens_before": before["seq_lens_values"],
+        "shared_seq_lens_after": shared.seq_lens.tolist(),
+        "shared_max_seq_len_after": shared.max_seq_len,
+    }
+
+
+def _before(shared: Any) -> dict[str, Any]:
+    return {
+        "seq_lens": shared.seq_lens,
+        "seq_lens_values": shared.seq_lens.tolist(),
+        "max_seq_len": shared.max_seq_len,
+        "block_table_tensor": shared.block_table_tensor,
+        "block_table_values": shared.block_table_tensor.clone(),
+    }
+
+
+def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcome:
+    """The static-sink builder, then full-attention builders, as the runner
+    orders them: ``_build_attention_metadata`` makes one shallow copy of its
+    metadata per KV-cache group and hands that same object to every
+    attention group of the KV-cache group (and to the drafter).
+
+    Group 0 holds the static-sink layers and ordinary ones (another
+    attention group, the same object); group 1 is ordinary (its own copy).
+    Each later builder must build what it builds from untouched metadata,
+    group 0's object must hold what it held, and the static-sink layer must
+    see the sink once (padding kept at 0)."""
+    absent = _unavailable(SINK_ONCE, decode_query_len)
+    if absent is not None:
+        return absent
+    backend = (create or _create())(_triton(), SINK_LEN)
+    sink = _builder(backend, decode_query_len, "sink")
+    beside = _builder(_triton(), decode_query_len, "beside")
+    other = _builder(_triton(), decode_query_len, "other")
+    expected = harness.snapshot(
+        _build(beside, shared_metadata(decode_query_len), decode_query_len)
+    )
+    runner = shared_metadata(decode_query_len)
+    group0 = copy.copy(runner)
+    before = _before(group0)
+    try:
+        built = _build(sink, group0, decode_query_len)
+        sink_lens, sink_max = built.seq_lens.tolist(), built.max_seq_len
+        later = {
+            "same_group": harness.snapshot(_build(beside, group0, decode_query_len)),
+            "next_group": harness.snapshot(
+                _build(other, copy.copy(runner), decode_query_len)
+            ),
+        }
+    except Exception as exc:  # the builds raising is a finding
+        return Outcome(SINK_ONCE, decode_query_len, "raised", error=error_info(exc))
+    diverged = {
+        f"{where}.{key}": [expected.get(key), got.get(key)]
+        for where, got in later.items()
+        for key in sorted(expected.keys() | got.keys())
+        if expected.get(key) != got.get(key)
+    }
+    facts = {
+        "builder": type(sink).__name__,
+        **_shared_kept(group0, before),
+        "later_builders_unaffected": not diverged,
+        "sink_seen_once": sink_lens == _with_sink(1),
+        "sink_max_seq_len_once": sink_max == max(SEQ_LENS) + SINK_LEN,
+        "sink_seq_lens_after": sink_lens,
+        "later_diverged": diverged,
+    }
+    return Outcome(SINK_ONCE, decode_query_len, "ok", facts)
+
+
+def static_sink_twice(decode_query_len: int, create: Any = None) -> Outcome:
+    """Two static-sink groups on copies of one metadata: each sees the sink
+    exactly once, the second as the first."""
+    absent = _unavailable(SINK_TWICE, decode_query_len)
+    if absent is not None:
+        return absent
+    backend = (create or _create())(_triton(), SINK_LEN)
+    first = _builder(backend, decode_query_len, "sink.0")
+    second = _builder(backend, decode_query_len, "sink.1")
+    shared = shared_metadata(decode_query_len)
+    before = _before(shared)
+    try:
+        one = _build(first, copy.copy(shared), decode_query_len)
+        one_lens, one_max = one.seq_lens.tolist(), one.max_seq_len
+        two = _build(second, copy.copy(shared), decode_query_len)
+        two_lens, two_max = two.seq_lens.tolist(), two.max_seq_len
+    except Exception as exc:  # the builds raising is a finding
+        return Outcome(SINK_TWICE, decode_query_len, "raised", error=error_info(exc))
+    once = _with_sink(1)
+    facts = {
+        "builder": type(first).__name__,
+        **_shared_kept(shared, before),
+        "first_sees_sink_once": one_lens == once,
+        "second_sees_sink_once": two_lens == once,
+        "max_seq_len_once": one_max == two_max == max(SEQ_LENS) + SINK_LEN,
+        "first_seq_lens_after": one_lens,
+        "second_seq_lens_after": two_lens,
+    }
+    return Outcome(SINK_TWICE, decode_query_len, "ok", facts)
+
+
+SCENARIOS = {
+    SINK_ONCE: static_sink_then_others,
+    SINK_TWICE: static_sink_twice,
+}
