@@ -134,7 +134,8 @@ def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcom
     attention group, the same object); group 1 is ordinary (its own copy).
     Each later builder must build what it builds from untouched metadata,
     group 0's object must hold what it held, and the static-sink layer must
-    see the sink once (padding kept at 0)."""
+    see the sink once (padding kept at 0), from the same buffer at the next
+    step."""
     absent = _unavailable(SINK_ONCE, decode_query_len)
     if absent is not None:
         return absent
@@ -157,6 +158,10 @@ def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcom
                 _build(other, copy.copy(runner), decode_query_len)
             ),
         }
+        # The next step: the runner rewrites its buffer and builds again. A
+        # captured graph reads the address it was captured with.
+        runner.seq_lens.copy_(torch.tensor(SEQ_LENS, dtype=torch.int32))
+        again = _build(sink, copy.copy(runner), decode_query_len)
     except Exception as exc:  # the builds raising is a finding
         return Outcome(SINK_ONCE, decode_query_len, "raised", error=error_info(exc))
     diverged = {
@@ -171,6 +176,8 @@ def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcom
         "later_builders_unaffected": not diverged,
         "sink_seen_once": sink_lens == _with_sink(1),
         "sink_max_seq_len_once": sink_max == max(SEQ_LENS) + SINK_LEN,
+        "sink_buffer_persistent": again.seq_lens.data_ptr()
+        == built.seq_lens.data_ptr(),
         "sink_seq_lens_after": sink_lens,
         "later_diverged": diverged,
     }

@@ -31,6 +31,7 @@ FACTS = {
         "later_builders_unaffected",
         "sink_seen_once",
         "sink_max_seq_len_once",
+        "sink_buffer_persistent",
     ),
     SINK_TWICE: (
         *SHARED_KEPT,

@@ -1,0 +1,123 @@
+"""StaticSink's scenarios on real release trees, and its mutants.
+
+Stock 0.33.0's ``StaticSinkAttentionBuilder.build`` writes the runner's
+shared ``seq_lens`` in place and reassigns fields of the group's shared
+metadata: the suite must call StaticSink not fixed there, naming the
+lengths. With the audit's fix (docs/audit/static-sink-seq-lens/fix.patch)
+it is fixed and every plausible wrong fix is caught; on 0.11.0, which has
+no static-sink attention, the checks do not apply.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
+from vllm_patchkit.judge.regression.by_fix.static_sink import (
+    NOT_APPLICABLE,
+    SINK_ONCE,
+    SINK_TWICE,
+)
+from vllm_patchkit.judge.regression.runner import run_scenarios
+from vllm_patchkit.trees.releases import clone_release, release_tree
+from vllm_patchkit.trees.tree_process import TreeLauncher
+
+pytestmark = pytest.mark.release_trees
+
+FIX_PATCH = (
+    Path(__file__).resolve().parents[2]
+    / "docs"
+    / "audit"
+    / "static-sink-seq-lens"
+    / "fix.patch"
+)
+LABEL = "StaticSink"
+SCENARIOS = [SINK_ONCE, SINK_TWICE]
+
+
+@pytest.fixture(scope="module")
+def fixed_0_33(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("static-sink") / "vllm-0.33.0"
+    clone_release("0.33.0", tree).run("apply", str(FIX_PATCH))
+    return tree
+
+
+def _suite(tree: Path) -> dict[str, Any]:
+    run = run_scenarios(tree, SCENARIOS)
+    assert run.report is not None, run.log[-3000:]
+    return run.report
+
+
+def _checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["checks"] if c["fix"] == LABEL}
+
+
+def test_stock_0_33_is_not_fixed_and_names_the_lengths() -> None:
+    report = _suite(release_tree("0.33.0"))
+    verdict = report["fixes"][LABEL]
+    assert verdict["verdict"] == "not-fixed", verdict
+    checks = _checks(report)
+    assert sorted(checks) == [
+        f"{s}[q={q}]" for s in sorted(SCENARIOS) for q in (1, 3)
+    ], checks
+    for name, check in checks.items():
+        assert check["status"] == "failed", check
+        assert name in verdict["why"]
+        assert "shared_seq_lens_kept" in check["detail"]
+    once = checks[f"{SINK_ONCE}[q=1]"]["detail"]
+    # The next group reads the lengths with the sink; padding stays 0.
+    assert "'shared_seq_lens_after': [72, 49, 96, 0]" in once
+    assert "later_builders_unaffected" in once
+    twice = checks[f"{SINK_TWICE}[q=1]"]["detail"]
+    assert "'second_seq_lens_after': [104, 81, 128, 0]" in twice
+
+
+def test_0_33_with_the_fix_is_fixed(fixed_0_33: Path) -> None:
+    report = _suite(fixed_0_33)
+    assert report["fixes"][LABEL]["verdict"] == "fixed", report["fixes"][LABEL]
+    checks = _checks(report)
+    assert len(checks) == 4
+    assert all(c["status"] == "passed" for c in checks.values()), checks
+
+
+def test_0_11_has_no_static_sink_so_the_checks_do_not_apply() -> None:
+    report = _suite(release_tree("0.11.0"))
+    verdict = report["fixes"][LABEL]
+    assert verdict["verdict"] == "cannot-judge", verdict
+    checks = _checks(report)
+    assert len(checks) == 4
+    for check in checks.values():
+        assert (check["status"], check["applies"]) == ("not run", False), check
+        assert check["detail"] == NOT_APPLICABLE
+
+
+def _mutants(tree: Path) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_patchkit.judge.mutation.static_sink", "--json"],
+        env=TreeLauncher.of(tree).env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert lines, proc.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_the_fix_survives_and_every_wrong_fix_is_killed(fixed_0_33: Path) -> None:
+    report = _mutants(fixed_0_33)
+    assert report["baseline_failing"] == []
+    assert [m["name"] for m in report["mutants"]] == [m.name for m in SINK_MUTANTS]
+    survivors = [m["name"] for m in report["mutants"] if not m["killed"]]
+    assert survivors == []
+
+
+def test_the_stock_method_is_killed() -> None:
+    report = _mutants(release_tree("0.33.0"))
+    assert len(report["baseline_failing"]) == 4, report["baseline_failing"]

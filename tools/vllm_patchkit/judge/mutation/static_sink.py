@@ -1,0 +1,179 @@
+"""Plausible wrong fixes of the static-sink builder's ``build``, as mutants.
+
+Each mutant rewrites statements of ``StaticSinkAttentionBuilder.build`` as
+the audit's fix (docs/audit/static-sink-seq-lens/fix.patch) leaves it: the
+builder works on a copy of the metadata and puts the lengths with the sink
+in a buffer of its own. The scenarios of
+:mod:`vllm_patchkit.judge.regression.static_sink` must fail on every one,
+pass on the fix, and fail on the stock method.
+
+``python -m vllm_patchkit.judge.mutation.static_sink --json`` runs them all
+in this process against the importable vLLM: each mutated module is executed
+as a fresh module object (never put in ``sys.modules``) and its
+``create_static_sink_attention_backend`` is handed to the scenarios, so one
+vLLM import serves every mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import sys
+import types
+from typing import Any
+
+from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
+from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
+from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
+
+BUILDER = "StaticSinkAttentionBuilder"
+METHOD = "build"
+FACTORY = "create_static_sink_attention_backend"
+
+COPY = "common_attn_metadata = copy(common_attn_metadata)"
+ADD = "torch.add(common_attn_metadata.seq_lens, self.sink_len, out=seq_lens)"
+MASK = "seq_lens.masked_fill_(seq_lens == self.sink_len, 0)"
+SINK_ADDED = "common_attn_metadata.max_seq_len + self.sink_len"
+BUFFER = "seq_lens = self.seq_lens_with_sink[:num_seqs]"
+
+SINK_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "copy_but_writes_shared_seq_lens",
+        "copies the metadata, but still adds the sink to the shared seq_lens "
+        "in place (and copies the result into its buffer)",
+        (
+            (
+                ADD,
+                (
+                    "common_attn_metadata.seq_lens.add_(self.sink_len)",
+                    "seq_lens.copy_(common_attn_metadata.seq_lens)",
+                ),
+            ),
+        ),
+    ),
+    Mutant(
+        "no_copy_assigns_on_shared_object",
+        "keeps the shared seq_lens tensor, but assigns seq_lens, max_seq_len "
+        "and block_table_tensor on the group's shared object",
+        ((COPY, ("pass",)),),
+    ),
+    Mutant(
+        "padding_gets_the_sink",
+        "drops the mask: padded requests (length 0) get the sink's length",
+        ((MASK, ("pass",)),),
+    ),
+    Mutant(
+        "max_seq_len_without_sink",
+        "adds the sink to seq_lens but not to max_seq_len",
+        ((SINK_ADDED, ("common_attn_metadata.max_seq_len",)),),
+    ),
+    Mutant(
+        "fresh_clone_per_build",
+        "a fresh tensor per build instead of the builder's persistent buffer "
+        "(a captured graph reads the address it was captured with)",
+        ((BUFFER, ("seq_lens = common_attn_metadata.seq_lens.clone()",)),),
+    ),
+)
+
+
+def build_lines(source: str) -> tuple[int, int]:
+    """1-based first and last line of the nested builder's ``build``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == BUILDER:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == METHOD:
+                    assert item.end_lineno is not None
+                    return item.lineno, item.end_lineno
+    raise MutationError(f"no {BUILDER}.{METHOD}")
+
+
+def mutate_sink(source: str, mutant: Mutant) -> str:
+    """``source`` with the mutant's edits made inside ``build``."""
+    where = f"{BUILDER}.{METHOD}"
+    span = build_lines(source)
+    return edit_method(source, mutant.edits, span, mutant.name, where, MODULE)
+
+
+def load_factory(source: str, name: str) -> Any:
+    """``create_static_sink_attention_backend`` of ``source``, run as a fresh
+    module (not in ``sys.modules``; its own lru_cache). Only the module up to
+    the factory runs: the layer class after it registers a custom op, once
+    per process."""
+    original = importlib.import_module(MODULE)
+    module = types.ModuleType(MODULE)
+    module.__file__ = original.__file__
+    factory = next(
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name == FACTORY
+    )
+    head = "".join(source.splitlines(keepends=True)[: factory.end_lineno])
+    exec(compile(head, f"<mutant {name}>", "exec"), module.__dict__)
+    return getattr(module, FACTORY)
+
+
+def run_sink_mutants(mutants: tuple[Mutant, ...] = SINK_MUTANTS) -> dict[str, Any]:
+    """The importable method (the baseline) and every mutant of it through
+    the scenarios. A mutant whose statements the method lacks (a stock
+    tree) is reported as not made."""
+    from vllm_patchkit.judge.regression import static_sink
+    from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS
+    from vllm_patchkit.judge.regression.verdict import FAILED, fixed_checks
+
+    def failing(create: Any) -> list[str]:
+        outcomes = [
+            run(query_len, create)
+            for run in static_sink.SCENARIOS.values()
+            for query_len in DECODE_QUERY_LENS
+        ]
+        if any(o.status == "unavailable" for o in outcomes):
+            return ["unavailable"]
+        # A kill is a behavioural failure; a check that could not run is not.
+        return [c.name for c in fixed_checks(outcomes) if c.status == FAILED]
+
+    file = importlib.import_module(MODULE).__file__
+    assert file is not None
+    with open(file) as handle:
+        source = handle.read()
+    report: dict[str, Any] = {
+        "baseline_failing": failing(load_factory(source, "baseline")),
+        "mutants": [],
+    }
+    for mutant in mutants:
+        entry: dict[str, Any] = {"name": mutant.name, "description": mutant.description}
+        try:
+            mutated = mutate_sink(source, mutant)
+        except MutationError as exc:
+            entry.update(killed=False, failing_checks=[], not_made=str(exc))
+        else:
+            failed = failing(load_factory(mutated, mutant.name))
+            entry.update(killed=bool(failed), failing_checks=failed)
+        report["mutants"].append(entry)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_patchkit.judge.mutation.static_sink", description=__doc__
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    run_quietly_on_cpu()
+    report = run_sink_mutants()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"baseline failing: {report['baseline_failing'] or 'none'}")
+        for run in report["mutants"]:
+            verdict = "killed" if run["killed"] else "SURVIVED"
+            if "not_made" in run:
+                verdict = "NOT MADE"
+            print(f"  {verdict:8} {run['name']}: {', '.join(run['failing_checks'])}")
+    survivors = [r for r in report["mutants"] if not r["killed"]]
+    return 1 if report["baseline_failing"] or survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
