@@ -28,6 +28,7 @@ from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.matrix import invariant_holds, static_facts
 from vllm_patchkit.judge.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.present.matrix_table import WORDS, table
 from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
@@ -55,8 +56,8 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
         assert row["torch_pin"] == "2.13.0"
         assert row["runtime"]["torch"].startswith("2.13.0")
         assert not row["cached"]
-    assert old["fixes"] == {"#51585": True, "#53821": True}
-    assert new["fixes"] == {"#51585": False, "#53821": False}
+    assert old["fixes"] == {"#51585": True, "#53821": True, "StaticSink": True}
+    assert new["fixes"] == {"#51585": False, "#53821": False, "StaticSink": True}
 
     # Stock 0.28.0: the bug reproduces, on counts that say what ran.
     stock = old["stock"]
@@ -84,7 +85,8 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
 
     table = (tmp_path / "matrix.md").read_text()
     assert (
-        "| [0.28.0](#vllm-0280) | **yes** | **yes** | applies, applies, applies "
+        "| [0.28.0](#vllm-0280) | **yes** | **yes** | **yes** "
+        "| applies, applies, applies "
         f"| bug ({ran} ran) | passes ({applied['counts']['ran']} ran) "
         "| skipped | skipped |"
     ) in table
@@ -397,3 +399,18 @@ def test_a_static_row_is_the_release_s_not_this_shell_s(
     monkeypatch.delenv("VLLM_OVERLAY_DISABLE")
     monkeypatch.setenv("VLLM_PLUGINS", "some_other_plugin")
     assert static_facts(tree, series) == plain
+
+
+LABEL = "StaticSink"
+
+
+def test_each_fix_of_the_registry_has_a_column_with_its_word(series: Series) -> None:
+    """StaticSink's column comes from the registry: no on 0.11.0 (no
+    static-sink attention there), yes on 0.28.0 and 0.33.0 (every release
+    from 0.14.0 has the shared write)."""
+    assert f"| {LABEL} |" in table([])[0]
+    words = {
+        version: WORDS[static_facts(release_tree(version), series)["fixes"][LABEL]]
+        for version in ("0.11.0", "0.28.0", "0.33.0")
+    }
+    assert words == {"0.11.0": "no", "0.28.0": "**yes**", "0.33.0": "**yes**"}

@@ -15,14 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from vllm_overlay.fixes import FIXES as REGISTRY
 from vllm_patchkit.judge.mutation.mutants import DEVICE_ZERO, Mutant, mutate
 from vllm_patchkit.judge.mutation.worker import MODULE
+from vllm_patchkit.judge.regression import by_fix
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import AITER_CAPTURE
+from vllm_patchkit.judge.regression.by_fix.static_sink import (
+    NOT_APPLICABLE,
+    SINK_ONCE,
+    SINK_TWICE,
+)
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, Outcome
 from vllm_patchkit.judge.regression.runner import TreeReport
 from vllm_patchkit.judge.regression.verdict import (
     CANNOT_JUDGE,
     CORE_CHECKS,
+    FACTS,
+    NOT_FIXED,
     fixed_checks,
     judge_fixes,
     tally,
@@ -206,3 +215,51 @@ def test_a_pair_scenario_that_could_not_run_is_judged_under_its_own_fix() -> Non
     assert {c.fix for c in checks} == {"#53821"}
     verdict, reason = judge_fixes(checks)["#53821"]
     assert verdict is CANNOT_JUDGE and why in reason, reason
+
+
+def test_a_fix_module_s_facts_judge_its_scenarios_under_its_fix() -> None:
+    """StaticSink's scenarios: a false fact fails the check, naming the fact
+    and the lengths the run recorded, under StaticSink alone."""
+    facts = dict.fromkeys(FACTS[SINK_ONCE], True)
+    twice = dict.fromkeys(FACTS[SINK_TWICE], True)
+    wrong = {
+        **facts,
+        "shared_seq_lens_kept": False,
+        "shared_seq_lens_after": [72, 49, 96, 0],
+    }
+    checks = fixed_checks(
+        [Outcome(SINK_ONCE, q, "ok", wrong) for q in DECODE_QUERY_LENS]
+        + [Outcome(SINK_TWICE, q, "ok", twice) for q in DECODE_QUERY_LENS]
+    )
+    assert {c.fix for c in checks} == {"StaticSink"}
+    failed = [c for c in checks if c.status == "failed"]
+    assert [c.name for c in failed] == [f"{SINK_ONCE}[q={q}]" for q in (1, 3)]
+    assert "violated: shared_seq_lens_kept" in failed[0].detail
+    assert "[72, 49, 96, 0]" in failed[0].detail
+    verdicts = judge_fixes(checks)
+    assert verdicts["StaticSink"][0] is NOT_FIXED
+    assert verdicts["#51585"][0] is CANNOT_JUDGE  # none of its checks ran
+
+
+def test_a_fix_whose_code_the_tree_lacks_is_neither_fixed_nor_not_fixed() -> None:
+    outcomes = [
+        Outcome(s, q, "unavailable", {"absent": True}, {"message": NOT_APPLICABLE})
+        for s in (SINK_ONCE, SINK_TWICE)
+        for q in DECODE_QUERY_LENS
+    ]
+    checks = fixed_checks(outcomes)
+    assert all((c.status, c.applies) == ("not run", False) for c in checks)
+    verdict, why = judge_fixes(checks)["StaticSink"]
+    assert verdict is CANNOT_JUDGE and why == "no core check applies to this tree"
+
+
+def test_every_fix_module_is_found_and_its_facts_belong_to_a_registry_fix() -> None:
+    assert [m.__name__.rsplit(".", 1)[1] for m in by_fix.MODULES] == [
+        "rocm_aiter_unified",
+        "static_sink",
+    ]
+    declared = {s for fix in REGISTRY for s in fix.scenarios}
+    # The ROCM_ATTN half of the #53821 pair is #51585's code (no fix names it).
+    assert FACTS.keys() - declared == {"rocm_attn_capture_via_backend"}
+    for fix in REGISTRY:
+        assert set(fix.core_scenarios) <= set(fix.scenarios), fix.name
