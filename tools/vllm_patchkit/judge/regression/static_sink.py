@@ -18,6 +18,7 @@ mutants can be run in one process.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -60,8 +61,11 @@ def shared_metadata(decode_query_len: int) -> Any:
     copies as many columns as the longest sequence needs with the sink)."""
     metadata = harness.uniform_decode_metadata(len(SEQ_LENS), decode_query_len)
     lens = torch.tensor(SEQ_LENS, dtype=torch.int32)
+    # The host copies the release declares as fields (0.28.0's
+    # ``seq_lens_cpu`` is a property over ``_seq_lens_cpu``).
+    declared = {f.name for f in dataclasses.fields(metadata)}
     for name in ("seq_lens", "seq_lens_cpu", "_seq_lens_cpu"):
-        if isinstance(getattr(metadata, name, None), torch.Tensor):
+        if name in declared and isinstance(getattr(metadata, name), torch.Tensor):
             setattr(metadata, name, lens.clone())
     metadata.max_seq_len = max(SEQ_LENS)
     width = harness.vllm_config(decode_query_len).model_config.max_model_len
