@@ -30,6 +30,7 @@ from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
 from vllm_overlay.fixes.rocm_capture_host_offsets import (
     RECORD as CAPTURE_HOST_OFFSETS,
 )
+from vllm_overlay.fixes.static_sink_seq_lens import SinkShape, inspect_static_sink_tree
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
 from vllm_patchkit.git.series import Patch
@@ -272,6 +273,33 @@ def _runner_replays_full(root: Path, shared: str) -> CodeReading:
     )
 
 
+def _static_sink(root: Path) -> CodeReading:
+    """0004: ``StaticSinkAttentionBuilder.build`` writes the shared seq_lens.
+
+    No upstream release fixes it, so the fixed shape means 0004 (or the same
+    change) is in the tree; before 0.14.0 there is no static-sink builder.
+    """
+    code = inspect_static_sink_tree(root)
+    match code.shape:
+        case SinkShape.BUGGY:
+            return CodeReading(Reading.BUG, code.detail)
+        case SinkShape.FIXED:
+            return CodeReading(Reading.FIXED, code.detail)
+        case SinkShape.MISSING:
+            return CodeReading(Reading.NOT_FOR, f"target missing: {code.detail}")
+    return CodeReading(Reading.UNREADABLE, code.detail)
+
+
+def _static_sink_test(root: Path) -> CodeReading:
+    """0005: the test of 0004's fix, for a tree with a static-sink builder."""
+    code = inspect_static_sink_tree(root)
+    if code.shape in (SinkShape.BUGGY, SinkShape.FIXED):
+        return CodeReading(Reading.BUG, f"the test guards {code.detail}")
+    if code.shape is SinkShape.MISSING:
+        return CodeReading(Reading.NOT_FOR, f"target missing: a test of {code.detail}")
+    return CodeReading(Reading.UNREADABLE, code.detail)
+
+
 def _missing(code: object) -> str:
     detail = getattr(code, "detail", "")
     return detail if str(ROCM_ATTN) in detail else f"{ROCM_ATTN}: {detail}"
@@ -281,6 +309,8 @@ CODE_RULES: dict[str, Callable[[Path], CodeReading]] = {
     "rocm-capture-zeroes-device-offsets-only": _host_offsets,
     "rocm-capture-regression-test-present": _regression_test,
     "rocm-aiter-unified-capture-keeps-offsets": _aiter_offsets,
+    "static-sink-keeps-shared-seq-lens": _static_sink,
+    "static-sink-regression-test-present": _static_sink_test,
 }
 """Each patch's code rule, by its ``Invariant:`` (the fix it carries)."""
 

@@ -22,6 +22,7 @@ from vllm_overlay.capture_shape import (
     Shape,
     inspect_capture_tree,
 )
+from vllm_overlay.fixes.static_sink_seq_lens import SinkShape, inspect_static_sink_tree
 
 
 @dataclass(frozen=True)
@@ -329,12 +330,113 @@ def _fills_seq_lens_with_one(node: ast.AST) -> bool:
     )
 
 
+def static_sink_keeps_shared_seq_lens(tree: Path) -> InvariantResult:
+    """0004: ``StaticSinkAttentionBuilder.build`` has the fixed shape (it
+    works on a copy of the metadata and its own seq_lens buffer), as the
+    overlay's fix module judges it."""
+    code = inspect_static_sink_tree(tree)
+    return InvariantResult(
+        name="static-sink-keeps-shared-seq-lens",
+        holds=code.shape is SinkShape.FIXED,
+        detail=code.detail,
+        file=code.file,
+        line=code.line,
+    )
+
+
+SINK_FACTORY = "create_static_sink_attention_backend"
+
+
+def static_sink_regression_test_present(tree: Path) -> InvariantResult:
+    """0005: a vLLM test makes a static-sink backend, builds metadata with
+    it, and then asserts on ``seq_lens``.
+
+    Judged by what a test function does, in the order of its lines: a call
+    of ``create_static_sink_attention_backend``, a later ``.build(...)``
+    call, and after that an ``assert`` (or an ``assert*`` call) whose
+    expression reads a ``seq_lens``. Any module under tests/v1/attention
+    counts, whatever its name, so an upstream version of 0005's test is
+    recognised; a file that only names the factory is not.
+    """
+    name = "static-sink-regression-test-present"
+    for path in sorted((tree / ATTENTION_TESTS).glob("test_*.py")):
+        line = _sink_test_line(path)
+        if line is not None:
+            where = path.relative_to(tree)
+            return InvariantResult(name, True, f"{where} tests it", path, line)
+    return InvariantResult(
+        name,
+        False,
+        f"no test in {ATTENTION_TESTS} builds with {SINK_FACTORY}'s builder and "
+        "then asserts on seq_lens",
+        tree / ATTENTION_TESTS,
+        None,
+    )
+
+
+def _sink_test_line(path: Path) -> int | None:
+    """The line of a test that makes a static-sink backend, builds, then
+    asserts on seq_lens."""
+    source = path.read_text(errors="replace")
+    if SINK_FACTORY not in source:
+        return None
+    try:
+        module = ast.parse(source)
+    except SyntaxError:
+        return None
+    for test in _test_functions(module):
+        nodes = list(ast.walk(test))
+        made = [c.lineno for c in nodes if _calls(c, SINK_FACTORY)]
+        if not made:
+            continue
+        built = [c.lineno for c in nodes if _calls(c, "build") and c.lineno > min(made)]
+        if built and any(
+            _asserts_on(n, "seq_lens") and n.lineno > min(built) for n in nodes
+        ):
+            return test.lineno
+    return None
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    """A call of ``name(...)`` or ``<anything>.name(...)``."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == name) or (
+        isinstance(func, ast.Attribute) and func.attr == name
+    )
+
+
+def _asserts_on(node: ast.AST, field: str) -> bool:
+    """An ``assert``, or an ``assert*(...)`` call statement, reading ``field``."""
+    if isinstance(node, ast.Assert):
+        checked: list[ast.expr] = [node.test]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = node.value
+        func = call.func
+        called = (
+            func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        )
+        if not called.startswith("assert"):
+            return False
+        checked = [*call.args, *(k.value for k in call.keywords)]
+    else:
+        return False
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == field
+        for expr in checked
+        for n in ast.walk(expr)
+    )
+
+
 INVARIANTS: dict[str, Callable[[Path], InvariantResult]] = {
     "rocm-capture-zeroes-device-offsets-only": rocm_capture_zeroes_device_offsets_only,
     "rocm-capture-regression-test-present": rocm_capture_regression_test_present,
     "rocm-aiter-unified-capture-keeps-offsets": (
         rocm_aiter_unified_capture_keeps_offsets
     ),
+    "static-sink-keeps-shared-seq-lens": static_sink_keeps_shared_seq_lens,
+    "static-sink-regression-test-present": static_sink_regression_test_present,
 }
 
 
