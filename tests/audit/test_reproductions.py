@@ -24,10 +24,16 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "audit"
 STATIC_SINK = DOCS / "static-sink-seq-lens"
 
 
-def reproduce(tree: Path, test: Path) -> subprocess.CompletedProcess[str]:
+def reproduce(
+    tree: Path, test: Path, *pytest_args: str
+) -> subprocess.CompletedProcess[str]:
+    """``test`` run against ``tree``; ``pytest_args`` go to pytest (a test
+    inside the tree needs ``--noconftest``: vLLM's conftest imports what a
+    CPU runtime lacks)."""
     env = TreeLauncher.of(tree).env()
+    script = DOCS / "run_reproduction.py"
     return subprocess.run(
-        [sys.executable, str(DOCS / "run_reproduction.py"), str(tree), str(test)],
+        [sys.executable, str(script), str(tree), str(test), *pytest_args],
         capture_output=True,
         text=True,
         env=env,
