@@ -211,9 +211,9 @@ RECORD = PatchTarget(
     ),
     related=(
         (
-            "vllm-overlay patch 0004: [Bugfix] StaticSink: keep the shared "
-            "seq_lens (the upstream PR, ready in docs/upstream/"
-            "static-sink-seq-lens.md)"
+            "vllm-overlay patch 0004: [Bugfix] Keep the shared seq_lens in "
+            "StaticSinkAttentionBuilder.build (not sent upstream yet; the PR "
+            "is ready in docs/upstream/static-sink-seq-lens.md)"
         ),
     ),
     affected="0.14.0-0.33.0",
