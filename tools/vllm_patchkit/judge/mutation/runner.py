@@ -1,11 +1,12 @@
 """Run every mutant through the regression suite; count the kills.
 
-One fixed tree serves all mutants: each gets its own copy of the module it
-mutates (``rocm_attn.py``, or ``rocm_aiter_unified_attn.py`` for the #53821
-pair mutants of :mod:`.aiter_unified`) in a scratch directory and its own
-subprocess (see :mod:`.worker`), at most two at a time. The unmutated
-method runs first through the same path and must be judged fixed, or
-nothing after it means anything.
+One fixed tree serves all mutants: each gets its own copy of the file it
+mutates (its :class:`.targets.Target`: ROCM_ATTN's ``rocm_attn.py``, the
+#53821 pair's ``rocm_aiter_unified_attn.py``, StaticSink's
+``static_sink_attention.py``) in a scratch directory and its own subprocess
+(see :mod:`.worker`), at most two at a time. The unmutated file runs first
+through the same path and must be judged fixed (every fix fixed), or nothing
+after it means anything.
 
 A kill needs a behavioural check to fail: a run that reports no check, or
 whose only non-passing checks could not run (a harness error, a builder
@@ -28,16 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_overlay.aiter_shape import AITER_UNIFIED_ATTN as AITER_ATTN
-from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_source
-from vllm_patchkit.git.invariants import rocm_aiter_unified_capture_keeps_offsets
-from vllm_patchkit.judge.mutation.aiter_unified import (
-    AITER_MODULE,
-    PAIR_MUTANTS,
-    PairMutant,
-    mutate_pair,
+from vllm_patchkit.judge.mutation.aiter_unified import PairMutant
+from vllm_patchkit.judge.mutation.mutants import Mutant
+from vllm_patchkit.judge.mutation.targets import (
+    ALL_MUTANTS,
+    ROCM,
+    TARGETS,
+    TIER_PAIR_MUTANTS,
+    FileMutant,
+    Target,
+    as_file_mutant,
 )
-from vllm_patchkit.judge.mutation.mutants import MUTANTS, Mutant, mutate
 from vllm_patchkit.judge.regression.verdict import (
     FAILED,
     FIXED,
@@ -48,15 +50,9 @@ from vllm_patchkit.judge.regression.verdict import (
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
 MAX_JOBS = 2
-
-TIER_PAIR_MUTANTS: tuple[PairMutant, ...] = tuple(
-    m for m in PAIR_MUTANTS if m.module == AITER_MODULE
-)
-"""The pair mutants of ROCM_AITER_UNIFIED_ATTN's module. The pair's three
-ROCM_ATTN mutants are left out: they rewrite the method :data:`MUTANTS`
-already covers, into the same source as ``none_zeroed``, ``both_zeroed``
-and ``seq_lens_fill_dropped`` (tests/mutation checks the equality)."""
-ALL_MUTANTS: tuple[Mutant | PairMutant, ...] = (*MUTANTS, *TIER_PAIR_MUTANTS)
+ROCM_ATTN = ROCM.relpath
+AnyMutant = Mutant | PairMutant | FileMutant
+__all__ = ["ALL_MUTANTS", "ROCM_ATTN", "TIER_PAIR_MUTANTS"]
 
 
 @dataclass
@@ -81,6 +77,9 @@ class MutationReport:
     baseline: MutantRun
     runs: list[MutantRun]
     seconds: float
+    baselines: list[MutantRun] = field(default_factory=list)
+    """One per way the mutants ran (forked, fresh interpreters); the first
+    is :attr:`baseline`."""
 
     @property
     def valid(self) -> list[MutantRun]:
@@ -112,15 +111,13 @@ class _Job:
     directory: Path
     source: str
     fail_fast: bool
-    relpath: Path = ROCM_ATTN
-    """The module the job mutates, relative to the tree."""
-    partner: str | None = None
-    """For an AITER mutant: the tree's ``rocm_attn.py``, written beside it so
-    the AST invariant of the pair can read both (only the mutant is loaded)."""
+    target: Target
+    partners: dict[Path, str] = field(default_factory=dict)
+    """The tree's files the target's AST check reads beside the mutant."""
 
     @property
     def module_file(self) -> Path:
-        return self.directory / self.relpath
+        return self.directory / self.target.relpath
 
     @property
     def output(self) -> Path:
@@ -139,32 +136,38 @@ class _Job:
     def write(self) -> _Job:
         self.module_file.parent.mkdir(parents=True)
         self.module_file.write_text(self.source)
-        if self.partner is not None:
-            (self.directory / ROCM_ATTN).write_text(self.partner)
+        for relpath, text in self.partners.items():
+            (self.directory / relpath).parent.mkdir(parents=True, exist_ok=True)
+            (self.directory / relpath).write_text(text)
         return self
 
     def invariant_shape(self) -> str:
         """``fixed`` when the AST check is fooled (calls the mutant fixed)."""
-        if self.relpath == AITER_ATTN:
-            holds = rocm_aiter_unified_capture_keeps_offsets(self.directory).holds
-            return "fixed" if holds else "not-fixed"
-        return inspect_capture_source(self.source, self.module_file).shape.value
+        return self.target.shape(self.directory)
 
 
 def _job(
-    tree: Path, mutant: Mutant | PairMutant, scratch: Path, fail_fast: bool
+    tree: Path,
+    mutant: FileMutant,
+    scratch: Path,
+    fail_fast: bool,
+    name: str | None = None,
 ) -> _Job:
-    """A mutant's job: its module's source, mutated, in its own directory."""
-    if isinstance(mutant, PairMutant):
-        relpath = Path(*mutant.module.split(".")).with_suffix(".py")
-        source = mutate_pair((tree / relpath).read_text(), mutant)
-        description = mutant.mutant.description
-    else:
-        relpath, description = ROCM_ATTN, mutant.description
-        source = mutate((tree / ROCM_ATTN).read_text(), mutant)
-    partner = (tree / ROCM_ATTN).read_text() if relpath == AITER_ATTN else None
-    name = mutant.name
-    return _Job(name, description, scratch / name, source, fail_fast, relpath, partner)
+    """A mutant's job: its file's source, mutated, in its own directory."""
+    target = mutant.target
+    source = mutant.make((tree / target.relpath).read_text())
+    partners = {p: (tree / p).read_text() for p in target.partners}
+    name = name or mutant.name
+    return _Job(
+        name, mutant.description, scratch / name, source, fail_fast, target, partners
+    )
+
+
+def _baseline(tree: Path, target: Target, scratch: Path, fail_fast: bool) -> _Job:
+    """The target's file as the tree has it, through the mutants' path."""
+    unmutated = FileMutant("baseline", "the fixed method", target, lambda s: s)
+    name = "baseline" if target is ROCM else f"baseline-{target.key}"
+    return _job(tree, unmutated, scratch, fail_fast, name)
 
 
 def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
@@ -246,45 +249,74 @@ def _fork_all(
 
 def run_mutation(
     tree: Path,
-    mutants: Sequence[Mutant | PairMutant] = ALL_MUTANTS,
+    mutants: Sequence[AnyMutant] = ALL_MUTANTS,
     jobs: int = MAX_JOBS,
     fail_fast: bool = False,
     timeout: float = 300,
     fork: bool = True,
 ) -> MutationReport:
-    """Run ``mutants`` of the fixed method in ``tree`` (which must be fixed).
+    """Run ``mutants`` of the fixes in ``tree`` (which must be fixed).
 
-    ``fork``: every mutant in a process forked from one that imported vLLM
-    once (see :mod:`.zygote`); falls back to a fresh interpreter per mutant
-    when the warm-up cannot keep ``rocm_attn`` out.
+    ``fork``: the mutants of a target that can be left out of vLLM's import
+    (:attr:`.targets.Target.forks`) in processes forked from one that
+    imported vLLM once (see :mod:`.zygote`); the others, and all of them
+    when the warm-up cannot keep the modules out, each in a fresh
+    interpreter. Each way runs the unmutated file of its first target first
+    (the tree's ROCM_ATTN file when there is no mutant), which must be
+    judged fixed.
     """
     jobs = max(1, min(jobs, MAX_JOBS))
     launcher = TreeLauncher.of(tree)
-    source = (tree / ROCM_ATTN).read_text()
+    planned = [as_file_mutant(m) for m in mutants]
     start = time.monotonic()
+    done: dict[str, MutantRun] = {}
+    baselines: list[MutantRun] = []
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-mutants-") as tmp:
         scratch = Path(tmp)
-        baseline = _Job(
-            "baseline", "the fixed method", scratch / "baseline", source, fail_fast
-        )
-        work = [baseline.write()] + [
-            _job(tree, m, scratch, fail_fast).write() for m in mutants
-        ]
-        runs = _fork_all(launcher, work, jobs, timeout) if fork else None
-        if runs is None:
-            first = _spawn(launcher, baseline, timeout)
-            runs = [first]
-            if _baseline_passed(first):
-                with ThreadPoolExecutor(max_workers=jobs) as pool:
-                    spawn = functools.partial(_spawn, launcher, timeout=timeout)
-                    runs += list(pool.map(spawn, work[1:]))
-        first, rest = runs[0], runs[1:]
-        if not _baseline_passed(first):
-            raise BaselineFailed(
-                f"the unmutated method does not pass: {first.problem or ''}"
-                f"{first.failed_checks}"
-            )
-    return MutationReport(tree, first, rest, time.monotonic() - start)
+        work = [_job(tree, m, scratch, fail_fast).write() for m in planned]
+        forked = [j for j in work if fork and j.target.forks]
+        spawned = [j for j in work if j not in forked]
+        ways = [(True, forked)] if forked or (fork and not work) else []
+        ways += [(False, spawned)] if spawned or (not fork and not work) else []
+        for forks, group in ways:
+            target = _first_target(group)
+            baseline = _baseline(tree, target, scratch, fail_fast).write()
+            runs = None
+            if forks:
+                runs = _fork_all(launcher, [baseline, *group], jobs, timeout)
+            if runs is None:
+                runs = _spawn_all(launcher, baseline, group, jobs, timeout)
+            baselines.append(runs[0])
+            if not _baseline_passed(runs[0]):
+                raise BaselineFailed(
+                    f"the unmutated {target.relpath} does not pass: "
+                    f"{runs[0].problem or ''}{runs[0].failed_checks}"
+                )
+            done |= {r.name: r for r in runs[1:]}
+    rest = [done[m.name] for m in planned]
+    return MutationReport(tree, baselines[0], rest, time.monotonic() - start, baselines)
+
+
+def _first_target(group: list[_Job]) -> Target:
+    """The first target (in :data:`TARGETS` order) a group's jobs mutate."""
+    mutated = {job.target for job in group}
+    return next((t for t in TARGETS if t in mutated), ROCM)
+
+
+def _spawn_all(
+    launcher: TreeLauncher,
+    baseline: _Job,
+    group: list[_Job],
+    jobs: int,
+    timeout: float,
+) -> list[MutantRun]:
+    """The baseline, then (if it passed) each job, in fresh interpreters."""
+    first = _spawn(launcher, baseline, timeout)
+    if not _baseline_passed(first):
+        return [first]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        spawn = functools.partial(_spawn, launcher, timeout=timeout)
+        return [first, *pool.map(spawn, group)]
 
 
 def _baseline_passed(run: MutantRun) -> bool:

@@ -1,9 +1,9 @@
 """One mutant's run: the regression suite with one backend module from another file.
 
 The tree on ``PYTHONPATH`` stays as it is (several mutants share it, two at
-a time); only the mutated module (``rocm_attn``, or ``rocm_aiter_unified_attn``
-for the #53821 pair) is loaded from the mutant's file, by a finder placed
-first on ``sys.meta_path``. Which module is read from the file's path
+a time); only the mutated module (one of :data:`.targets.TARGETS`) is loaded
+from the mutant's file, by a finder placed first on ``sys.meta_path``. Which
+module is read from the file's path
 (``.../vllm/v1/attention/backends/rocm_attn.py``). The report
 gains the file that was really imported, so a run that silently used the
 unmutated module cannot count as a kill or a survival.
@@ -21,12 +21,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vllm_overlay.aiter_shape import AITER_MODULE
-from vllm_overlay.aiter_shape import GENERIC_MODULE as MODULE
 from vllm_patchkit.errors import EXIT_REFUSED
+from vllm_patchkit.judge.mutation.targets import ROCM, TARGETS
 
-MODULES = (MODULE, AITER_MODULE)
-"""The modules a mutant may replace (kept out of the zygote's warm-up)."""
+MODULE = ROCM.module
+MODULES = tuple(t.module for t in TARGETS)
+"""The modules a mutant may replace."""
+KEPT_OUT = tuple(t.module for t in TARGETS if t.forks)
+"""The modules the zygote's warm-up leaves for the forked mutants."""
 
 
 def module_of(file: Path) -> str:

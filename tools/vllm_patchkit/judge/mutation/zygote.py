@@ -3,9 +3,10 @@
 Importing vLLM and configuring it takes 15-25 s on this project's 2-core
 machines; the scenarios themselves take a few seconds. So the mutation
 runner starts this process once per tree: it imports vLLM and every module
-the scenarios use, except the modules under mutation (``rocm_attn`` and
-``rocm_aiter_unified_attn``, blocked while warming up, so a module that
-imports them is left for the children), then forks each mutant's run into
+the scenarios use, except the modules under mutation that vLLM can do
+without (``rocm_attn`` and ``rocm_aiter_unified_attn``: ``worker.KEPT_OUT``,
+blocked while warming up, so a module that imports them is left for the
+children), then forks each mutant's run into
 its own process, at most two at a time. Each child loads its mutant module
 and builds its own configs and process group.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.errors import EXIT_ERROR
-from vllm_patchkit.judge.mutation.worker import MODULES, run_with_module
+from vllm_patchkit.judge.mutation.worker import KEPT_OUT, run_with_module
 
 WARM_MODULES = (
     "vllm.v1.worker.gpu_model_runner",
@@ -65,7 +66,7 @@ class _Blocked(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: object | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname in MODULES:
+        if fullname in KEPT_OUT:
             raise ImportError(f"{fullname} is left for the mutant processes")
         return None
 
@@ -147,7 +148,7 @@ def run_jobs(
 def main() -> int:
     request = json.loads(sys.stdin.read())
     warm_up()
-    if any(name in sys.modules for name in MODULES):
+    if any(name in sys.modules for name in KEPT_OUT):
         return EXIT_ERROR
     results = run_jobs(request["jobs"], request["jobs_at_once"], request["timeout"])
     sys.stdout.write(json.dumps(results) + "\n")
