@@ -113,4 +113,27 @@ def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
     assert len(mutated) == 10 == len(set(mutated.values()))
     assert aiter_source not in mutated.values()
     names = [m.name for m in ALL_MUTANTS]
-    assert len(names) == len(set(names)) == len(MUTANTS) + 10
+    assert len(names) == len(set(names)) == len(MUTANTS) + 10 + 5
+
+
+def test_the_tier_runs_each_static_sink_mutant_against_its_file(
+    patched_installed_tree: Path,
+) -> None:
+    """StaticSink's mutants rewrite 0004's ``build`` in the patched tree,
+    each differently; the fix's invariant holds on the tree and fails on
+    every mutant (a method it does not know is never called fixed)."""
+    from vllm_patchkit.judge.mutation.runner import ALL_MUTANTS
+    from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
+    from vllm_patchkit.judge.mutation.targets import SINK
+
+    tier = [m for m in ALL_MUTANTS if m.target is SINK]
+    assert [m.name for m in tier] == [m.name for m in SINK_MUTANTS]
+    source = (patched_installed_tree / SINK.relpath).read_text()
+    mutated = {m.name: m.make(source) for m in tier}
+    assert len(set(mutated.values())) == len(tier) and source not in mutated.values()
+    assert SINK.shape(patched_installed_tree) == "fixed"
+    for name, text in mutated.items():
+        directory = patched_installed_tree.parent / f"sink-mutant-{name}"
+        (directory / SINK.relpath).parent.mkdir(parents=True, exist_ok=True)
+        (directory / SINK.relpath).write_text(text)
+        assert SINK.shape(directory) == "not-fixed", name

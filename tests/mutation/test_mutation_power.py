@@ -1,9 +1,10 @@
 """Mutation tier: the runtime scenarios fail on every wrong fix (kill rate 100%).
 
-Each mutant of the fixed ``build_for_cudagraph_capture`` (ROCM_ATTN's, and
-the #53821 pair's ROCM_AITER_UNIFIED_ATTN module) runs the whole
-regression suite in its own subprocess, two at a time, over the one patched
-installed tree of the session. A survivor is a scenario the suite lacks. The
+Each mutant of a fix's file (ROCM_ATTN's ``build_for_cudagraph_capture``,
+the #53821 pair's ROCM_AITER_UNIFIED_ATTN module, StaticSink's
+``StaticSinkAttentionBuilder.build``) runs the whole regression suite in its
+own subprocess, two at a time, over the one patched installed tree of the
+session. A survivor is a scenario the suite lacks. The
 mutants the AST invariant calls fixed (see ``test_mutants.FOOL_THE_AST``)
 show the runtime scenarios catch what the static check cannot.
 """
@@ -22,6 +23,8 @@ from vllm_patchkit.judge.mutation.runner import (
     format_report,
     run_mutation,
 )
+from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
+from vllm_patchkit.judge.regression.by_fix.static_sink import SINK_ONCE, SINK_TWICE
 
 pytestmark = pytest.mark.mutation
 BUDGET_S = 300
@@ -31,6 +34,8 @@ BUDGET_S = 300
 def mutation_report(patched_installed_tree: Path) -> MutationReport:
     report = run_mutation(patched_installed_tree, ALL_MUTANTS, jobs=2)
     print(format_report(report))
+    for baseline in report.baselines:
+        print(f"{baseline.name}: {baseline.fixes}, {baseline.seconds:.0f} s")
     return report
 
 
@@ -96,3 +101,32 @@ def test_the_aiter_pair_mutants_die_on_the_aiter_checks(
             mutant.name,
             failed,
         )
+
+
+def test_each_baseline_is_judged_fixed_for_every_fix(
+    mutation_report: MutationReport,
+) -> None:
+    """The unmutated files, forked and in fresh interpreters: every fix,
+    StaticSink (0004) included, is fixed before any kill counts."""
+    assert [b.name for b in mutation_report.baselines] == [
+        "baseline",
+        "baseline-static-sink",
+    ]
+    for baseline in mutation_report.baselines:
+        assert baseline.problem is None and not baseline.killed, baseline.name
+        assert "StaticSink" in baseline.fixes, baseline.fixes
+        assert set(baseline.fixes.values()) == {"fixed"}, baseline.fixes
+
+
+def test_the_static_sink_mutants_die_on_the_static_sink_checks(
+    mutation_report: MutationReport,
+) -> None:
+    runs = {r.name: r for r in mutation_report.runs}
+    for mutant in SINK_MUTANTS:
+        run = runs[mutant.name]
+        assert run.invariant_shape == "not-fixed", mutant.name
+        assert run.fixes["StaticSink"] == "not-fixed", (mutant.name, run.fixes)
+        failed = run.failed_checks
+        assert failed and all(
+            c.startswith((f"{SINK_ONCE}[", f"{SINK_TWICE}[")) for c in failed
+        ), (mutant.name, failed)

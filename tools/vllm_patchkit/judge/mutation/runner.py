@@ -69,6 +69,8 @@ class MutantRun:
     """Why the run is not judged (no report, the mutant not imported, no
     check failed but some could not run)."""
     counts: dict[str, Any] = field(default_factory=dict)
+    fixes: dict[str, str] = field(default_factory=dict)
+    """Each fix's verdict in the suite's report (``fixed``, ...)."""
 
 
 @dataclass
@@ -187,6 +189,7 @@ def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
     checks = report["checks"]
     counts = tally(checks)
     run.counts = counts.to_json()
+    run.fixes = {fix: judged["verdict"] for fix, judged in report["fixes"].items()}
     run.failed_checks = [c["name"] for c in checks if status_of(c) == FAILED]
     run.killed = bool(run.failed_checks)
     verdict = report.get("verdict")
@@ -288,9 +291,10 @@ def run_mutation(
                 runs = _spawn_all(launcher, baseline, group, jobs, timeout)
             baselines.append(runs[0])
             if not _baseline_passed(runs[0]):
+                first = runs[0]
                 raise BaselineFailed(
                     f"the unmutated {target.relpath} does not pass: "
-                    f"{runs[0].problem or ''}{runs[0].failed_checks}"
+                    f"{first.problem or ''}{first.failed_checks} {first.fixes}"
                 )
             done |= {r.name: r for r in runs[1:]}
     rest = [done[m.name] for m in planned]
@@ -320,8 +324,10 @@ def _spawn_all(
 
 
 def _baseline_passed(run: MutantRun) -> bool:
-    """Judged fixed: no check failed and the core checks ran (see _result)."""
-    return run.problem is None and not run.killed
+    """Judged fixed: no check failed, the core checks ran (see _result) and
+    every fix is fixed."""
+    fixed = all(verdict == FIXED for verdict in run.fixes.values())
+    return run.problem is None and not run.killed and fixed
 
 
 def format_report(report: MutationReport) -> str:
