@@ -22,7 +22,11 @@ from vllm_overlay.capture_shape import (
     Shape,
     inspect_capture_tree,
 )
-from vllm_overlay.fixes.static_sink_seq_lens import SinkShape, inspect_static_sink_tree
+from vllm_overlay.fixes.static_sink_seq_lens import (
+    FACTORY,
+    SinkShape,
+    inspect_static_sink_tree,
+)
 
 
 @dataclass(frozen=True)
@@ -344,9 +348,6 @@ def static_sink_keeps_shared_seq_lens(tree: Path) -> InvariantResult:
     )
 
 
-SINK_FACTORY = "create_static_sink_attention_backend"
-
-
 def static_sink_regression_test_present(tree: Path) -> InvariantResult:
     """0005: a vLLM test makes a static-sink backend, builds metadata with
     it, and then asserts on ``seq_lens``.
@@ -367,7 +368,7 @@ def static_sink_regression_test_present(tree: Path) -> InvariantResult:
     return InvariantResult(
         name,
         False,
-        f"no test in {ATTENTION_TESTS} builds with {SINK_FACTORY}'s builder and "
+        f"no test in {ATTENTION_TESTS} builds with {FACTORY}'s builder and "
         "then asserts on seq_lens",
         tree / ATTENTION_TESTS,
         None,
@@ -378,7 +379,7 @@ def _sink_test_line(path: Path) -> int | None:
     """The line of a test that makes a static-sink backend, builds, then
     asserts on seq_lens."""
     source = path.read_text(errors="replace")
-    if SINK_FACTORY not in source:
+    if FACTORY not in source:
         return None
     try:
         module = ast.parse(source)
@@ -386,7 +387,7 @@ def _sink_test_line(path: Path) -> int | None:
         return None
     for test in _test_functions(module):
         nodes = list(ast.walk(test))
-        made = [c.lineno for c in nodes if _calls(c, SINK_FACTORY)]
+        made = [c.lineno for c in nodes if _calls(c, FACTORY)]
         if not made:
             continue
         built = [c.lineno for c in nodes if _calls(c, "build") and c.lineno > min(made)]

@@ -24,13 +24,10 @@ import sys
 import types
 from typing import Any
 
+from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY, METHOD
 from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
 from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
-
-BUILDER = "StaticSinkAttentionBuilder"
-METHOD = "build"
-FACTORY = "create_static_sink_attention_backend"
 
 COPY = "common_attn_metadata = copy(common_attn_metadata)"
 ADD = "torch.add(common_attn_metadata.seq_lens, self.sink_len, out=seq_lens)"

@@ -7,8 +7,10 @@ apply there, so the fix is neither fixed nor not fixed on such a tree.
 
 from __future__ import annotations
 
-MODULE = "vllm.model_executor.layers.attention.static_sink_attention"
-RELPATH = "model_executor/layers/attention/static_sink_attention.py"
+from vllm_overlay.fixes.static_sink_seq_lens import RECORD, STATIC_SINK
+
+MODULE = RECORD.module
+RELPATH = str(STATIC_SINK.relative_to("vllm"))
 """The module's file, relative to the ``vllm`` package."""
 SINK_ONCE = "static_sink_then_others"
 SINK_TWICE = "static_sink_twice"
