@@ -9,9 +9,11 @@ changes the input of every builder that runs after it in the same step.
 """
 
 import copy
+import json
 
 import pytest
 import torch
+from vllm.config import CacheConfig, DeviceConfig, ModelConfig, VllmConfig
 from vllm.model_executor.layers.attention.static_sink_attention import (
     create_static_sink_attention_backend,
 )
@@ -22,7 +24,6 @@ from tests.v1.attention.utils import (
     BatchSpec,
     create_common_attn_metadata,
     create_standard_kv_cache_spec,
-    create_vllm_config,
 )
 
 BLOCK_SIZE = 16
@@ -30,9 +31,32 @@ SINK_LEN = 2 * BLOCK_SIZE
 
 
 @pytest.mark.parametrize("num_groups", [1, 2])
-def test_static_sink_build_leaves_shared_seq_lens_alone(num_groups: int):
+def test_static_sink_build_leaves_shared_seq_lens_alone(num_groups: int, tmp_path):
     device = torch.device("cpu")
-    vllm_config = create_vllm_config(block_size=BLOCK_SIZE)
+    # A tiny local model config: no download, no weights.
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "num_hidden_layers": 1,
+                "vocab_size": 256,
+                "max_position_embeddings": 1024,
+            }
+        )
+    )
+    model_config = ModelConfig(
+        model=str(tmp_path), skip_tokenizer_init=True, dtype="float16"
+    )
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        cache_config=CacheConfig(block_size=BLOCK_SIZE),
+        device_config=DeviceConfig("cpu"),
+    )
     kv_cache_spec = create_standard_kv_cache_spec(vllm_config)
     backend = create_static_sink_attention_backend(
         TritonAttentionBackend, sink_len=SINK_LEN
@@ -57,7 +81,7 @@ def test_static_sink_build_leaves_shared_seq_lens_alone(num_groups: int):
         metadata = builder.build(0, copy.copy(common))
         # Each group attends over the sink once, whatever ran before it.
         assert metadata.seq_lens.tolist() == (seq_lens + SINK_LEN).tolist(), (
-            f"group {group}"
+            f"group {group} sees {metadata.seq_lens.tolist()}"
         )
 
     assert torch.equal(common.seq_lens, seq_lens), (
