@@ -307,11 +307,15 @@ def _run_base(tree: Path, base: str, commit: str, test_files: list[str]) -> Tree
     """The suite on ``commit``, exported with ``git archive`` (tree untouched)."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-base-") as scratch:
         export = Path(scratch)
-        # The requirement files travel too: the base's runtime reads them.
+        # The requirement files travel too: the base's runtime reads them; so
+        # does the base's tests/ when there is an upstream test, whose helpers
+        # (tests/v1/attention/utils.py for 0005) it imports.
         paths = ["vllm"]
-        probe = Git(tree).run("cat-file", "-e", f"{commit}:requirements", check=False)
-        if probe.returncode == 0:
-            paths.append("requirements")
+        wanted = ["requirements", *(["tests"] if test_files else [])]
+        for name in wanted:
+            probe = Git(tree).run("cat-file", "-e", f"{commit}:{name}", check=False)
+            if probe.returncode == 0:
+                paths.append(name)
         archive = subprocess.run(
             [git_executable(), "archive", "--format=tar", commit, *paths],
             cwd=tree,
