@@ -1,4 +1,7 @@
-"""``vllm-patchkit pr`` on a real 0.28.0 checkout with the series applied.
+"""``vllm-patchkit pr`` on real 0.28.0 and 0.33.0 checkouts with the series applied.
+
+On 0.28.0 the series carries three fixes (#51585: 0001 and 0002, #53821:
+0003, StaticSink: 0004 and 0005); the tests propose #51585's.
 
 The checks the PR body reports (``test``, ``precommit``) run for real in one
 test; the others skip them to test sign-offs, the branch and the hand-off
@@ -27,7 +30,8 @@ ME = "Fork Maintainer <fork@example.invalid>"
 SERIES_AUTHOR = "vllm-overlay developers <dev@vllm-overlay.invalid>"
 UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
-UPSTREAM_TESTS = f"{UPSTREAM_TEST} {AITER_TEST}"
+STATIC_SINK_TEST = "tests/v1/attention/test_static_sink_shared_state.py"
+PR = ("pr", "--fix", "rocm-capture-keeps-host-offsets")
 
 
 @pytest.fixture
@@ -49,7 +53,7 @@ def test_missing_signoff_is_refused_then_added_only_on_request(
     checkout: Path,
 ) -> None:
     before = snapshot(checkout)
-    code, refused = patchkit_json("pr", "--no-test", "--no-precommit", str(checkout))
+    code, refused = patchkit_json(*PR, "--no-test", "--no-precommit", str(checkout))
     assert code == 2, refused
     assert refused["status"] == "refused"
     assert f"Signed-off-by of submitter {ME}" in refused["message"]
@@ -60,12 +64,12 @@ def test_missing_signoff_is_refused_then_added_only_on_request(
     git.run("remote", "add", "origin", "https://example.invalid/forker/vllm.git")
     before = snapshot(checkout)
     code, pr = patchkit_json(
-        "pr", "--signoff", "--no-test", "--no-precommit", str(checkout)
+        *PR, "--signoff", "--no-test", "--no-precommit", str(checkout)
     )
     assert code == 0, pr
     head = pr["gh_command"][pr["gh_command"].index("--head") + 1]
     assert head == f"forker:{pr['branch']}"
-    assert [c["signoff_added"] for c in pr["commits"]] == [ME] * 3
+    assert [c["signoff_added"] for c in pr["commits"]] == [ME] * 2
     for commit in pr["commits"]:
         trailers = commit["message"].rstrip().split("\n\n")[-1].splitlines()
         assert trailers == [
@@ -80,7 +84,7 @@ def test_dry_run_body_comes_from_real_test_and_precommit_runs(
 ) -> None:
     before = snapshot(checkout)
 
-    code, pr = patchkit_json("pr", "--dry-run", "--signoff", str(checkout))
+    code, pr = patchkit_json(*PR, "--dry-run", "--signoff", str(checkout))
 
     assert code == 0, pr
     assert pr["status"] == "ready"
@@ -95,13 +99,13 @@ def test_dry_run_body_comes_from_real_test_and_precommit_runs(
     assert f"vllm-patchkit test {checkout}" in plan
     assert f"vllm-patchkit precommit {checkout}" in plan
     assert f"pytest --noconftest {UPSTREAM_TEST}" in plan
-    assert f"pytest --noconftest {AITER_TEST}" in plan
+    assert AITER_TEST not in plan and STATIC_SINK_TEST not in plan  # other PRs
     result = body.split("## Test Result", 1)[1]
-    assert f"`{UPSTREAM_TESTS}` without the fix: 0 passed, 9 failed." in result
-    assert f"`{UPSTREAM_TESTS}` with the fix: 9 passed, 0 failed." in result
+    assert f"`{UPSTREAM_TEST}` without the fix: 0 passed, 4 failed." in result
+    assert f"`{UPSTREAM_TEST}` with the fix: 4 passed, 0 failed." in result
     assert "Regression suite: FIXED" in result and "bug reproduced" in result
     assert "verdict: FIXED" in result  # the test command's own output
-    assert "ruff-check" in result and "pre-commit on 4 file(s)" in result
+    assert "ruff-check" in result and "pre-commit on 2 file(s)" in result
     assert body.count("- [x]") == 3
     assert "PLEASE FILL IN" not in body
     assert [r["returncode"] for r in pr["runs"]] == [0, 0]
@@ -131,7 +135,7 @@ def test_submit_pushes_a_branch_and_hands_it_to_gh(
     gh.chmod(0o755)
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     head, branch = git.head(), git.branch()
-    args = ("pr", "--submit", "--signoff", "--no-test", "--no-precommit")
+    args = (*PR, "--submit", "--signoff", "--no-test", "--no-precommit")
 
     proc = patchkit(*args, "--json", str(checkout), env=env)
 
@@ -143,9 +147,9 @@ def test_submit_pushes_a_branch_and_hands_it_to_gh(
     # Same trees on the same base; upstream messages; the user's branch and
     # work tree untouched.
     assert git.out("rev-parse", f"{new_head}^{{tree}}") == git.out(
-        "rev-parse", "HEAD^{tree}"
+        "rev-parse", "HEAD~3^{tree}"
     )
-    assert git.out("rev-parse", f"{new_head}~3") == git.out(
+    assert git.out("rev-parse", f"{new_head}~2") == git.out(
         "rev-parse", "refs/vllm-patchkit/base"
     )
     for rev in (new_head, f"{new_head}^"):
@@ -168,7 +172,7 @@ def test_submit_without_gh_prints_the_command(checkout: Path, tmp_path: Path) ->
     remote = tmp_path / "fork.git"
     Git(tmp_path).run("init", "--quiet", "--bare", str(remote))
     proc = patchkit(
-        "pr", "--submit", "--signoff", "--no-test", "--no-precommit",
+        *PR, "--submit", "--signoff", "--no-test", "--no-precommit",
         "--remote", str(remote), str(checkout),
     )  # fmt: skip
     assert proc.returncode == 3, proc.stdout
@@ -182,14 +186,21 @@ def test_refusals(checkout: Path, tmp_path: Path) -> None:
         "-c", "user.name=Someone Else", "-c", "user.email=else@example.invalid",
         "commit", "--quiet", "--allow-empty", "-m", "[Misc] unsigned",
     )  # fmt: skip
+    # A commit that is no series patch is in no fix's PR; proposed alone
+    # (its own base), it still needs its author's sign-off.
     code, pr = patchkit_json(
-        "pr", "--signoff", "--no-test", "--no-precommit", str(checkout)
+        *PR, "--signoff", "--no-test", "--no-precommit", str(checkout)
     )
+    assert code == 0 and pr["left_out"][-1].endswith("[Misc] unsigned"), pr
+    code, pr = patchkit_json(
+        "pr", "--signoff", "--no-test", "--no-precommit", "--base", "HEAD~1",
+        str(checkout),
+    )  # fmt: skip
     assert code == 2
     assert "only the author can certify it" in pr["message"]
 
     (checkout / UPSTREAM_TEST).write_text("# edited\n")
-    code, pr = patchkit_json("pr", "--no-test", "--no-precommit", str(checkout))
+    code, pr = patchkit_json(*PR, "--no-test", "--no-precommit", str(checkout))
     assert code == 2 and "the PR is built from commits" in pr["message"]
 
     git = Git(checkout)
@@ -198,7 +209,7 @@ def test_refusals(checkout: Path, tmp_path: Path) -> None:
     # No identity anywhere: the machine's global config is left out too.
     no_identity = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     proc = patchkit(
-        "pr", "--signoff", "--no-test", "--no-precommit", "--json", str(checkout),
+        *PR, "--signoff", "--no-test", "--no-precommit", "--json", str(checkout),
         env=no_identity,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -206,7 +217,7 @@ def test_refusals(checkout: Path, tmp_path: Path) -> None:
 
     stock = tmp_path / "stock"
     clone_release("0.28.0", stock)
-    code, pr = patchkit_json("pr", "--no-test", "--no-precommit", str(stock))
+    code, pr = patchkit_json(*PR, "--no-test", "--no-precommit", str(stock))
     assert code == 2 and "no series base" in pr["message"]
 
 
@@ -235,7 +246,7 @@ def test_values_that_read_as_options_are_refused(
     refs = git.out("for-each-ref", "--format=%(refname) %(objectname)")
     for flag, value in cases:
         proc = patchkit(
-            "pr", "--submit", "--signoff", "--no-test", "--no-precommit",
+            *PR, "--submit", "--signoff", "--no-test", "--no-precommit",
             "--json", f"{flag}={value}", str(checkout),
         )  # fmt: skip
         assert proc.returncode == 2, (flag, value, proc.stdout + proc.stderr)
@@ -243,3 +254,61 @@ def test_values_that_read_as_options_are_refused(
         assert not ran.exists(), (flag, value)
         assert git.out("for-each-ref", "--format=%(refname) %(objectname)") == refs
     assert Git(remote).out("for-each-ref") == ""
+
+
+def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """On 0.33.0 apply carries #51585's test (0002) and StaticSink's 0004 and
+    0005: the StaticSink PR is those two, replayed on the base without 0002,
+    and with no [ROCm] tag (static sink attention runs on every platform)."""
+    tree = release_clone("0.33.0")
+    git = Git(tree)
+    git.run("config", "user.name", "Fork Maintainer")
+    git.run("config", "user.email", "fork@example.invalid")
+    git.run("remote", "remove", "origin")
+    code, result = patchkit_json("apply", str(tree))
+    assert code == 0, result
+    base = git.out("rev-parse", "refs/vllm-patchkit/base")
+    assert git.out("rev-list", "--count", f"{base}..HEAD") == "3"  # 0002, 0004, 0005
+
+    args = ("pr", "--signoff", "--no-test", "--no-precommit")
+    code, ambiguous = patchkit_json(*args, str(tree))
+    assert code == 2, ambiguous
+    message = ambiguous["message"]
+    assert "rocm-capture-keeps-host-offsets (#51585: 0002)" in message
+    assert "static-sink-keeps-shared-seq-lens (StaticSink: 0004, 0005)" in message
+    assert "--fix NAME" in message
+    code, unknown = patchkit_json(*args, "--fix", "no-such-fix", str(tree))
+    assert code == 2 and "static-sink-keeps-shared-seq-lens" in unknown["message"]
+
+    remote = tmp_path / "fork.git"
+    Git(tmp_path).run("init", "--quiet", "--bare", str(remote))
+    bin_dir = tmp_path / "bin"  # a stand-in gh: GitHub is not reachable here
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text("#!/bin/sh\necho https://example.invalid/pull/2\n")
+    (bin_dir / "gh").chmod(0o755)
+    proc = patchkit(
+        *args, "--submit", "--fix", "static-sink-keeps-shared-seq-lens",
+        "--remote", str(remote), "--json", str(tree),
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pr = json.loads(proc.stdout)
+    assert pr["fix"] == "static-sink-keeps-shared-seq-lens"
+    assert [c["subject"] for c in pr["commits"]] == [
+        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder.build",
+        "[Bugfix] Test that static sink attention keeps the shared seq_lens",
+    ]
+    assert pr["title"] == (
+        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder.build"
+    )
+    assert len(pr["left_out"]) == 1 and "CUDA graph capture" in pr["left_out"][0]
+    # The branch (pushed before gh is looked for) is 0004 and 0005 on the base.
+    head = Git(remote).out("rev-parse", f"refs/heads/{pr['branch']}")
+    assert git.out("rev-parse", f"{head}~2") == base
+    changed = git.out("diff", "--name-only", base, head).splitlines()
+    assert changed == [
+        STATIC_SINK_TEST,
+        "vllm/model_executor/layers/attention/static_sink_attention.py",
+    ]

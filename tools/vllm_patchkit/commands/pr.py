@@ -1,4 +1,4 @@
-"""``vllm-patchkit pr``: prepare the upstream pull request for the series."""
+"""``vllm-patchkit pr``: prepare the upstream pull request for one fix."""
 
 from __future__ import annotations
 
@@ -22,21 +22,33 @@ if TYPE_CHECKING:
 
 def _show_defaults(parser: argparse.ArgumentParser) -> None:
     from vllm_patchkit.pull_request import UPSTREAM_REPO
+    from vllm_patchkit.pull_request.scope import fix_names
 
     parser.set_defaults(repo=UPSTREAM_REPO)
+    for action in parser._actions:  # argparse keeps its actions only here
+        if action.dest == "fix":
+            action.help = f"{action.help}; the fixes: {fix_names()}"
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = add_command(
         commands,
         "pr",
-        help="prepare the upstream PR: sign-offs, title, body, gh command",
+        help="prepare one fix's upstream PR: sign-offs, title, body, gh command",
         description=(
-            "Build the upstream pull request from the series' commits in a vLLM "
-            "checkout (the commits after the base recorded by apply or rebase). "
-            "Every commit must carry a DCO Signed-off-by of its author and of "
+            "Build the upstream pull request for one fix from the series' commits "
+            "in a vLLM checkout (the commits after the base recorded by apply or "
+            "rebase). Upstream takes one fix per PR: each commit is matched to "
+            "its series patch and that patch to its fix in the registry "
+            "(vllm_overlay.fixes), and only the chosen fix's commits are "
+            "proposed, replayed on the base; --fix names it, and may be left "
+            "out when the commits carry one fix's patches only (several: exit 2, "
+            "naming them). `test` and `precommit` are then scoped to that fix: "
+            "its verdict line, its test files before and after, its changed "
+            "files. Every commit must carry a DCO Signed-off-by of its author and of "
             "you (git's user.name/user.email); --signoff adds yours, nothing "
-            "else does. The title gets vLLM's [Bugfix] and [ROCm] prefixes; the "
+            "else does. The title gets vLLM's [Bugfix] prefix, and [ROCm] for a fix "
+            "of ROCm code (a vllm rocm_* module); the "
             "body is the checkout's .github/PULL_REQUEST_TEMPLATE.md (or a "
             "built-in one) with Purpose from the commit messages and Test Plan "
             "and Test Result from real runs of `vllm-patchkit test` and "
@@ -67,6 +79,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--signoff",
         action="store_true",
         help="add your Signed-off-by to commits that lack it (DCO)",
+    )
+    parser.add_argument(
+        "--fix",
+        metavar="NAME",
+        help="the fix to propose (default: the only fix the commits carry)",
     )
     parser.add_argument("--branch", help="PR branch name (default: from the title)")
     parser.add_argument(
@@ -117,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         base_branch=args.upstream_branch,
         repo=args.repo or UPSTREAM_REPO,
         remote=args.remote,
+        fix=args.fix,
     )
     pr = prepare_pull_request(args.path, load_series(args.patches), options)
     if args.submit:
@@ -137,10 +155,14 @@ def format_pr(pr: PullRequest, *, submitted: bool) -> str:
         elif commit.missing_signoffs:
             state = f"MISSING sign-off of {' and '.join(commit.missing_signoffs)}"
         lines.append(f"  {commit.sha[:12]} {commit.subject}: {state}")
+    for left in pr.left_out:
+        lines.append(f"  {left}: left out (not {pr.fix}'s)")
     for record in pr.runs:
         verdict = "passed" if record.returncode == 0 else "FAILED"
         lines.append(f"  {record.command}: {verdict} (exit {record.returncode})")
     if pr.title:
+        if pr.fix is not None:
+            lines.append(f"fix:    {pr.fix}")
         lines += [f"title:  {pr.title}", f"branch: {pr.branch}"]
     if pr.body:
         lines += [f"body ({pr.template}), also in {pr.body_file}:", "", pr.body]

@@ -1,12 +1,13 @@
-"""Prepare (and, when asked, open) the upstream pull request for the series.
+"""Prepare (and, when asked, open) the upstream pull request for one fix.
 
 ``prepare_pull_request`` reads the series' commits in a vLLM checkout (from
-the base recorded by apply or rebase to HEAD), checks their DCO sign-offs,
-runs ``vllm-patchkit test`` and ``precommit`` on the checkout for real, and
-builds the title and the description from vLLM's template. It changes
-nothing. ``submit`` then makes the branch (the same trees, upstream commit
-messages, sign-offs added only with ``signoff=True``), pushes it and runs
-``gh pr create`` when gh is installed.
+the base recorded by apply or rebase to HEAD), keeps those of one fix
+(:mod:`.scope`), checks their DCO sign-offs, runs ``vllm-patchkit test``
+and ``precommit`` on the checkout for real, scoped to that fix, and builds
+the title and the description from vLLM's template. It changes nothing.
+``submit`` then makes the branch (the fix's changes replayed on the base,
+upstream commit messages, sign-offs added only with ``signoff=True``),
+pushes it and runs ``gh pr create`` when gh is installed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,12 +48,14 @@ from vllm_patchkit.present.reports import (
 from vllm_patchkit.pull_request.body import (
     RunRecord,
     fill_template,
+    is_rocm_fix,
     load_template,
     plan_section,
     pr_title,
     purpose_section,
     result_section,
 )
+from vllm_patchkit.pull_request.scope import Scope, ScopeError, choose_fix
 from vllm_patchkit.pull_request.signoff import (
     Identity,
     SeriesCommit,
@@ -99,6 +103,10 @@ class PullRequest:
     pushed_to: str | None = None
     url: str | None = None
     base_commit: str = ""
+    fix: str | None = None
+    """The registry name of the fix proposed (None: no commit is a series patch)."""
+    left_out: list[str] = field(default_factory=list)
+    """``sha subject`` of the commits after the base that are not the fix's."""
 
     @property
     def gh_command_line(self) -> str:
@@ -116,6 +124,8 @@ class Options:
     repo: str = UPSTREAM_REPO
     remote: str = "origin"
     """Where --submit pushes; a fork's owner goes into gh's --head."""
+    fix: str | None = None
+    """The fix to propose (registry name); None: the only one the commits carry."""
 
 
 def check_options(options: Options) -> Options:
@@ -138,9 +148,10 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
     git = open_checkout(path)
     pr = PullRequest("ready", "", str(git.root), repo=options.repo)
     pr.base_branch = options.base_branch
-    commits = _collect(git, pr, options)
-    if pr.status == "refused":
+    scope = _collect(git, pr, options, series)
+    if scope is None or pr.status == "refused":
         return pr
+    commits, series = scope.commits, scope.series
     highlights = []
     if options.run_test:
         highlights += _run_test(pr, git.root, series)
@@ -159,15 +170,19 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
         pr.message = f"not ready: {', '.join(failed)} failed"
     else:
         pr.message = f"{len(pr.commits)} commit(s) for {pr.repo}"
+        if pr.fix is not None:
+            pr.message += f": fix {pr.fix}"
     return pr
 
 
-def _collect(git: Git, pr: PullRequest, options: Options) -> list[SeriesCommit]:
-    """The series' commits with their sign-off plan; refusals go into ``pr``."""
+def _collect(
+    git: Git, pr: PullRequest, options: Options, series: Series
+) -> Scope | None:
+    """The fix's commits with their sign-off plan; refusals go into ``pr``."""
     reason = busy_reason(git) or dirty_reason(git)
     if reason:
         _refuse(pr, f"{git.root}: refusing: {reason} (the PR is built from commits)")
-        return []
+        return None
     base = options.base or BASE_REF
     base_commit = git.commit_of(base)
     if base_commit is None:
@@ -176,12 +191,20 @@ def _collect(git: Git, pr: PullRequest, options: Options) -> list[SeriesCommit]:
             f"{git.root}: no series base ({base}); run `vllm-patchkit apply` or "
             "`rebase` first, or pass --base",
         )
-        return []
+        return None
     pr.base_commit = base_commit
     commits = series_commits(git, pr.base_commit)
     if not commits:
         _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
-        return []
+        return None
+    try:
+        scope = choose_fix(commits, series, options.fix)
+    except ScopeError as error:
+        _refuse(pr, str(error))
+        return None
+    commits = scope.commits
+    pr.fix = scope.fix.name if scope.fix is not None else None
+    pr.left_out = [f"{c.sha[:12]} {c.subject}" for c in scope.left_out]
     submitter = configured_identity(git)
     if submitter is None:
         _refuse(
@@ -189,13 +212,14 @@ def _collect(git: Git, pr: PullRequest, options: Options) -> list[SeriesCommit]:
             f"{git.root}: set git's user.name and user.email: every commit needs "
             "your Signed-off-by too (DCO)",
         )
-        return []
+        return None
     problems = _plan_commits(pr, commits, submitter, options.signoff)
-    pr.title = pr_title(commits[0].subject)
+    vendor = scope.fix is None or is_rocm_fix(scope.fix.record.source_file)
+    pr.title = pr_title(commits[0].subject, vendor=vendor)
     pr.branch = options.branch or default_branch(pr.title)
     if problems:
         _refuse(pr, "; ".join(problems))
-    return commits
+    return scope
 
 
 def _render_body(
@@ -349,6 +373,7 @@ def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
         test = run.upstream_test if run is not None else None
         if test is not None:
             lines.append(f"`{' '.join(test.files)}` {where}: {test.summary}.")
+            lines += [f"  - `{failure}`" for failure in test.failures]
     return lines
 
 
@@ -392,10 +417,12 @@ def _build_commits(git: Git, pr: PullRequest) -> str:
     commits and a second submit finds its branch unchanged.
     """
     parent = pr.base_commit
-    fmt = "%x1f".join(["%T", "%an", "%ae", "%aI", "%cI"])
+    fmt = "%x1f".join(["%T", "%P", "%an", "%ae", "%aI", "%cI"])
     for plan in pr.commits:
         fields = git.out("log", "-1", f"--format={fmt}", plan.sha).split("\x1f")
-        tree, name, email, author_date, committer_date = fields
+        tree, parents, name, email, author_date, committer_date = fields
+        if parents != parent:  # another fix's commit came between: replay
+            tree = _replayed_tree(git, parent, plan.sha)
         env = {
             **committer_env(git),
             "GIT_AUTHOR_NAME": name,
@@ -414,6 +441,24 @@ def _build_commits(git: Git, pr: PullRequest) -> str:
             env=env,
         ).stdout.strip()
     return parent
+
+
+def _replayed_tree(git: Git, parent: str, sha: str) -> str:
+    """The tree of ``sha``'s own change applied to ``parent``, in a scratch
+    index (the checkout's index and work tree are not touched)."""
+    diff = git.run("diff", "--binary", "--full-index", f"{sha}^", sha).stdout
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pr-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        git.run("read-tree", parent, env=env)
+        applied = git.run(
+            "apply", "--cached", "-", input_text=diff, env=env, check=False
+        )
+        if applied.returncode != 0:
+            raise ArgumentError(
+                f"{sha[:12]} does not apply to the base without the commits "
+                f"between: {applied.stderr.strip()}"
+            )
+        return git.run("write-tree", env=env).stdout.strip()
 
 
 def _refuse(pr: PullRequest, message: str) -> PullRequest:

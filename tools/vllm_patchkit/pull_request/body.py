@@ -37,17 +37,25 @@ class RunRecord:
     output: str
 
 
-def pr_title(subject: str) -> str:
-    """``subject`` with vLLM's ``[Bugfix]`` and ``[ROCm]`` prefixes ensured.
+def pr_title(subject: str, *, vendor: bool = True) -> str:
+    """``subject`` with vLLM's ``[Bugfix]`` and (``vendor``) ``[ROCm]`` prefixes.
 
     vLLM's contributing guide asks for a category prefix and, for hardware
     specific work, the vendor (``[Hardware][AMD]``); ``[ROCm]`` is what the
-    project's ROCm PRs use and is accepted in its place.
+    project's ROCm PRs use and is accepted in its place. A fix of code every
+    platform runs gets no vendor tag.
     """
     tags, rest = _split_tags(subject)
-    vendor = [] if any(group <= set(tags) for group in _ROCM_TAGS) else ["ROCm"]
-    ordered = ["Bugfix", *vendor, *(tag for tag in tags if tag != "Bugfix")]
+    has_vendor = any(group <= set(tags) for group in _ROCM_TAGS)
+    vendor_tags = ["ROCm"] if vendor and not has_vendor else []
+    ordered = ["Bugfix", *vendor_tags, *(tag for tag in tags if tag != "Bugfix")]
     return "".join(f"[{tag}]" for tag in ordered) + " " + rest
+
+
+def is_rocm_fix(source_file: str) -> bool:
+    """Whether a fix of ``source_file`` (relative to the vLLM root) is ROCm
+    specific: vLLM names its ROCm modules ``rocm_*``."""
+    return Path(source_file).name.startswith("rocm")
 
 
 def _split_tags(subject: str) -> tuple[list[str], str]:
