@@ -7,6 +7,7 @@ import pytest
 from vllm_patchkit.pull_request.body import (
     FALLBACK_TEMPLATE,
     fill_template,
+    load_template,
     pr_title,
 )
 from vllm_patchkit.pull_request.signoff import (
@@ -103,3 +104,28 @@ def test_only_a_trailer_paragraph_is_split_off() -> None:
     assert split_trailers(body) == (["Subject", "Body text: with a colon."], [])
     signed = f"Subject\n\nBody.\n\nSigned-off-by: {ME}\n"
     assert split_trailers(signed) == (["Subject", "Body."], [f"Signed-off-by: {ME}"])
+
+
+@pytest.mark.release_trees
+def test_0_33_template_gets_the_sections_above_the_cut() -> None:
+    """0.33.0's template has Overview and Validation, and GitHub Actions
+    removes all below its BEFORE SUBMITTING line: nothing may land there."""
+    from vllm_patchkit.trees.releases import release_tree
+
+    template, _ = load_template(release_tree("0.33.0"))
+    sections = {"Purpose": "WHY", "Test Plan": "PLAN", "Test Result": "RESULT"}
+    body = fill_template(template, sections)
+    kept, removed = body.split("**BEFORE SUBMITTING", 1)
+    assert "WHY" not in removed and "PLAN" not in removed and "RESULT" not in removed
+    overview = kept.split("## Overview", 1)[1].split("## Claims", 1)[0]
+    assert "WHY" in overview
+    validation = kept.split("## Validation", 1)[1].split("## Details", 1)[0]
+    assert "### Test Plan\n\nPLAN" in validation
+    assert "### Test Result\n\nRESULT" in validation
+
+
+def test_highlight_sub_items_stay_nested() -> None:
+    from vllm_patchkit.pull_request.body import result_section
+
+    text = result_section([], ["0 passed, 2 failed.", "  - `case[1]: lengths`"])
+    assert text.splitlines() == ["- 0 passed, 2 failed.", "  - `case[1]: lengths`"]

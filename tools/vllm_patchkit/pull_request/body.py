@@ -25,6 +25,11 @@ _CHECKLIST = {
 _TAG = re.compile(r"^\[([^\]]+)\]\s*")
 _ROCM_TAGS = ({"ROCm"}, {"Hardware", "AMD"})
 _PLACEHOLDER = re.compile(r"^PLEASE FILL IN .*$", re.MULTILINE)
+_ALIASES = {"Overview": ("Purpose",), "Validation": ("Test Plan", "Test Result")}
+"""Later templates' headings for the sections (0.33.0's has Overview,
+Claims, Validation and Details)."""
+_CUT = "**BEFORE SUBMITTING"
+"""GitHub Actions removes what the template has below this line."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ def fill_template(template: str, sections: dict[str, str]) -> str:
     """Put each section's text under its ``## `` heading; tick its checklist item."""
     text = _PLACEHOLDER.sub("", template).lstrip("\n")
     lines = text.splitlines()
+    headings = {line[3:].strip() for line in lines if line.startswith("## ")}
     out: list[str] = []
     done = set()
     for line in lines:
@@ -87,15 +93,28 @@ def fill_template(template: str, sections: dict[str, str]) -> str:
         if line.startswith("## ") and heading in sections and heading not in done:
             out += ["", sections[heading].rstrip(), ""]
             done.add(heading)
+        elif line.startswith("## ") and heading in _ALIASES:
+            names = [
+                name
+                for name in _ALIASES[heading]
+                if name in sections and name not in headings and name not in done
+            ]
+            for name in names:
+                title = [f"### {name}", ""] if len(names) > 1 else []
+                out += ["", *title, sections[name].rstrip(), ""]
+                done.add(name)
         elif line.lstrip().startswith("- [ ]"):
             lowered = line.lower()
             if any(
                 key in lowered and _CHECKLIST[key] in sections for key in _CHECKLIST
             ):
                 out[-1] = line.replace("- [ ]", "- [x]", 1)
+    cut = next((i for i, line in enumerate(out) if line.startswith(_CUT)), len(out))
+    rest = []
     for name in SECTIONS:
         if name in sections and name not in done:
-            out += ["", f"## {name}", "", sections[name].rstrip()]
+            rest += ["", f"## {name}", "", sections[name].rstrip(), ""]
+    out[cut:cut] = rest
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n") + "\n"
 
 
@@ -117,7 +136,7 @@ def plan_section(records: list[RunRecord], extra: list[str]) -> str:
 
 
 def result_section(records: list[RunRecord], highlights: list[str]) -> str:
-    blocks = [*(f"- {line}" for line in highlights)]
+    blocks = [line if line.startswith("  - ") else f"- {line}" for line in highlights]
     for record in records:
         summary = f"<code>{record.command}</code> (exit {record.returncode})"
         blocks += [
