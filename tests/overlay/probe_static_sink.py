@@ -33,6 +33,7 @@ def main(output: str) -> None:
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
     logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     from vllm_overlay.fixes import static_sink_seq_lens as fix
 
     state = plugin.current_states().get(fix.NAME)

@@ -305,11 +305,12 @@ def test_each_fix_is_decided_on_its_own_for_a_tree(tmp_path: Path) -> None:
     (tmp_path / ROCM_ATTN).parent.mkdir(parents=True)
     (tmp_path / ROCM_ATTN).write_bytes((installed / ROCM_ATTN).read_bytes())
     (tmp_path / AITER_UNIFIED_ATTN).write_text(OWN)
-    capture, aiter = assess_tree(tmp_path, "vendor")
+    capture, aiter, sink = assess_tree(tmp_path, "vendor")
     assert capture.action is Action.INSTALLED  # 0.28.0's rocm_attn
     assert aiter.action is Action.NOT_NEEDED  # a builder of its own
+    assert sink.action is Action.ABSENT  # no static-sink module in this tree
     (tmp_path / AITER_UNIFIED_ATTN).unlink()
-    capture, aiter = assess_tree(tmp_path, "vendor")
+    capture, aiter, sink = assess_tree(tmp_path, "vendor")
     assert capture.action is Action.INSTALLED and aiter.action is Action.ABSENT
 
 

@@ -360,7 +360,7 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
             "vllm-overlay: fix%s not applied to %s: its %s is not the method "
             "that was proven",
             WHAT,
-            builder.__qualname__,
+            builder.__name__,
             METHOD,
         )
         return
@@ -368,7 +368,7 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
     logger.info(
         "vllm-overlay: installed the StaticSink seq_lens fix on %s: its %s runs "
         "on a copy of the metadata with a seq_lens buffer of its own",
-        builder.__qualname__,
+        builder.__name__,
         METHOD,
     )
 
