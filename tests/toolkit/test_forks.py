@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.git.carry import (
     NEAR_TAG,
     Reading,
@@ -32,9 +33,16 @@ pytestmark = pytest.mark.release_trees
 MATRIX = Path(__file__).resolve().parents[2] / "docs" / "matrix.json"
 RELEASES = [row["version"] for row in json.loads(MATRIX.read_text())["rows"]]
 """Every release the project's matrix covers: 0.11.0 to 0.33.0."""
-CODE = ("vllm/v1/attention/backends/", "vllm/v1/worker/gpu_model_runner.py")
-"""What the code rules read."""
+CODE = (
+    "vllm/v1/attention/backends/",
+    "vllm/v1/worker/gpu_model_runner.py",
+    str(STATIC_SINK),
+)
+"""What the code rules read (0001-0003: the ROCm backends and the runner;
+0004-0005: the static-sink builder)."""
 AITER = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
+SINK = "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
+SINK_TEST = "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch"
 OLD_TAG = "v0.9.2"
 
 
@@ -93,7 +101,7 @@ def fork_of(version: str, dest: Path, *, commits: int = NEAR_TAG + 20) -> Git:
     return git
 
 
-def test_fork_of_0_22_applies_0001_0002_and_tests_fixed(
+def test_fork_of_0_22_applies_0001_0002_0004_0005_and_tests_fixed(
     tmp_path: Path, series: Series
 ) -> None:
     tree = tmp_path / "fork"
@@ -101,14 +109,17 @@ def test_fork_of_0_22_applies_0001_0002_and_tests_fixed(
 
     check = patchkit("check", str(tree), "--json")
     states = [p["status"] for p in json.loads(check.stdout)["patches"]]
-    assert states == ["applies", "applies", "not-carried"], check.stdout
+    assert states == ["applies", "applies", "not-carried", "applies", "applies"], (
+        check.stdout
+    )
     assert check.returncode == 0, check.stdout
 
     proc = patchkit("apply", str(tree))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("applied: applied 2 patch(es)"), proc.stdout
+    assert proc.stdout.startswith("applied: applied 4 patch(es)"), proc.stdout
     lines = proc.stdout.splitlines()
     assert f"  {series.patches[0].name}: applied (invariant holds)" in lines
+    assert f"  {SINK}: applied (invariant holds)" in lines, proc.stdout
     aiter = next(line for line in lines if line.startswith(f"  {AITER}:"))
     assert "not-carried" in aiter
     assert "builds for capture only when capturing" in aiter, aiter
@@ -125,8 +136,10 @@ def test_fork_of_0_22_applies_0001_0002_and_tests_fixed(
 
 
 def test_fork_without_rocm_attn_carries_nothing(tmp_path: Path) -> None:
-    """ROCm/vllm's shape: rocm_attn.py renamed away. Every patch is
-    not-carried, each with its reason, and check exits 0."""
+    """ROCm/vllm's shape: rocm_attn.py renamed away. Every ROCm patch
+    (0001-0003) is not-carried, each with its reason, while the static-sink
+    fix and its test (0004, 0005), whose file the fork keeps, still apply;
+    check exits 0."""
     tree = tmp_path / "fork"
     git = fork_of("0.22.0", tree, commits=3)
     git.run("rm", "--quiet", "vllm/v1/attention/backends/rocm_attn.py")
@@ -136,10 +149,18 @@ def test_fork_without_rocm_attn_carries_nothing(tmp_path: Path) -> None:
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     patches = json.loads(proc.stdout)["patches"]
-    assert [p["status"] for p in patches] == ["not-carried"] * 3
-    for report in patches:
+    states = {p["name"]: p["status"] for p in patches}
+    rocm = [p for p in patches if p["name"] not in (SINK, SINK_TEST)]
+    assert [p["status"] for p in rocm] == ["not-carried"] * 3, proc.stdout
+    for report in rocm:
         assert "target missing" in report["detail"], report
         assert "rocm_attn.py" in report["detail"], report
+    assert (states[SINK], states[SINK_TEST]) == ("applies", "applies"), proc.stdout
+    # Near its v0.9.2 tag, yet the static-sink builder (0.14.0 on) says the
+    # tag is not its release: the code decides, and says so.
+    sink = next(p for p in patches if p["name"] == SINK)
+    assert sink["carry"].startswith("the code decides, not the version"), sink
+    assert "no release before 0.14.0 has it" in sink["carry"], sink
 
 
 def test_apply_skip_is_recorded(tmp_path: Path, series: Series) -> None:
@@ -154,7 +175,10 @@ def test_apply_skip_is_recorded(tmp_path: Path, series: Series) -> None:
     assert result["skipped"] == [AITER]
     states = {p["name"]: (p["status"], p["detail"]) for p in result["patches"]}
     assert states[AITER] == ("not-carried", "skipped by the user (--skip)")
-    assert git.out("rev-list", "--count", f"{head}..HEAD") == "2"
+    # Every other patch carried for 0.28.0 (0001, 0002, 0004, 0005) applied.
+    subjects = git.out("log", "--format=%s", f"{head}..HEAD").splitlines()
+    assert len(subjects) == 4, subjects
+    assert not any("AITER" in subject for subject in subjects), subjects
 
     unknown = patchkit("apply", str(tree), "--skip", "0009")
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr

@@ -30,6 +30,7 @@ from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
 from vllm_overlay.fixes.rocm_capture_host_offsets import (
     RECORD as CAPTURE_HOST_OFFSETS,
 )
+from vllm_overlay.fixes.static_sink_seq_lens import RECORD as STATIC_SINK_SEQ_LENS
 from vllm_overlay.fixes.static_sink_seq_lens import SinkShape, inspect_static_sink_tree
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
@@ -109,12 +110,34 @@ def _record_range(target: PatchTarget) -> tuple[Release, Release, Release]:
 def contradiction(root: Path, release: Release) -> str | None:
     """Why the tree's code is not what ``release`` ships, if it is not.
 
-    The overlay's record ties the ROCm capture's shape to releases: before
-    its ``affected`` range no zeroing (or no ROCm builder), within it both
-    offsets zeroed (or, once 0001 is applied, the fixed shape), from
-    ``inert_from`` the fixed shape. Code that cannot be judged contradicts
-    nothing.
+    The overlay's records tie code to releases: the ROCm capture's shape
+    (:func:`_capture_contradiction`) and the static-sink builder, which no
+    release before its ``affected`` range has (:func:`_sink_contradiction`).
+    Code that cannot be judged contradicts nothing.
     """
+    return _capture_contradiction(root, release) or _sink_contradiction(root, release)
+
+
+def _sink_contradiction(root: Path, release: Release) -> str | None:
+    """A static-sink builder (buggy or fixed) in a tree whose release is
+    older than every release that ships one (a fork's old tag)."""
+    first = parse_release(STATIC_SINK_SEQ_LENS.affected.partition("-")[0])
+    assert first is not None, STATIC_SINK_SEQ_LENS
+    if release >= first:
+        return None
+    code = inspect_static_sink_tree(root)
+    if code.shape not in (SinkShape.BUGGY, SinkShape.FIXED):
+        return None
+    return (
+        f"the code contradicts it: {STATIC_SINK_SEQ_LENS.qualname} is "
+        f"{code.shape}, and no release before {release_text(first)} has it"
+    )
+
+
+def _capture_contradiction(root: Path, release: Release) -> str | None:
+    """The ROCm capture's record: before its ``affected`` range no zeroing
+    (or no ROCm builder), within it both offsets zeroed (or, once 0001 is
+    applied, the fixed shape), from ``inert_from`` the fixed shape."""
     code = inspect_capture_tree(root)
     if not code.judged:
         return None
