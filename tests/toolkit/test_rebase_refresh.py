@@ -37,7 +37,11 @@ pytestmark = pytest.mark.release_trees
 VERSIONS = ["0.20.0", "0.28.0", "0.29.0"]
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 TEST_FILE = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
-FIX, TEST, AITER = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
+SINK_FILE = "vllm/model_executor/layers/attention/static_sink_attention.py"
+SINK_TEST_FILE = "tests/v1/attention/test_static_sink_shared_state.py"
+FIX, TEST, AITER, SINK, SINK_TEST = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
+"""0001-0003: the ROCm fixes and their test; 0004-0005: the static-sink fix
+and its test, carried for 0.14.0 on and upstream in no release (#25)."""
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +51,8 @@ def upstream() -> Path:
 
 @pytest.fixture
 def fork(tmp_path: Path, upstream: Path) -> Path:
-    """A user's clone of upstream at v0.20.0 with the series applied."""
+    """A user's clone of upstream at v0.20.0 with the series applied (all
+    but 0003, which 0.20.0 does not carry)."""
     tree = tmp_path / "fork"
     Git(tmp_path).run(
         "clone", "--quiet", "--branch", "v0.20.0", str(upstream), str(tree)
@@ -57,7 +62,7 @@ def fork(tmp_path: Path, upstream: Path) -> Path:
     code, result = patchkit_json("apply", str(tree))
     assert (code, result["status"]) == (0, "applied")
     states = [p["status"] for p in result["patches"]]
-    assert states == ["applied", "applied", "not-carried"]
+    assert states == ["applied", "applied", "not-carried", "applied", "applied"]
     return tree
 
 
@@ -75,15 +80,16 @@ def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
     assert code == 0, result
     assert result["status"] == "rebased"
     # 0003 comes from its file, at its place in the series.
-    assert [p["name"] for p in result["patches"]] == [FIX, TEST, AITER]
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
+    assert [p["name"] for p in result["patches"]] == [FIX, TEST, AITER, SINK, SINK_TEST]
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
     git = Git(fork)
     assert git.branch() == "rocm-fixes"
-    assert git.out("rev-parse", "HEAD~3") == result["onto"]
-    subjects = git.out("log", "-3", "--format=%s").splitlines()
-    assert len(subjects) == 3
-    assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects)
-    assert "AITER" in subjects[0]
+    assert git.out("rev-parse", "HEAD~5") == result["onto"]
+    subjects = git.out("log", "-5", "--format=%s").splitlines()
+    assert len(subjects) == 5
+    assert all(s.startswith("[Bugfix] ") for s in subjects[:2]), subjects
+    assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects[2:]), subjects
+    assert "AITER" in subjects[2]
     assert inspect_capture_tree(fork).shape is Shape.FIXED
     assert git.is_clean()
 
@@ -99,11 +105,15 @@ def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
         "upstreamed",
         "applied",
         "upstreamed",
+        "applied",
+        "applied",
     ]
     assert f"dropped as upstreamed: {FIX}, {AITER}" in result["message"]
     git = Git(fork)
-    assert git.out("rev-parse", "HEAD^") == result["onto"]
-    assert git.out("diff", "--name-only", "HEAD^", "HEAD") == TEST_FILE
+    assert git.out("rev-parse", "HEAD~3") == result["onto"]
+    assert git.out("diff", "--name-only", "HEAD~3", "HEAD~2") == TEST_FILE
+    changed = git.out("diff", "--name-only", "HEAD~2", "HEAD").splitlines()
+    assert sorted(changed) == [SINK_TEST_FILE, SINK_FILE]
     assert inspect_capture_tree(fork).shape is Shape.FIXED
 
 
@@ -154,9 +164,23 @@ def test_refresh_reproduces_the_series_and_is_idempotent(
     second = patchkit("--patches", str(patches), "refresh", "--json", str(fork))
     assert second.returncode == 0
     assert {p.name: p.read_bytes() for p in patches.iterdir()} == after_first
-    # Made on 0.28.0's tree, the committed series is exactly what refresh
-    # exports from a fork rebased onto 0.28.0.
-    assert after_first == {p.name: p.read_bytes() for p in PATCHES_DIR.iterdir()}
+    # Made on 0.28.0's tree (0004 and 0005 on 0.33.0's), the committed series
+    # is exactly what refresh exports from a fork rebased onto 0.28.0, but
+    # for 0004's index line: the blob ids of the file the two releases ship.
+    committed = {p.name: p.read_bytes() for p in PATCHES_DIR.iterdir()}
+    assert after_first.keys() == committed.keys()
+    assert {n: b for n, b in after_first.items() if n != SINK} == {
+        n: b for n, b in committed.items() if n != SINK
+    }
+    differ = [
+        pair
+        for pair in zip(
+            after_first[SINK].splitlines(), committed[SINK].splitlines(), strict=True
+        )
+        if pair[0] != pair[1]
+    ]
+    assert len(differ) == 1, differ
+    assert all(line.startswith(b"index ") for line in differ[0]), differ
 
 
 def test_refresh_after_drop_removes_the_patch(
@@ -174,7 +198,7 @@ def test_refresh_after_drop_removes_the_patch(
     # upstreamed comes first, so it leaves the series like 0001.
     assert [Path(p).name for p in result["removed"]] == [FIX, AITER]
     assert result["kept"] == []
-    assert sorted(p.name for p in patches.glob("*.patch")) == [TEST]
+    assert sorted(p.name for p in patches.glob("*.patch")) == [TEST, SINK, SINK_TEST]
     # The test patch is exported unchanged from its new base.
     assert (patches / TEST).read_bytes() == (PATCHES_DIR / TEST).read_bytes()
     listed = [
@@ -182,7 +206,7 @@ def test_refresh_after_drop_removes_the_patch(
         for line in (patches / "series").read_text().splitlines()
         if not line.startswith("#")
     ]
-    assert listed == [TEST]
+    assert listed == [TEST, SINK, SINK_TEST]
 
 
 def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
@@ -196,7 +220,7 @@ def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
     code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
 
     assert code == 0, result
-    assert [Path(p).name for p in result["written"]] == [FIX, TEST]
+    assert [Path(p).name for p in result["written"]] == [FIX, TEST, SINK, SINK_TEST]
     assert result["kept"] == [AITER] and result["removed"] == []
     assert (patches / AITER).read_bytes() == before[AITER]
     assert (patches / "series").read_bytes() == before["series"]
@@ -213,11 +237,10 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     )
     git = as_user(tree)
     git.run("switch", "--quiet", "-c", "rocm-fixes")
-    code, applied = patchkit_json("apply", str(tree))
+    # Without 0003's commit: the branch carries what the series carries for
+    # 0.20.0.
+    code, applied = patchkit_json("apply", "--skip", "0003", str(tree))
     assert (code, applied["status"]) == (0, "applied")
-    # Drop 0003's commit: the branch now carries what the series carries
-    # for 0.20.0.
-    git.run("reset", "--hard", "--quiet", "HEAD~")
 
     code, result = patchkit_json(
         "rebase", "--onto", "v0.20.0", "--upstream", str(upstream), str(tree)
@@ -228,15 +251,19 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
         "applied",
         "applied",
         "not-carried",
+        "applied",
+        "applied",
     ]
     assert "not carried for v0.20.0's release" in result["message"]
-    assert git.out("rev-parse", "HEAD~2") == result["onto"]
+    assert git.out("rev-parse", "HEAD~4") == result["onto"]
 
 
 def test_refresh_refuses_to_write_an_empty_series(
     upstream: Path, tmp_path: Path
 ) -> None:
-    """Every patch upstream (no commits after the base): nothing is written."""
+    """A branch of 0.29.0 with no commits after the base: nothing is written.
+    Upstream carries 0001 and 0003 there, not 0002, 0004 and 0005, so the
+    refusal says the branch carries no patch, not that upstream has them."""
     tree = tmp_path / "fixed"
     Git(tmp_path).run(
         "clone", "--quiet", "--branch", "v0.29.0", str(upstream), str(tree)
@@ -250,7 +277,8 @@ def test_refresh_refuses_to_write_an_empty_series(
     proc = patchkit("--patches", str(patches), "refresh", str(tree))
 
     assert proc.returncode == 2
-    assert "upstream carries every patch" in proc.stderr
+    assert "the branch carries no patch of the series" in proc.stderr
+    assert "upstream carries" not in proc.stderr
     assert {p.name: p.read_bytes() for p in patches.iterdir()} == before
 
 
@@ -291,14 +319,16 @@ def test_rebase_replays_your_own_commits_in_order(fork: Path, upstream: Path) ->
     )
 
     assert code == 0, result
-    # 0003, not carried for 0.20.0, goes in from its file after 0002.
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
+    # 0003, not carried for 0.20.0, goes in from its file after 0002; the
+    # static-sink pair (0004, 0005) is replayed after it.
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
     assert [c["status"] for c in result["commits"]] == ["applied"] * 3
     assert "and 3 of your commit(s)" in result["message"]
     subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
     assert subjects[:3] == ["Mark the fork", "Say it is my fork", "Add my tool"]
-    assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects[3:])
-    assert len(subjects) == 6
+    assert all(s.startswith("[Bugfix]") for s in subjects[3:])
+    assert sum(s.startswith("[Bugfix][ROCm] ") for s in subjects[3:]) == 3
+    assert len(subjects) == 8
     replayed = git.out("rev-list", "--reverse", "HEAD~3..HEAD").splitlines()
     for old, new in zip(mine, replayed, strict=True):
         # Same author, date and message; the same change.
@@ -324,10 +354,10 @@ def test_rebase_keeps_an_edited_series_commit_as_you_edited_it(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
     assert result["commits"] == []
     assert test.read_text().endswith("# Checked on our MI300X boxes too.\n")
-    assert Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD") == "3"
+    assert Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD") == "5"
 
 
 def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
@@ -344,7 +374,7 @@ def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
 
     assert code == 4, result
     assert result["status"] == "conflict"
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 3
+    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
     [commit] = result["commits"]
     assert commit["name"] == f"{mine[:12]} Use my build"
     assert (commit["status"], commit["files"]) == ("conflict", ["setup.py"])
@@ -580,7 +610,8 @@ def test_sigkill_mid_replay_is_cleaned_up_by_the_next_rebase(
     # with a reason that names it.
     assert scratch.parent == fork / ".git" / "vllm-patchkit" / "rebase"
     assert "vllm-patchkit rebase" in left.get("locked", "")
-    assert git.out("rev-list", "--count", f"{result['onto']}..HEAD") == "4"
+    # The five patches 0.28.0 carries and your commit.
+    assert git.out("rev-list", "--count", f"{result['onto']}..HEAD") == "6"
     assert git.head() != head and git.is_clean()
 
 
@@ -639,6 +670,8 @@ COMMENTED_SERIES = """\
 {fix}   # the fix
     # an indented comment between them
 {test}
+{sink}  # the static-sink fix
+{sink_test}
 \t# a tab-indented comment at the end
 """
 
@@ -648,10 +681,11 @@ def test_refresh_keeps_every_comment_where_it_was(
 ) -> None:
     """Ordinary, indented and trailing comments and blank lines survive; the
     line of a dropped patch (0001 on 0.29.0) goes with its comment."""
-    fix, test = FIX, TEST
+    fix = FIX
+    names = {"fix": FIX, "test": TEST, "sink": SINK, "sink_test": SINK_TEST}
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
-    (patches / "series").write_text(COMMENTED_SERIES.format(fix=fix, test=test))
+    (patches / "series").write_text(COMMENTED_SERIES.format(**names))
     code, _ = patchkit_json(
         "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
     )
@@ -661,9 +695,7 @@ def test_refresh_keeps_every_comment_where_it_was(
 
     assert code == 0, result
     assert result["removed"] == [fix]
-    expected = COMMENTED_SERIES.format(fix=fix, test=test).replace(
-        f"{fix}   # the fix\n", ""
-    )
+    expected = COMMENTED_SERIES.format(**names).replace(f"{fix}   # the fix\n", "")
     assert (patches / "series").read_text() == expected
     # Nothing to drop: the file stays byte for byte.
     again = patchkit("--patches", str(patches), "refresh", str(fork))
@@ -711,6 +743,8 @@ def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
         "upstreamed",
         "applied",
         "upstreamed",
+        "applied",
+        "applied",
     ]
     assert (fork / TEST_FILE).is_file()
 
@@ -731,6 +765,10 @@ def test_an_edited_upstream_copy_of_0002s_test_drops_it(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["upstreamed"] * 3
+    # 0004 and 0005, which upstream does not carry, stay on the branch.
+    assert [p["status"] for p in result["patches"]] == ["upstreamed"] * 3 + [
+        "applied",
+        "applied",
+    ]
     assert not (fork / TEST_FILE).exists()
-    assert Git(fork).head() == result["onto"]
+    assert Git(fork).out("rev-parse", "HEAD~2") == result["onto"]

@@ -106,8 +106,8 @@ def refresh_series(
             # A series file without patches is refused by every command; the
             # end of the series is a decision for a person, not for refresh.
             raise RefreshRefused(
-                f"{path}: no commits between the base and HEAD: upstream carries "
-                f"every patch; {patches_dir} was left as it is"
+                f"{path}: no commits between the base and HEAD: the branch "
+                f"carries no patch of the series; {patches_dir} was left as it is"
             )
         names = stable_names([p.name for p in fresh], old_names)
         targets = [inside(patches_dir, name) for name in names]
