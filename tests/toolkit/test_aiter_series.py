@@ -123,7 +123,12 @@ def test_the_invariant_sees_the_wrong_combinations(
     [
         (
             "0.11.0",
-            {"#51585": "not carried for 0.11.0", "#53821": "not carried for 0.11.0"},
+            {
+                "#51585": "not carried for 0.11.0",
+                "#53821": "not carried for 0.11.0",
+                # 0004 (Affects: 0.14.0..0.33.0): no static-sink builder yet.
+                "StaticSink": "not carried for 0.11.0",
+            },
         ),
         ("0.25.0", {"#53821": "not carried for 0.25.0"}),
         ("0.28.0", {}),
