@@ -16,11 +16,17 @@ pytestmark = pytest.mark.release_trees
 @pytest.mark.parametrize(
     ("version", "affected", "shape", "patch_status"),
     [
-        # The fix, its regression test, #53821's backport (0.27.0..0.28.0).
-        ("0.11.0", False, "no-zeroing", ["not-carried"] * 3),
-        ("0.12.0", True, "buggy", ["applies", "applies", "not-carried"]),
-        ("0.28.0", True, "buggy", ["applies"] * 3),
-        ("0.29.0", False, "fixed", ["upstreamed", "applies", "upstreamed"]),
+        # The fix, its regression test, #53821's backport (0.27.0..0.28.0),
+        # the static-sink fix and its test (0.14.0 on, upstream in none).
+        ("0.11.0", False, "no-zeroing", ["not-carried"] * 5),
+        ("0.12.0", True, "buggy", ["applies", "applies"] + ["not-carried"] * 3),
+        ("0.28.0", True, "buggy", ["applies"] * 5),
+        (
+            "0.29.0",
+            False,
+            "fixed",
+            ["upstreamed", "applies", "upstreamed", "applies", "applies"],
+        ),
     ],
 )
 def test_release_tree_verdicts(
@@ -36,11 +42,13 @@ def test_release_tree_verdicts(
     assert code == (1 if affected else 0)
     if affected:
         assert report["line"] and "query_start_loc_cpu" in report["reason"]
-    # Each fix separately: 0.11.0 has no AITER unified backend.
+    # Each fix separately: 0.11.0 has no AITER unified backend, 0.11.0 and
+    # 0.12.0 no static-sink builder.
     fixes = {f["fix"]: (f["affected"], f["patch_state"]) for f in report["fixes"]}
     assert fixes == {
         "#51585": (affected, patch_status[0]),
         "#53821": (version in ("0.12.0", "0.28.0"), patch_status[2]),
+        "StaticSink": (version in ("0.28.0", "0.29.0"), patch_status[3]),
     }
 
 
