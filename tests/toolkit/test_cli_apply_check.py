@@ -10,6 +10,7 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
 from vllm_overlay.capture_shape import Shape, inspect_capture_tree
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR
 
@@ -20,13 +21,16 @@ TEST_PATCH = "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch"
 
 
 AITER_PATCH = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
+SINK_PATCH = "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
+SINK_TEST_PATCH = "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch"
 # What check says before apply, and apply after: 0003 is carried for
-# 0.27.0..0.28.0 only.
+# 0.27.0..0.28.0 only, 0004 and 0005 from 0.14.0 (0.12.0 has no static-sink
+# builder).
 CARRIED = {
-    "0.12.0": (["applies", "applies", "not-carried"], 2),
-    "0.20.0": (["applies", "applies", "not-carried"], 2),
-    "0.25.0": (["applies", "applies", "not-carried"], 2),
-    "0.28.0": (["applies", "applies", "applies"], 3),
+    "0.12.0": (["applies", "applies", "not-carried", "not-carried", "not-carried"], 2),
+    "0.20.0": (["applies", "applies", "not-carried", "applies", "applies"], 4),
+    "0.25.0": (["applies", "applies", "not-carried", "applies", "applies"], 4),
+    "0.28.0": (["applies"] * 5, 5),
 }
 
 
@@ -53,11 +57,10 @@ def test_apply_on_affected_releases(
         )
     assert inspect_capture_tree(tree).shape is Shape.FIXED
     git = Git(tree)
-    assert git.out("log", "-1", "--format=%s").startswith("[Bugfix][ROCm] ")
     assert git.out("rev-parse", "refs/vllm-patchkit/base") == result["head_before"]
-    assert git.out("rev-list", "--count", f"{result['head_before']}..HEAD") == str(
-        count
-    )
+    subjects = git.out("log", "--format=%s", f"{result['head_before']}..HEAD")
+    assert len(subjects.splitlines()) == count, subjects
+    assert all(s.startswith("[Bugfix]") for s in subjects.splitlines()), subjects
 
     before = snapshot(tree)
     code, again = patchkit_json("apply", str(tree))
@@ -68,7 +71,7 @@ def test_apply_on_affected_releases(
     text = patchkit("check", str(tree))
     assert text.returncode == 0
     assert ("not-carried (the series does not carry this patch" in text.stdout) == (
-        count == 2
+        "not-carried" in states
     )
 
 
@@ -76,7 +79,8 @@ def test_apply_on_affected_releases(
 def test_fixed_releases_get_only_the_regression_test(
     release_clone: Callable[[str], Path], version: str
 ) -> None:
-    """Upstream carries both fixes (0001, 0003) but not the test (0002)."""
+    """Upstream carries both ROCm fixes (0001, 0003) but not their test
+    (0002), nor the static-sink fix and its test (0004, 0005)."""
     tree = release_clone(version)
     git = Git(tree)
     before = git.head()
@@ -89,11 +93,15 @@ def test_fixed_releases_get_only_the_regression_test(
         PATCH: "upstreamed",
         TEST_PATCH: "applied",
         AITER_PATCH: "upstreamed",
+        SINK_PATCH: "applied",
+        SINK_TEST_PATCH: "applied",
     }
     assert PATCH in result["message"] and AITER_PATCH in result["message"]
-    assert git.out("rev-list", "--count", f"{before}..HEAD") == "1"
+    assert git.out("rev-list", "--count", f"{before}..HEAD") == "3"
     assert git.out("diff", "--name-only", before, "HEAD").split() == [
-        "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
+        "tests/v1/attention/test_rocm_attn_cudagraph_capture.py",
+        "tests/v1/attention/test_static_sink_shared_state.py",
+        "vllm/model_executor/layers/attention/static_sink_attention.py",
     ]
     after = snapshot(tree)
     code, again = patchkit_json("apply", str(tree))
@@ -104,6 +112,8 @@ def test_fixed_releases_get_only_the_regression_test(
         "upstreamed",
         "applied",
         "upstreamed",
+        "applied",
+        "applied",
     ]
 
 
@@ -126,16 +136,18 @@ def test_a_fully_upstreamed_series_changes_nothing(
     assert snapshot(tree) == before
 
 
-def _series_with_affects(tmp_path: Path, name: str, affects: str) -> Path:
-    """A copy of the series whose patch ``name`` says ``Affects: affects``."""
+def _series_with_affects(tmp_path: Path, name: str, affects: str, *more: str) -> Path:
+    """A copy of the series whose patch ``name`` (and each of ``more``) says
+    ``Affects: affects``."""
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
-    path = patches / name
-    lines = path.read_text().split("\n")
-    lines = [line for line in lines if not line.startswith("Affects: ")]
-    at = next(i for i, line in enumerate(lines) if line.startswith("Invariant: "))
-    lines.insert(at, f"Affects: {affects}")
-    path.write_text("\n".join(lines))
+    for each in (name, *more):
+        path = patches / each
+        lines = path.read_text().split("\n")
+        lines = [line for line in lines if not line.startswith("Affects: ")]
+        at = next(i for i, line in enumerate(lines) if line.startswith("Invariant: "))
+        lines.insert(at, f"Affects: {affects}")
+        path.write_text("\n".join(lines))
     return patches
 
 
@@ -143,8 +155,11 @@ def test_upstreamed_and_not_carried_is_upstreamed(
     release_clone: Callable[[str], Path], tmp_path: Path
 ) -> None:
     """Exit 5 when upstream carries every patch the series carries for the
-    release; a patch not carried there does not stand in the way."""
-    patches = _series_with_affects(tmp_path, TEST_PATCH, "0.11.1..0.28.0")
+    release; patches not carried there (here 0002, 0004 and 0005, made to
+    end at 0.28.0) do not stand in the way."""
+    patches = _series_with_affects(
+        tmp_path, TEST_PATCH, "0.11.1..0.28.0", SINK_PATCH, SINK_TEST_PATCH
+    )
     tree = release_clone("0.29.0")
     before = snapshot(tree)
 
@@ -155,22 +170,27 @@ def test_upstreamed_and_not_carried_is_upstreamed(
         "upstreamed",
         "not-carried",
         "upstreamed",
+        "not-carried",
+        "not-carried",
     ]
     assert "every patch the series carries for this release" in result["message"]
     assert snapshot(tree) == before
 
 
 def test_a_release_the_series_carries_nothing_for(
-    release_clone: Callable[[str], Path],
+    release_clone: Callable[[str], Path], series: Series
 ) -> None:
-    """0.11.0 never zeroed the offsets: exit 0, nothing changes; not exit 5,
+    """0.11.0 never zeroed the offsets and has no static-sink builder: no
+    patch of the series is carried; exit 0, nothing changes; not exit 5,
     which would say upstream carries the fix."""
     tree = release_clone("0.11.0")
     before = snapshot(tree)
 
     code, checked = patchkit_json("check", str(tree))
     assert code == 0
-    assert [p["status"] for p in checked["patches"]] == ["not-carried"] * 3
+    assert [p["status"] for p in checked["patches"]] == ["not-carried"] * len(
+        series.patches
+    )
 
     code, result = patchkit_json("apply", str(tree))
 
@@ -205,8 +225,8 @@ def test_a_tree_of_unknown_release_is_decided_by_its_code(
     """A checkout with neither ``_version.py`` nor a release tag (a fork
     with tags of its own) is decided by its code (issue #27): 0003 finds no
     runner that replays FULL graphs on capture-built metadata in 0.25.0's
-    code, so it is not-carried, with that reason, and apply carries 0001
-    and 0002 (it used to try 0003 and roll everything back)."""
+    code, so it is not-carried, with that reason, and apply carries 0001,
+    0002, 0004 and 0005 (it used to try 0003 and roll everything back)."""
     tree = release_clone("0.25.0")
     git = Git(tree)
     git.run("tag", "-d", "v0.25.0")
@@ -220,6 +240,8 @@ def test_a_tree_of_unknown_release_is_decided_by_its_code(
         "applies",
         "applies",
         "not-carried",
+        "applies",
+        "applies",
     ]
     assert "by its code" in checked["patches"][2]["detail"]
     assert "only when capturing" in checked["patches"][2]["detail"]
@@ -229,6 +251,8 @@ def test_a_tree_of_unknown_release_is_decided_by_its_code(
         "applied",
         "applied",
         "not-carried",
+        "applied",
+        "applied",
     ]
 
 
