@@ -19,11 +19,12 @@ pytestmark = pytest.mark.release_trees
 
 A, U, N = "applied", "upstreamed", "not-carried"
 EXPECTED = {
-    # 0003 (#53821's backport) is carried for 0.27.0..0.28.0 only.
-    "0.12.0": [A, A, N],
-    "0.20.0": [A, A, N],
-    "0.25.0": [A, A, N],
-    "0.28.0": [A, A, A],
+    # 0003 (#53821's backport) is carried for 0.27.0..0.28.0 only; 0004 and
+    # 0005 (the static-sink fix and its test) from 0.14.0 on.
+    "0.12.0": [A, A, N, N, N],
+    "0.20.0": [A, A, N, A, A],
+    "0.25.0": [A, A, N, A, A],
+    "0.28.0": [A, A, A, A, A],
 }
 
 
@@ -47,11 +48,11 @@ def test_series_applies_with_git_am_3(
     assert "Signed-off-by:" in git.out("log", "-1", "--format=%B")
     assert inspect_capture_tree(tree).shape is Shape.FIXED
     assert git.is_clean()
-    skipped = [p.name for p, s in zip(series.patches, expected, strict=True) if s == N]
-    for name in skipped:
-        assert name in result.message
-        report = next(r for r in result.patches if r.name == name)
-        assert f"vLLM {version} (Affects: 0.27.0..0.28.0)" in report.detail
+    skipped = [p for p, s in zip(series.patches, expected, strict=True) if s == N]
+    for patch in skipped:
+        assert patch.name in result.message
+        report = next(r for r in result.patches if r.name == patch.name)
+        assert f"vLLM {version} (Affects: {patch.affects})" in report.detail
 
     again = apply_series(tree, series)
     assert again.status is Status.ALREADY_APPLIED
@@ -59,9 +60,11 @@ def test_series_applies_with_git_am_3(
     assert git.head() == result.head_after
 
 
-def test_0_29_applies_only_the_test_upstream_lacks(
+def test_0_29_applies_only_what_upstream_lacks(
     release_clone: Callable[[str], Path], series: Series
 ) -> None:
+    """Upstream carries the ROCm fixes (0001, 0003), not their test (0002)
+    nor the static-sink fix and its test (0004, 0005)."""
     tree = release_clone("0.29.0")
     git = Git(tree)
     before = git.head()
@@ -69,15 +72,16 @@ def test_0_29_applies_only_the_test_upstream_lacks(
     result = apply_series(tree, series)
 
     assert result.status is Status.APPLIED, result.message
-    assert [p.status for p in result.patches] == [U, A, U]
-    assert git.out("rev-list", "--count", f"{before}..HEAD") == "1"
-    assert git.out("log", "-1", "--format=%s") == series.patches[1].subject
+    assert [p.status for p in result.patches] == [U, A, U, A, A]
+    subjects = git.out("log", "--reverse", "--format=%s", f"{before}..HEAD")
+    assert subjects.splitlines() == [series.patches[i].subject for i in (1, 3, 4)]
 
 
 def test_0_11_0_is_not_affected_and_the_series_carries_nothing(
     release_clone: Callable[[str], Path], series: Series
 ) -> None:
-    """0.11.0 never zeroed the offsets: no patch is carried, nothing changes."""
+    """0.11.0 never zeroed the offsets and has no static-sink builder: no
+    patch is carried, nothing changes."""
     tree = release_clone("0.11.0")
     git = Git(tree)
     assert inspect_capture_tree(tree).shape is Shape.NO_ZEROING
@@ -86,7 +90,7 @@ def test_0_11_0_is_not_affected_and_the_series_carries_nothing(
     result = apply_series(tree, series)
 
     assert result.status is Status.NOT_CARRIED, result.message
-    assert [p.status for p in result.patches] == [N, N, N]
+    assert [p.status for p in result.patches] == [N] * len(series.patches)
     assert "vLLM 0.11.0 (Affects: 0.11.1..0.28.0)" in result.patches[0].detail
     assert checkout_state(git.root) == before
     assert git.commit_of("refs/vllm-patchkit/base") is None
