@@ -8,7 +8,9 @@ and every release links to its details.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.judge.matrix import Row
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.present.matrix_table import markdown
@@ -52,3 +54,21 @@ def test_a_cell_reads_the_same_from_any_checkout() -> None:
     assert cell.text == "cannot judge: (at .venv/lib/torch/cuda/__init__.py:522)"
     assert cell.detail["why"] == "(at .venv/lib/torch/cuda/__init__.py:522)"
     assert str(PROJECT_ROOT) not in (DOCS / "matrix.json").read_text()
+
+
+def test_the_fix_columns_are_the_fixes_the_rows_judged() -> None:
+    """A sweep that predates a fix gets no column for it (the registry's
+    fixes are not all in docs/matrix.json's rows); a row of a mixed sweep
+    that did not judge a shown fix says so rather than "cannot judge"."""
+    old = rows()
+    judged = {label for row in old for label in row.fixes}
+    page = markdown(old)
+    head = next(line for line in page.splitlines() if line.startswith("| vLLM |"))
+    for fix in FIXES:
+        assert (f" {fix.pr} |" in head) == (fix.pr in judged), fix.pr
+    newer = replace(old[0], fixes={**old[0].fixes, "#99999": True})
+    mixed = markdown([newer, *old[1:]])
+    assert "| #99999 |" in mixed
+    lines = [line for line in mixed.splitlines() if line.startswith("| [")]
+    assert "| **yes** |" in lines[0]
+    assert all("| not judged |" in line for line in lines[1:])

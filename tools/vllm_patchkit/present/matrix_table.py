@@ -16,8 +16,19 @@ from vllm_patchkit.paths import relative_to_checkout
 from vllm_patchkit.present.tables import markdown_cell, markdown_table
 
 WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
-FIX_COLUMNS = tuple(fix.pr for fix in FIXES)
-"""One column per fix of the registry, headed by its PR."""
+NOT_JUDGED = "not judged"
+"""A row's word for a fix its sweep did not read (the sweep predates it)."""
+
+
+def fix_columns(rows: list[Row]) -> tuple[str, ...]:
+    """One column per fix the rows judged, headed by its PR, in registry
+    order: a sweep that predates a fix gets no column for it, rather than
+    one claiming what it never measured."""
+    judged = {label for row in rows for label in row.fixes}
+    known = [fix.pr for fix in FIXES if fix.pr in judged]
+    return (*known, *sorted(judged - set(known)))
+
+
 STEP_COLUMNS = ("series", "stock suite", "series applied", "overlay", "audit")
 
 
@@ -91,7 +102,7 @@ def with_table(readme: str, rows: list[Row]) -> str:
     return head + "\n" + "\n".join(table(rows)) + "\n" + readme[end:]
 
 
-LEGEND = """\
+LEGEND_TEMPLATE = """\
 Each release's source tree, run with this project's torch (what else it
 needed is under "What ran each release"). Column words:
 
@@ -112,7 +123,14 @@ needed is under "What ran each release"). Column words:
 
 A release's details (every cell's full text, what it rests on) follow the
 table; `matrix.json` has every count and reason.
-""".format(fixes=", ".join(f"**{label}**" for label in FIX_COLUMNS))
+"""
+
+
+def legend(rows: list[Row]) -> str:
+    """The column words, naming the fix columns these rows have."""
+    fixes = ", ".join(f"**{label}**" for label in fix_columns(rows))
+    return LEGEND_TEMPLATE.format(fixes=fixes)
+
 
 SHORT = {"bug reproduced": "bug"}
 
@@ -137,14 +155,18 @@ def _anchor(version: str) -> str:
 
 def table(rows: list[Row]) -> list[str]:
     """The matrix's main table, one row per release, one word a cell."""
-    heads = ("vLLM", *FIX_COLUMNS, *STEP_COLUMNS, "seconds")
-    return markdown_table(heads, map(_main_row, rows))
+    columns = fix_columns(rows)
+    heads = ("vLLM", *columns, *STEP_COLUMNS, "seconds")
+    return markdown_table(heads, (_main_row(row, columns) for row in rows))
 
 
-def _main_row(row: Row) -> tuple[str, ...]:
+def _main_row(row: Row, columns: tuple[str, ...]) -> tuple[str, ...]:
     return (
         f"[{row.version}](#{_anchor(row.version)})",
-        *(WORDS[row.fixes.get(label)] for label in FIX_COLUMNS),
+        *(
+            WORDS[row.fixes[label]] if label in row.fixes else NOT_JUDGED
+            for label in columns
+        ),
         _cell(row.series),
         *(_short(cell) for cell in row.cells.values()),
         f"{row.cost:.0f}",
@@ -170,7 +192,7 @@ def markdown(rows: list[Row]) -> str:
     use go to the JSON only), so the same rows give the same page however
     they were computed."""
     lines = ["# vLLM releases: the bug, the series, the overlay, the audit", ""]
-    lines += [LEGEND, *table(rows), "", *details(rows), *runtime_table(rows)]
+    lines += [legend(rows), *table(rows), "", *details(rows), *runtime_table(rows)]
     lines += not_run_notes(rows)
     return "\n".join(lines) + "\n"
 
