@@ -2,13 +2,15 @@
 
 Over trees as users have them (a git checkout of the tag ``vX.Y.Z``, no
 ``vllm/_version.py``, a commit of the user's own on top), for a release
-before 0003's range (0.17.0), inside both fixes' ranges (0.28.0) and after
-them (0.29.0): stock, with the series applied by ``apply``, and (0.17.0)
-applied by a user's ``git am`` with and without a commit on top.
+before 0003's range (0.17.0), inside every fix's range (0.28.0) and after
+#51585's and #53821's (0.29.0, still inside StaticSink's, 0004: 0.14.0 to
+0.33.0): stock, with the series applied by ``apply``, and (0.17.0) applied
+by a user's ``git am`` with and without a commit on top.
 
 - verdict: ``test`` (exit and JSON; the nightly gate is ``test``'s exit),
   the matrix's suite cell, ``demo PATH`` (about the tree the series makes
-  of PATH) and ``pr``'s test run (0.17.0, where #53821 is not carried).
+  of PATH) and ``pr``'s test run (0.17.0, where #53821 is not carried;
+  ``--fix`` names #51585's fix, upstream taking one fix per PR).
 - state: ``check``, ``doctor PATH`` and ``apply`` (a no-op on a tree that
   already has what the series carries; on stock, the states it leaves).
 
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit_json, snapshot, user_commit
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.judge.matrix import run_suite
@@ -39,15 +42,22 @@ MATRIX = {
     "bug reproduced": "not-fixed",
     CANNOT_JUDGE: CANNOT_JUDGE,
 }
-NOT_CARRIED_0003 = ["applies", "applies", "not-carried"]
+NOT_CARRIED_0003 = ["applies", "applies", "not-carried", "applies", "applies"]
 EXPECTED = {
     # release: (stock states, stock verdict, states once applied: then fixed)
-    "0.17.0": (NOT_CARRIED_0003, "not-fixed", ["applied", "applied", "not-carried"]),
-    "0.28.0": (["applies"] * 3, "not-fixed", ["applied"] * 3),
+    # Patches 0001..0005 in series order; every stock release here has the
+    # StaticSink bug (0004 affects 0.14.0..0.33.0), so none is fixed stock.
+    "0.17.0": (
+        NOT_CARRIED_0003,
+        "not-fixed",
+        ["applied", "applied", "not-carried", "applied", "applied"],
+    ),
+    "0.28.0": (["applies"] * 5, "not-fixed", ["applied"] * 5),
     "0.29.0": (
-        ["upstreamed", "applies", "upstreamed"],  # upstream has no such test
-        "fixed",
-        ["upstreamed", "applied", "upstreamed"],
+        # upstream has #51585's and #53821's fixes, not 0002's test
+        ["upstreamed", "applies", "upstreamed", "applies", "applies"],
+        "not-fixed",
+        ["upstreamed", "applied", "upstreamed", "applied", "applied"],
     ),
 }
 
@@ -109,7 +119,7 @@ def test_every_command_gives_one_verdict_and_one_state_per_tree(
     trees = {"apply": by_apply}
     if version == "0.17.0":
         by_am = clone(stock, tmp_path / "by-am")
-        git_am(by_am, ["0001", "0002"])
+        git_am(by_am, ["0001", "0002", "0004", "0005"])
         trees["git am"] = by_am.root
         on_top = clone(by_am.root, tmp_path / "am-and-user")
         user_commit(on_top)
@@ -129,7 +139,13 @@ def test_every_command_gives_one_verdict_and_one_state_per_tree(
         Git(checkout).run("config", "user.email", "fork@example.invalid")
         Git(checkout).run("remote", "remove", "origin")
         code, pr = patchkit_json(
-            "pr", "--dry-run", "--signoff", "--no-precommit", str(checkout)
+            "pr",
+            "--dry-run",
+            "--signoff",
+            "--no-precommit",
+            "--fix",
+            FIXES[0].name,
+            str(checkout),
         )
         assert code == 0, pr
         assert [r["returncode"] for r in pr["runs"]] == [EXIT["fixed"]]

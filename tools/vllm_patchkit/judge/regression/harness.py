@@ -124,7 +124,7 @@ def vllm_config(decode_query_len: int = 1, model: str = "llama") -> Any:
     # The engine sets this after profiling memory; FlexAttention's builder
     # sizes its block mask from it.
     config.cache_config.num_gpu_blocks = NUM_GPU_BLOCKS
-    layout.complete_config(config)
+    layout.complete_config(config, BLOCK_SIZE)
     return config
 
 

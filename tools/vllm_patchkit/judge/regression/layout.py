@@ -76,8 +76,12 @@ def create_metadata_builders(group: Any, config: Any, device: Any) -> None:
         group.create_metadata_builders(config, device)
 
 
-def complete_config(config: Any) -> None:
+def complete_config(config: Any, block_size: int) -> None:
     """Fill what a GPU platform would have set and older releases read."""
+    if config.cache_config.block_size is None:
+        # Some releases' VllmConfig leaves it to the platform at engine start
+        # (0.17.0); the static-sink builder divides by it in its __init__.
+        config.cache_config.block_size = block_size
     compilation = config.compilation_config
     if getattr(compilation, "max_cudagraph_capture_size", 0) is None:
         # vLLM's own default for it: min(max_num_seqs * 2, 512).
