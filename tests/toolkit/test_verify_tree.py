@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
+from vllm_overlay.fixes import by_name
 from vllm_patchkit.git.series import load_series
 from vllm_patchkit.judge.mutation.mutants import MUTANTS, mutate
+from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import verify_tree
 from vllm_patchkit.present.reports import format_verify
 from vllm_patchkit.trees.releases import release_tree
@@ -24,8 +26,11 @@ pytestmark = pytest.mark.release_trees
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
-UPSTREAM_TESTS = f"{UPSTREAM_TEST} {AITER_TEST}"
-"""0002's test, then 0003's: run together in one pytest."""
+STATIC_SINK_TEST = "tests/v1/attention/test_static_sink_shared_state.py"
+TEST_FILES = series_test_files(load_series())
+"""0002's test, 0003's, 0005's: run together in one pytest."""
+UPSTREAM_TESTS = " ".join(TEST_FILES)
+STATIC_SINK = by_name("static-sink-keeps-shared-seq-lens")
 
 
 def test_stock_affected_release_fails(
@@ -60,17 +65,22 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     after, before = result.after, result.before
     assert before is not None
     assert after.fixed and after.counts["failed"] == 0
-    assert after.counts["passed"] == after.counts["ran"] == 59
+    assert after.counts["passed"] == after.counts["ran"] == 63
     assert after.upstream_test is not None
-    assert after.upstream_test.files == [UPSTREAM_TEST, AITER_TEST]
-    assert after.upstream_test.cases == {UPSTREAM_TEST: 4, AITER_TEST: 5}
-    assert (after.upstream_test.passed, after.upstream_test.failed) == (9, 0)
-    # The base is stock 0.28.0 with the tests copied in: the bugs and nine
-    # assertion failures, no collection or import errors.
+    assert TEST_FILES == [UPSTREAM_TEST, AITER_TEST, STATIC_SINK_TEST]
+    assert after.upstream_test.files == TEST_FILES
+    assert after.upstream_test.cases == {
+        UPSTREAM_TEST: 4,
+        AITER_TEST: 5,
+        STATIC_SINK_TEST: 2,
+    }
+    assert (after.upstream_test.passed, after.upstream_test.failed) == (11, 0)
+    # The base is stock 0.28.0 with the tests copied in: the three bugs and
+    # eleven assertion failures, no collection or import errors.
     assert before.bug_reproduced and not before.fixed
     stock = before.upstream_test
     assert stock is not None
-    assert (stock.passed, stock.failed, stock.errors) == (0, 9, 0)
+    assert (stock.passed, stock.failed, stock.errors) == (0, 11, 0)
     assert all("Error" in failure or "assert" in failure for failure in stock.failures)
     assert snapshot(tree) == before_run  # judged without a trace
     lines = format_verify(result).splitlines()
@@ -84,13 +94,14 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert after.runtime is not None and after.runtime["torch"] == torch
     assert lines[5].split() == ["check", "before", "after"]
     assert any(
-        line.startswith("upstream test") and "FAIL 0 passed, 9 failed" in line
+        line.startswith("upstream test") and "FAIL 0 passed, 11 failed" in line
         for line in lines
     )
     assert lines[-1] == "verdict: FIXED: the fix is present and behaves correctly"
     # Every check is counted; those that could not run are named, with why.
-    assert "after: 62 checks: 59 ran (59 passed, 0 failed), 3 could not run" in lines
-    assert "before: 62 checks: 59 ran (21 passed, 38 failed), 3 could not run" in lines
+    assert "after: 66 checks: 63 ran (63 passed, 0 failed), 3 could not run" in lines
+    # Before: StaticSink's four checks fail too (0.28.0 has that bug).
+    assert "before: 66 checks: 63 ran (21 passed, 42 failed), 3 could not run" in lines
     assert any(
         line.startswith("after:   could not run: rocm_then_triton_mla[q=3]: cannot ")
         for line in lines
@@ -184,7 +195,7 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
         "capture_loop_v1[q=1]",
         "rocm_then_minimax_indexer_msa[q=3]",
     } <= named
-    assert "upstream test" in proc.stdout and "9 passed, 0 failed" in proc.stdout
+    assert "upstream test" in proc.stdout and "11 passed, 0 failed" in proc.stdout
 
 
 def test_a_tree_without_minimax_m3_rests_on_the_other_core_checks(
@@ -249,9 +260,10 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
         ran = "0 passed, 0 failed"  # a collection error stops the whole run
     else:
         text = text.replace("def test_", "def check_")
-        # 0003's test still runs and passes: 0002's file alone collected nothing.
+        # 0003's and 0005's tests still run and pass: 0002's file alone
+        # collected nothing.
         reason = f"no case was collected from {UPSTREAM_TEST}"
-        ran = "5 passed, 0 failed"
+        ran = "7 passed, 0 failed"
     test_file.write_text(text)
     as_user(tree).run("commit", "--quiet", "-am", f"[Misc] {breakage}")
 
@@ -264,7 +276,7 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
         + reason
     )
     # The suite itself passed: only the test's not running stops the verdict.
-    assert "after: 62 checks: 59 ran (59 passed, 0 failed), 3 could not run" in lines
+    assert "after: 66 checks: 63 ran (63 passed, 0 failed), 3 could not run" in lines
     assert any(
         line.startswith("upstream test") and f"DID NOT RUN ({ran}" in line
         for line in lines
@@ -272,14 +284,26 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
     assert f"after:   did not run: {reason}" in proc.stdout
 
 
-def test_fixed_release_tree_passes() -> None:
-    """A release tree, not a clone; upstream carries the fix but not 0002."""
+def test_a_release_fixed_upstream_for_two_fixes_still_has_the_third() -> None:
+    """A release tree, not a clone: 0.29.0 carries #51585's and #53821's fixes
+    (not 0002's test) but not StaticSink's (0004 affects 0.14.0..0.33.0).
+    Not fixed, exit 1, and only StaticSink's checks fail."""
     code, result = patchkit_json("test", str(release_tree("0.29.0")))
 
-    assert code == 0, result
-    assert result["after"]["fixed"] is True
-    assert result["after"]["vllm_version"] == "0.29.0"
-    assert result["after"]["upstream_test"] is None
+    assert code == 1, result
+    assert result["verdict"] == "not-fixed"
+    after = result["after"]
+    assert after["fixed"] is False and after["bug_reproduced"] is False
+    assert after["vllm_version"] == "0.29.0"
+    assert after["upstream_test"] is None
+    failing = {c["name"] for c in after["checks"] if c["status"] == "failed"}
+    assert failing == {
+        f"{scenario}[q={q}]" for scenario in STATIC_SINK.scenarios for q in (1, 3)
+    }
+    assert {c["fix"] for c in after["checks"] if c["status"] == "failed"} == {
+        STATIC_SINK.pr
+    }
+    assert result["message"].startswith("failing checks: static_sink_")
 
 
 def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
