@@ -113,8 +113,8 @@ def main(output: str) -> None:
     result["fix_on_vllm_class"] = is_installed_on(rocm_attn)
     result["applied_to_class"] = bool(state and state.applied_to_class)
     result["problems"] = list(state.problems) if state else []
-    result["hooks_after_import"] = len(
-        [f for f in sys.meta_path if isinstance(f, _AfterImportFinder)]
+    result["hooks_after_import"] = sorted(
+        f.name for f in sys.meta_path if isinstance(f, _AfterImportFinder)
     )
     kept, builder = capture(rocm_attn.RocmAttentionBackend.get_builder_cls())
     result["rocm_attn_backend_keeps_host"] = kept
