@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from vllm_overlay.fixes.static_sink_seq_lens import FIX as STATIC_SINK_FIX
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.trees.releases import clone_release, release_tree
+from vllm_patchkit.trees.releases import clone_release
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
 pytestmark = [pytest.mark.release_trees, pytest.mark.slow]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "audit"
-STATIC_SINK = DOCS / "static-sink-seq-lens"
+PATCHES = DOCS.parents[1] / "patches"
 
 
 def reproduce(
@@ -42,22 +43,27 @@ def reproduce(
     )
 
 
-def test_static_sink_reproduction_fails_on_0_33_0() -> None:
-    proc = reproduce(
-        release_tree("0.33.0"), STATIC_SINK / "test_static_sink_shared_state.py"
-    )
+def _static_sink_tree(tmp_path: Path, *, fixed: bool) -> tuple[Path, Path]:
+    """A clone of 0.33.0 with StaticSink's test patch (and its fix), from
+    the series itself: the finding's fix is the series' patch."""
+    tree = tmp_path / "vllm-0.33.0"
+    clone_release("0.33.0", tree)
+    fix, test = (PATCHES / name for name in STATIC_SINK_FIX.patches)
+    for patch in (fix, test) if fixed else (test,):
+        Git(tree).run("apply", str(patch))
+    return tree, tree / "tests/v1/attention/test_static_sink_shared_state.py"
+
+
+def test_static_sink_reproduction_fails_on_0_33_0(tmp_path: Path) -> None:
+    proc = reproduce(*_static_sink_tree(tmp_path, fixed=False), "--noconftest")
 
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "2 failed" in proc.stdout
+    assert "4 failed" in proc.stdout
     assert "changed the shared seq_lens in place" in proc.stdout
 
 
 def test_static_sink_reproduction_passes_with_the_fix(tmp_path: Path) -> None:
-    tree = tmp_path / "vllm-0.33.0"
-    clone_release("0.33.0", tree)
-    Git(tree).run("apply", str(STATIC_SINK / "fix.patch"))
-
-    proc = reproduce(tree, STATIC_SINK / "test_static_sink_shared_state.py")
+    proc = reproduce(*_static_sink_tree(tmp_path, fixed=True), "--noconftest")
 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "2 passed" in proc.stdout
+    assert "4 passed" in proc.stdout

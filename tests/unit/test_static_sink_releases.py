@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from vllm_overlay.fixes.static_sink_seq_lens import (
+    FIX,
     KNOWN_BUGGY,
     KNOWN_FIXED,
     STATIC_SINK,
@@ -44,7 +45,8 @@ WITH_STATIC_SINK = [
 """Every release on the package index from 0.14.0 to the newest (0.15.x was
 never published as an sdist)."""
 WITHOUT = ["0.11.0", "0.12.0", "0.13.0"]
-FIX_PATCH = Path(__file__).parents[2] / "docs/audit/static-sink-seq-lens/fix.patch"
+FIX_PATCH = Path(__file__).parents[2] / "patches" / FIX.patches[0]
+"""Patch 0004, the fix (the first of the fix's patches)."""
 
 
 @functools.cache
@@ -96,7 +98,7 @@ def test_releases_before_have_no_static_sink(version: str) -> None:
 
 
 def test_patch_0004_method_is_the_fixed_variant(tmp_path: Path) -> None:
-    """fix.patch (patch 0004's change) on 0.33.0: not needed any more."""
+    """Patch 0004 on 0.33.0: not needed any more."""
     tree = tmp_path / "tree"
     target = tree / STATIC_SINK
     target.parent.mkdir(parents=True)

@@ -60,7 +60,7 @@ KNOWN_BUGGY = {
 its normalised AST (:func:`method_digest`), with the releases that ship it
 (``tests/unit/test_static_sink_releases.py`` reads each release's sdist)."""
 KNOWN_FIXED = {
-    "369eafd6236b62066ce35aed4cef3a7898494723dc8ea943538c8ae1f56ac95f": (
+    "de9bbb0903c5cad47d8b332e20fda3785cf036ea219a1faa4806a00ddd556689": (
         "patch 0004 (the series' fix, not upstream yet)"
     ),
 }
