@@ -18,6 +18,7 @@ from vllm_patchkit.judge.mutation.mutants import (
     MutationError,
     mutate,
 )
+from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
 from vllm_patchkit.judge.mutation.worker import MODULE
 
 ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
@@ -113,7 +114,7 @@ def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
     assert len(mutated) == 10 == len(set(mutated.values()))
     assert aiter_source not in mutated.values()
     names = [m.name for m in ALL_MUTANTS]
-    assert len(names) == len(set(names)) == len(MUTANTS) + 10 + 5
+    assert len(names) == len(set(names)) == len(MUTANTS) + 10 + len(SINK_MUTANTS)
 
 
 def test_the_tier_runs_each_static_sink_mutant_against_its_file(

@@ -435,6 +435,15 @@ FIX = Fix(
     arm=arm,
     what=WHAT,
     installed_on=is_installed_on,
-    scenarios=("static_sink_then_others", "static_sink_twice"),
-    core_scenarios=("static_sink_then_others", "static_sink_twice"),
+    scenarios=(
+        "static_sink_then_others",
+        "static_sink_twice",
+        "static_sink_proposer_rebuilds",
+        "static_sink_draft_update",
+    ),
+    core_scenarios=(
+        "static_sink_then_others",
+        "static_sink_twice",
+        "static_sink_proposer_rebuilds",
+    ),
 )

@@ -353,7 +353,8 @@ def static_sink_regression_test_present(tree: Path) -> InvariantResult:
     it, and then asserts on ``seq_lens``.
 
     Judged by what a test function does, in the order of its lines: a call
-    of ``create_static_sink_attention_backend``, a later ``.build(...)``
+    of ``create_static_sink_attention_backend`` (or of a module-level helper
+    that calls it), a later ``.build(...)``
     call, and after that an ``assert`` (or an ``assert*`` call) whose
     expression reads a ``seq_lens``. Any module under tests/v1/attention
     counts, whatever its name, so an upstream version of 0005's test is
@@ -385,9 +386,17 @@ def _sink_test_line(path: Path) -> int | None:
         module = ast.parse(source)
     except SyntaxError:
         return None
+    # A module-level helper that calls the factory makes the backend for
+    # the test that calls it (vLLM's tests often build through helpers).
+    makers = {FACTORY} | {
+        node.name
+        for node in module.body
+        if isinstance(node, ast.FunctionDef)
+        and any(_calls(c, FACTORY) for c in ast.walk(node))
+    }
     for test in _test_functions(module):
         nodes = list(ast.walk(test))
-        made = [c.lineno for c in nodes if _calls(c, FACTORY)]
+        made = [c.lineno for c in nodes if any(_calls(c, m) for m in makers)]
         if not made:
             continue
         built = [c.lineno for c in nodes if _calls(c, "build") and c.lineno > min(made)]

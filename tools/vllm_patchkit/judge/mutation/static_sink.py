@@ -1,11 +1,13 @@
 """Plausible wrong fixes of the static-sink builder's ``build``, as mutants.
 
-Each mutant rewrites statements of ``StaticSinkAttentionBuilder.build`` as
-the audit's fix (docs/audit/static-sink-seq-lens/fix.patch) leaves it: the
-builder works on a copy of the metadata and puts the lengths with the sink
-in a buffer of its own. The scenarios of
+Each mutant rewrites statements of ``StaticSinkAttentionBuilder`` as patch
+0004 leaves it: ``build`` works on a copy of the metadata and puts the
+lengths with the sink in a buffer of its own, and
+``update_draft_decode_metadata`` refreshes that buffer from the runner's
+lengths (Model Runner V2's in-place draft steps). One mutant is the series'
+own earlier 0004, without the refresh. The scenarios of
 :mod:`vllm_patchkit.judge.regression.static_sink` must fail on every one,
-pass on the fix, and fail on the stock method.
+pass on the fix, and fail on the stock builder.
 
 ``python -m vllm_patchkit.judge.mutation.static_sink --json`` runs them all
 in this process against the importable vLLM: each mutated module is executed
@@ -24,16 +26,17 @@ import sys
 import types
 from typing import Any
 
-from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY, METHOD
+from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY
 from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
 from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 
 COPY = "common_attn_metadata = copy(common_attn_metadata)"
-ADD = "torch.add(common_attn_metadata.seq_lens, self.sink_len, out=seq_lens)"
-MASK = "seq_lens.masked_fill_(seq_lens == self.sink_len, 0)"
+ADD = "torch.add(self.runner_seq_lens, self.sink_len, out=seq_lens)"
+MASK = "seq_lens.masked_fill_(self.runner_seq_lens == 0, 0)"
 SINK_ADDED = "common_attn_metadata.max_seq_len + self.sink_len"
-BUFFER = "seq_lens = self.seq_lens_with_sink[:num_seqs]"
+BUFFER = "seq_lens = self.seq_lens_with_sink[:num_reqs]"
+REFRESH = "self._add_sink(self.max_num_blocks)"
 
 SINK_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -44,8 +47,8 @@ SINK_MUTANTS: tuple[Mutant, ...] = (
             (
                 ADD,
                 (
-                    "common_attn_metadata.seq_lens.add_(self.sink_len)",
-                    "seq_lens.copy_(common_attn_metadata.seq_lens)",
+                    "self.runner_seq_lens.add_(self.sink_len)",
+                    "seq_lens.copy_(self.runner_seq_lens)",
                 ),
             ),
         ),
@@ -70,26 +73,32 @@ SINK_MUTANTS: tuple[Mutant, ...] = (
         "fresh_clone_per_build",
         "a fresh tensor per build instead of the builder's persistent buffer "
         "(a captured graph reads the address it was captured with)",
-        ((BUFFER, ("seq_lens = common_attn_metadata.seq_lens.clone()",)),),
+        ((BUFFER, ("seq_lens = self.runner_seq_lens.clone()",)),),
+    ),
+    Mutant(
+        "no_refresh_on_draft_update",
+        "the series' earlier 0004: a buffer of the builder's own, not "
+        "refreshed when Model Runner V2 advances the runner's seq_lens in "
+        "place between draft steps",
+        ((REFRESH, ("pass",)),),
     ),
 )
 
 
-def build_lines(source: str) -> tuple[int, int]:
-    """1-based first and last line of the nested builder's ``build``."""
+def builder_lines(source: str) -> tuple[int, int]:
+    """1-based first and last line of the nested builder class (the fix
+    spans its ``build``, its draft update and their helper)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef) and node.name == BUILDER:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == METHOD:
-                    assert item.end_lineno is not None
-                    return item.lineno, item.end_lineno
-    raise MutationError(f"no {BUILDER}.{METHOD}")
+            assert node.end_lineno is not None
+            return node.lineno, node.end_lineno
+    raise MutationError(f"no {BUILDER}")
 
 
 def mutate_sink(source: str, mutant: Mutant) -> str:
-    """``source`` with the mutant's edits made inside ``build``."""
-    where = f"{BUILDER}.{METHOD}"
-    span = build_lines(source)
+    """``source`` with the mutant's edits made inside the builder class."""
+    where = BUILDER
+    span = builder_lines(source)
     return edit_method(source, mutant.edits, span, mutant.name, where, MODULE)
 
 

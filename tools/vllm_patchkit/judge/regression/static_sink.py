@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -26,11 +28,15 @@ import torch
 
 from vllm_patchkit.judge.regression import harness
 from vllm_patchkit.judge.regression.by_fix.static_sink import (
+    DRAFT_UPDATE,
     MODULE,
+    NO_DRAFT_UPDATE,
     NOT_APPLICABLE,
+    PROPOSER_REBUILDS,
     RELPATH,
     SINK_ONCE,
     SINK_TWICE,
+    SPECULATORS,
 )
 from vllm_patchkit.judge.regression.records import Outcome, error_info
 
@@ -182,6 +188,8 @@ def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcom
         "sink_max_seq_len_once": sink_max == max(SEQ_LENS) + SINK_LEN,
         "sink_buffer_persistent": again.seq_lens.data_ptr()
         == built.seq_lens.data_ptr(),
+        "sink_block_table_persistent": again.block_table.data_ptr()
+        == built.block_table.data_ptr(),
         "sink_seq_lens_after": sink_lens,
         "later_diverged": diverged,
     }
@@ -219,7 +227,169 @@ def static_sink_twice(decode_query_len: int, create: Any = None) -> Outcome:
     return Outcome(SINK_TWICE, decode_query_len, "ok", facts)
 
 
+DRAFT_STEPS = 3
+"""Draft steps after the first build: the lengths advance by one each."""
+
+
+def _advanced(steps: int) -> list[int]:
+    """The runner's lengths after ``steps`` draft steps (padding stays 0)."""
+    return [n + steps if n else 0 for n in SEQ_LENS]
+
+
+def static_sink_proposer_rebuilds(decode_query_len: int, create: Any = None) -> Outcome:
+    """The V1 EAGLE/MTP proposer: between draft steps it advances the
+    metadata's ``seq_lens`` in place (``eagle_step_update_slot_mapping_and_metadata``
+    on the GPU; ``+= 1`` here, what that kernel does to them) and builds
+    every draft group again on the same metadata. Each build must see the
+    runner's lengths with the sink once, and leave them as they were."""
+    absent = _unavailable(PROPOSER_REBUILDS, decode_query_len)
+    if absent is not None:
+        return absent
+    backend = (create or _create())(_triton(), SINK_LEN)
+    sink = _builder(backend, decode_query_len, "draft.sink")
+    shared = shared_metadata(decode_query_len)
+    live = shared.seq_lens != 0
+    seen, runner = [], []
+    try:
+        for _ in range(DRAFT_STEPS):
+            seen.append(_build(sink, shared, decode_query_len).seq_lens.tolist())
+            runner.append(shared.seq_lens.tolist())
+            shared.seq_lens[live] += 1
+    except Exception as exc:  # the builds raising is a finding
+        return Outcome(
+            PROPOSER_REBUILDS, decode_query_len, "raised", error=error_info(exc)
+        )
+    expected = [
+        [n + SINK_LEN if n else 0 for n in _advanced(step)]
+        for step in range(DRAFT_STEPS)
+    ]
+    facts = {
+        "builder": type(sink).__name__,
+        "each_step_sees_sink_once": seen == expected,
+        "runner_seq_lens_only_advanced": runner
+        == [_advanced(step) for step in range(DRAFT_STEPS)],
+        "draft_seq_lens_after": seen,
+        "runner_seq_lens_after": runner,
+    }
+    return Outcome(PROPOSER_REBUILDS, decode_query_len, "ok", facts)
+
+
+def _draft_inputs_update() -> Callable[..., None] | None:
+    """Model Runner V2's ``update_draft_inputs`` (the kernel that advances
+    the runner's ``seq_lens`` in place between fused draft steps), its
+    Triton kernel interpreted on the CPU; None before the fused drafting
+    (0.28.0). The interpreter is chosen when a kernel is defined, so this
+    must run before the module's first import."""
+    from importlib import import_module
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    for module in SPECULATORS:
+        if harness.vllm_has(module.removeprefix("vllm.").replace(".", "/") + ".py"):
+            update = getattr(import_module(module), "update_draft_inputs", None)
+            if update is not None:
+                return update
+    return None
+
+
+def _advance(update: Callable[..., None], buffers: Any, step: int, reqs: int) -> None:
+    """One draft step's in-place advance, by the release's own kernel (its
+    arguments by name: they differ between releases)."""
+    import inspect
+
+    hidden = torch.zeros(reqs, 8)
+    offered = {
+        "draft_tokens": torch.zeros(reqs, dtype=torch.int64),
+        "current_draft_step": torch.tensor([step], dtype=torch.int32),
+        "hidden_states": hidden,
+        "output_draft_tokens": torch.zeros(reqs, DRAFT_STEPS + 1, dtype=torch.int64),
+        "next_input_hidden_states": torch.zeros_like(hidden),
+        "input_buffers": buffers,
+        "sample_src_positions": torch.zeros(reqs, dtype=torch.int64),
+        "num_reqs": reqs,
+        "max_model_len": harness.vllm_config().model_config.max_model_len,
+        "num_speculative_steps": DRAFT_STEPS + 1,
+    }
+    wanted = inspect.signature(update).parameters
+    update(**{name: value for name, value in offered.items() if name in wanted})
+
+
+def static_sink_draft_update(decode_query_len: int, create: Any = None) -> Outcome:
+    """Model Runner V2's fused multi-step drafting (0.28.0 on), with vLLM's
+    own code: the draft metadata is built once; between draft steps the
+    runner's ``update_draft_inputs`` kernel advances its input ``seq_lens``
+    in place, and each attention group's ``update_draft_decode_metadata``
+    (``AttentionGroup``'s, as the speculator calls it; recorded in the
+    fused draft CUDA graph on a GPU) refreshes the metadata. A builder that
+    keeps ``supports_draft_decode_metadata_update`` must follow the
+    runner: the sink group sees the advanced lengths with the sink, from
+    the same buffers (a graph replays their addresses). One that declines
+    it gets an eager rebuild per step instead (the speculator's fallback),
+    and is judged on its rebuilds."""
+    absent = _unavailable(DRAFT_UPDATE, decode_query_len)
+    if absent is not None:
+        return absent
+    from vllm.v1.worker.utils import AttentionGroup
+
+    update = _draft_inputs_update()
+    if update is None or not hasattr(AttentionGroup, "update_draft_decode_metadata"):
+        return Outcome(
+            DRAFT_UPDATE,
+            decode_query_len,
+            "unavailable",
+            facts={"absent": True},
+            error={"type": "unavailable", "message": NO_DRAFT_UPDATE},
+        )
+    backend = (create or _create())(_triton(), SINK_LEN)
+    sink = _builder(backend, decode_query_len, "draft.sink")
+    in_place = bool(getattr(sink, "supports_draft_decode_metadata_update", False))
+    runner = shared_metadata(decode_query_len)
+    # The runner's kernels run over the scheduled requests; the padding
+    # rows after them stay 0.
+    reqs = sum(1 for n in SEQ_LENS if n)
+    spec = harness.kv_cache_spec("full", decode_query_len)
+    group = AttentionGroup(backend, ["draft.sink"], spec, 0, metadata_builders=[sink])
+    buffers = types.SimpleNamespace(
+        input_ids=torch.zeros(len(SEQ_LENS), dtype=torch.int32),
+        positions=torch.tensor(SEQ_LENS, dtype=torch.int64),
+        seq_lens=runner.seq_lens,
+    )
+    try:
+        metadata = _build(sink, copy.copy(runner), decode_query_len)
+        addresses = (metadata.seq_lens.data_ptr(), metadata.block_table.data_ptr())
+        seen, moved = [], []
+        for step in range(DRAFT_STEPS):
+            _advance(update, buffers, step, reqs)
+            if in_place:
+                group.update_draft_decode_metadata({"draft.sink": metadata})
+            else:
+                metadata = _build(sink, copy.copy(runner), decode_query_len)
+            seen.append(metadata.seq_lens.tolist())
+            moved.append(
+                (metadata.seq_lens.data_ptr(), metadata.block_table.data_ptr())
+                != addresses
+            )
+    except Exception as exc:  # the update raising is a finding
+        return Outcome(DRAFT_UPDATE, decode_query_len, "raised", error=error_info(exc))
+    runner_lens = runner.seq_lens.tolist()
+    expected = [
+        [n + SINK_LEN if n else 0 for n in _advanced(step + 1)]
+        for step in range(DRAFT_STEPS)
+    ]
+    facts = {
+        "builder": type(sink).__name__,
+        "updates_in_place": in_place,
+        "draft_steps_follow_runner": seen == expected,
+        "draft_buffers_persistent": not any(moved),
+        "runner_seq_lens_only_advanced": runner_lens == _advanced(DRAFT_STEPS),
+        "draft_seq_lens_after": seen,
+        "runner_seq_lens_after": runner_lens,
+    }
+    return Outcome(DRAFT_UPDATE, decode_query_len, "ok", facts)
+
+
 SCENARIOS = {
     SINK_ONCE: static_sink_then_others,
     SINK_TWICE: static_sink_twice,
+    PROPOSER_REBUILDS: static_sink_proposer_rebuilds,
+    DRAFT_UPDATE: static_sink_draft_update,
 }

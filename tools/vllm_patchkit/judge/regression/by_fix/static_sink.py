@@ -14,6 +14,17 @@ RELPATH = str(STATIC_SINK.relative_to("vllm"))
 """The module's file, relative to the ``vllm`` package."""
 SINK_ONCE = "static_sink_then_others"
 SINK_TWICE = "static_sink_twice"
+PROPOSER_REBUILDS = "static_sink_proposer_rebuilds"
+DRAFT_UPDATE = "static_sink_draft_update"
+SPECULATORS = (
+    "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator",
+    "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator",
+)
+"""Model Runner V2's fused drafting (0.32.0 on, then 0.28.0-0.31.x)."""
+NO_DRAFT_UPDATE = (
+    "not applicable: this tree has no Model Runner V2 fused drafting with "
+    "an in-place draft metadata update (vLLM 0.28.0 and later)"
+)
 NOT_APPLICABLE = (
     "not applicable: this tree has no static-sink attention "
     f"(vllm/{RELPATH}, in releases from 0.14.0)"
@@ -34,12 +45,22 @@ FACTS = {
         "sink_seen_once",
         "sink_max_seq_len_once",
         "sink_buffer_persistent",
+        "sink_block_table_persistent",
     ),
     SINK_TWICE: (
         *SHARED_KEPT,
         "first_sees_sink_once",
         "second_sees_sink_once",
         "max_seq_len_once",
+    ),
+    PROPOSER_REBUILDS: (
+        "each_step_sees_sink_once",
+        "runner_seq_lens_only_advanced",
+    ),
+    DRAFT_UPDATE: (
+        "draft_steps_follow_runner",
+        "draft_buffers_persistent",
+        "runner_seq_lens_only_advanced",
     ),
 }
 
