@@ -24,7 +24,7 @@ from vllm_patchkit.judge.mutation.runner import (
     run_mutation,
 )
 from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
-from vllm_patchkit.judge.regression.by_fix.static_sink import SINK_ONCE, SINK_TWICE
+from vllm_patchkit.judge.regression.by_fix.static_sink import FACTS as SINK_FACTS
 
 pytestmark = pytest.mark.mutation
 BUDGET_S = 300
@@ -128,5 +128,5 @@ def test_the_static_sink_mutants_die_on_the_static_sink_checks(
         assert run.fixes["StaticSink"] == "not-fixed", (mutant.name, run.fixes)
         failed = run.failed_checks
         assert failed and all(
-            c.startswith((f"{SINK_ONCE}[", f"{SINK_TWICE}[")) for c in failed
+            c.startswith(tuple(f"{s}[" for s in SINK_FACTS)) for c in failed
         ), (mutant.name, failed)
