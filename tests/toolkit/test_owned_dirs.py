@@ -9,6 +9,7 @@ tree carries (a tracked marker file) makes it the toolkit's.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from vllm_patchkit.git.owned_dirs import (
     remove_owned,
 )
 from vllm_patchkit.gitcmd import Git, init_repo
+from vllm_patchkit.paths import cache_dir
 
 
 def _tool_repo(path: Path) -> Git:
@@ -230,3 +232,17 @@ def test_claim_dir_takes_only_a_new_empty_or_recorded_directory(
     claim_dir(fresh, "--workdir")
     (fresh / "vllm-0.28.0").mkdir()
     claim_dir(fresh, "--workdir")  # recorded: the toolkit's, non-empty or not
+
+
+def test_records_of_directories_gone_are_dropped(tmp_path: Path) -> None:
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    _tool_repo(gone)
+    shutil.rmtree(gone)
+    _tool_repo(kept)
+
+    paths = {
+        json.loads(entry.read_text())["path"]
+        for entry in (cache_dir() / "owned").glob("*.json")
+    }
+    assert str(kept.resolve()) in paths
+    assert str(gone.resolve()) not in paths

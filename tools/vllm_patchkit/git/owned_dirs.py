@@ -148,6 +148,7 @@ def record(path: Path, what: str) -> None:
             entry["files"] = _other_files(git, path)
     target = _record_file(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    _forget_gone(target.parent)
     fd, scratch = tempfile.mkstemp(dir=target.parent, prefix=".record-")
     try:
         with os.fdopen(fd, "w") as out:
@@ -156,6 +157,18 @@ def record(path: Path, what: str) -> None:
     except BaseException:
         Path(scratch).unlink(missing_ok=True)
         raise
+
+
+def _forget_gone(records: Path) -> None:
+    """Drop the records of directories that no longer exist (a test's
+    scratch paths, clones the user removed), so that the store stays small."""
+    for old in records.glob("*.json"):
+        try:
+            gone = not Path(json.loads(old.read_text())["path"]).exists()
+        except (OSError, ValueError, KeyError, TypeError):
+            gone = True  # unreadable: worth nothing
+        if gone:
+            old.unlink(missing_ok=True)
 
 
 def _recorded(path: Path) -> dict[str, Any] | None:
