@@ -38,7 +38,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="release to use when no PATH is given (default: %(default)s)",
     )
     parser.add_argument(
-        "--workdir", type=Path, help="where the release clone goes (default: the cache)"
+        "--workdir",
+        type=Path,
+        help=(
+            "where the release clone goes: a new or empty directory, or one "
+            "the demo made (default: the cache)"
+        ),
     )
     parser.add_argument(
         "--branch",
