@@ -300,7 +300,7 @@ def test_a_file_over_the_cap_is_refused_before_it_is_parsed(tmp_path: Path) -> N
 def test_the_merge_job_fails_closed_on_a_malformed_row_file(tmp_path: Path) -> None:
     """matrix-merge.sh passed exit 3 on, and matrix_report.py then crashed."""
     data = row_file()
-    data["rows"][0]["version"] = 28
+    data["rows"][0]["stock"]["seconds"] = "5"
     path = write(tmp_path, data)
     out = tmp_path / "out"
     bin_dir = Path(sys.executable).parent
@@ -312,7 +312,7 @@ def test_the_merge_job_fails_closed_on_a_malformed_row_file(tmp_path: Path) -> N
         env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
         timeout=300,
     )
-    assert_refused(proc, str(path), "rows[0].version")
+    assert_refused(proc, str(path), "rows[0].stock.seconds")
     assert not (out / "pr-body.md").exists()
     assert not (out / "commit-message.txt").exists()
 
