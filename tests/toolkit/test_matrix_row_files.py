@@ -230,6 +230,7 @@ MALFORMED = {
         _set("rows.0.runtime.extras", [{"a": 1}]),
         "rows[0].runtime.extras[0]",
     ),
+    "a lone surrogate": (_set("rows.0.series", "\ud800"), "rows[0].series"),
     "a field no row has": (_set("rows.0.sneaky", "x"), "rows[0].sneaky"),
     "empty digests": (_set("digests", {}), "digests.code"),
     "release named three times": (

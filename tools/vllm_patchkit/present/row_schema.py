@@ -81,6 +81,11 @@ def _list(where: _Where, value: Any) -> list[Any]:
 def _str(where: _Where, value: Any) -> str:
     if not isinstance(value, str):
         where.fail("a string", value)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate JSON's \u escapes allow
+            where.fail("text that UTF-8 can write", value)
     return value
 
 
