@@ -120,9 +120,8 @@ def _draft_step(builder: Any, built: Any, shared: Any, width: int) -> dict[str, 
     result: dict[str, Any] = {
         "has_draft_update": hasattr(builder, update),
         "draft_update_own": update in cls.__dict__,
-        "supports_update_block_table": getattr(
-            cls, "supports_update_block_table", None
-        ),
+        # Set on the static-sink class itself (None: only inherited).
+        "supports_update_block_table": cls.__dict__.get("supports_update_block_table"),
     }
     if not result["has_draft_update"]:
         return result
