@@ -83,8 +83,8 @@ builder."""
 SEQ_LENS_BUFFER = "_vllm_overlay_seq_lens_with_sink"
 """The builder's own ``seq_lens`` buffer (the attribute the wrapper sets)."""
 RUNNER_SEQ_LENS = "_vllm_overlay_runner_seq_lens"
-"""The runner's ``seq_lens`` the last build read (refreshed from between
-draft steps)."""
+"""The runner's ``seq_lens`` the last build read (the draft update reads
+them again: the runner advances them in place)."""
 RUNNER_BLOCK_TABLE = "_vllm_overlay_runner_block_table"
 """The runner's block table the last build read."""
 DRAFT_UPDATE = "update_draft_decode_metadata"
@@ -180,7 +180,7 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
         return SinkCode(SinkShape.FIXED, file, _build_line(factory), why)
     why = (
         f"{FACTORY} is no known upstream factory (normalised AST {digest[:12]}; "
-        f"known: {', '.join(sorted(KNOWN_BUGGY.values()))}, and patch 0004)"
+        f"known: vLLM {', '.join(sorted(KNOWN_BUGGY.values()))}; patch 0004)"
     )
     return SinkCode(SinkShape.UNRECOGNISED, file, factory.lineno, why)
 
