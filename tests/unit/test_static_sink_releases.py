@@ -138,12 +138,15 @@ def test_patch_0004_gives_the_fixed_variant_on_every_release(tmp_path: Path) -> 
 def test_the_first_0004_is_left_alone(tmp_path: Path) -> None:
     """The first 0004 kept its own seq_lens but never refreshed them between
     Model Runner V2's draft steps: not fixed, not buggy, not touched."""
-    first = subprocess.run(
+    shown = subprocess.run(
         ["git", "show", f"{FIRST_0004}:patches/{FIX.patches[0]}"],
         cwd=FIX_PATCH.parent,
         capture_output=True,
-        check=True,
-    ).stdout
+        check=False,
+    )
+    if shown.returncode != 0:  # a shallow clone, or an exported tree
+        pytest.skip(f"this checkout's history lacks {FIRST_0004} (the first 0004)")
+    first = shown.stdout
     tree = patched(tmp_path, "0.33.0", first)
     code = inspect_static_sink_tree(tree)
     assert code.shape is SinkShape.UNRECOGNISED, code.detail
