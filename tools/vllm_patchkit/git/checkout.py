@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import enum
 import os
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vllm_patchkit.child_death import dies_with_parent
 from vllm_patchkit.errors import RefusedError
 from vllm_patchkit.git.carry import (
     Carry,
@@ -451,4 +453,5 @@ def _check_apply(
         cwd=root,
         capture_output=True,
         text=True,
+        preexec_fn=dies_with_parent(signal.SIGTERM),
     )
