@@ -308,16 +308,80 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
     its patches one after another, each on the result of those before, and
     writes the index only if all apply, so when it succeeds each of them
     applies cleanly; otherwise they are tried one by one on the index as it
-    was (``--3way`` for those that need it)."""
+    was (``--3way`` for those that need it).
+
+    A patch with an invariant is tried as ``apply`` runs it: one by one,
+    and once it applies its invariant is checked on the tree as it would
+    then be (:func:`_trial_invariant`); one that would not hold is a
+    conflict, as ``apply`` finds it after ``git am``."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
         env = scratch_env(git, Path(scratch))
         _seed_index(git, {name for p in patches for name in p.files}, env)
-        if len(patches) > 1:
+        if len(patches) > 1 and not any(p.invariant for p in patches):
             paths = [str(p.path) for p in patches]
             together = git.run("apply", "--cached", *paths, check=False, env=env)
             if together.returncode == 0:
                 return [(PatchState.APPLIES, "applies cleanly")] * len(patches)
-        return [_try_apply(git, patch.path, env) for patch in patches]
+        tried = []
+        touched: set[str] = set()
+        for number, patch in enumerate(patches):
+            state, detail = _try_apply(git, patch.path, env)
+            touched |= set(patch.files)
+            if state is PatchState.APPLIES and patch.invariant is not None:
+                trial = Path(scratch) / f"tree-{number}"
+                broken = _trial_invariant(git, patch.invariant, touched, env, trial)
+                if broken is not None:
+                    state, detail = PatchState.CONFLICT, broken
+            tried.append((state, detail))
+        return tried
+
+
+def _trial_invariant(
+    git: Git, invariant: str, paths: set[str], env: dict[str, str], trial: Path
+) -> str | None:
+    """Why ``invariant`` would not hold once the patches so far are applied,
+    if it would not: read on ``trial``, a mirror of the checkout (symbolic
+    links to its files) whose ``paths`` hold the scratch index's content."""
+    _mirror(git.root, trial, paths)
+    literal = {**env, "GIT_LITERAL_PATHSPECS": "1"}
+    listed = git.run("ls-files", "-z", "--", *sorted(paths), env=literal).stdout
+    present = [name for name in listed.split("\0") if name]  # not deleted
+    if present:
+        git.run(
+            "checkout-index", "--force", f"--prefix={trial}/", "--", *present,
+            env=env,
+        )  # fmt: skip
+    result = check_invariant(invariant, trial)
+    if result.holds:
+        return None
+    detail = result.detail.replace(str(trial), str(git.root))
+    return f"applies, but invariant {invariant} would not hold: {detail}"
+
+
+def _mirror(root: Path, trial: Path, paths: set[str]) -> None:
+    """``trial`` as ``root`` seen through symbolic links, except that each
+    of ``paths`` and the directories above it are its own (the paths
+    themselves left absent, for the caller to fill)."""
+
+    def own(directory: PurePosixPath) -> Path:
+        mirror = trial / directory
+        if mirror.is_symlink():
+            mirror.unlink()
+        if not mirror.is_dir():
+            mirror.mkdir()
+            real = root / directory
+            if real.is_dir() and not real.is_symlink():
+                for entry in os.scandir(real):
+                    (mirror / entry.name).symlink_to(entry.path)
+        return mirror
+
+    for name in paths:
+        path = PurePosixPath(name)
+        for directory in [*reversed(path.parents)]:
+            own(directory)
+        leaf = trial / path
+        if leaf.is_symlink():
+            leaf.unlink()
 
 
 UNTRIED = "not tried before git am"
