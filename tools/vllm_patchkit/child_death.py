@@ -30,6 +30,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 PR_SET_PDEATHSIG = 1
@@ -107,14 +108,16 @@ class _Watchdog:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid = 0
+        self._lock = threading.Lock()  # the mutation runner starts from threads
 
     def send(self, line: str) -> None:
-        if self._proc is None or self._pid != os.getpid():  # none yet, or forked
-            self._start()
-        assert self._proc is not None and self._proc.stdin is not None
-        with contextlib.suppress(OSError):  # gone: the PDEATHSIG guard remains
-            self._proc.stdin.write(line.encode())
-            self._proc.stdin.flush()
+        with self._lock:
+            if self._proc is None or self._pid != os.getpid():  # none, or forked
+                self._start()
+            assert self._proc is not None and self._proc.stdin is not None
+            with contextlib.suppress(OSError):  # gone: the PDEATHSIG guard remains
+                self._proc.stdin.write(line.encode())
+                self._proc.stdin.flush()
 
     def _start(self) -> None:
         self._pid = os.getpid()

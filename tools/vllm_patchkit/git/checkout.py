@@ -28,6 +28,7 @@ from vllm_patchkit.git.carry import (
 )
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Patch, Series, as_commit
+from vllm_patchkit.git.trial_tree import TrialTree
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
 
 BASE_REF = "refs/vllm-patchkit/base"
@@ -303,85 +304,53 @@ def classify_with_history(
 
 
 def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]]:
-    """Each patch tried on a scratch index holding HEAD and the patches
-    before it. One ``git apply --cached`` of all of them first: git applies
-    its patches one after another, each on the result of those before, and
-    writes the index only if all apply, so when it succeeds each of them
-    applies cleanly; otherwise they are tried one by one on the index as it
-    was (``--3way`` for those that need it).
+    """Each patch tried as ``apply`` would take it, on a scratch index
+    holding HEAD and the patches before it, its invariant then read on a
+    :class:`TrialTree` (``apply`` checks it after ``git am``: one that would
+    not hold there is a conflict here too).
 
-    A patch with an invariant is tried as ``apply`` runs it: one by one,
-    and once it applies its invariant is checked on the tree as it would
-    then be (:func:`_trial_invariant`); one that would not hold is a
-    conflict, as ``apply`` finds it after ``git am``."""
+    One ``git apply --cached`` of all of them first: git applies its
+    patches one after another, each on the result of those before, and
+    writes the index only if all apply, so when it succeeds each of them
+    applies cleanly; and when no two patches touch the same file, each
+    file's content after all of them is its content after its own patch,
+    so the trial tree takes each patch's files in turn. Otherwise they are
+    tried one by one on the index as it was (``--3way`` for those that
+    need it), the trial tree taking each patch's files as it applies."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
         env = scratch_env(git, Path(scratch))
+        trial = TrialTree(git, Path(scratch))
         _seed_index(git, {name for p in patches for name in p.files}, env)
-        if len(patches) > 1 and not any(p.invariant for p in patches):
+        if len(patches) > 1 and _disjoint(patches):
             paths = [str(p.path) for p in patches]
             together = git.run("apply", "--cached", *paths, check=False, env=env)
             if together.returncode == 0:
-                return [(PatchState.APPLIES, "applies cleanly")] * len(patches)
+                clean = (PatchState.APPLIES, "applies cleanly")
+                if not any(p.invariant for p in patches):
+                    return [clean] * len(patches)
+                trial.stage(sorted({f for p in patches for f in p.files}), env)
+                tried = []
+                for patch in patches:
+                    trial.take_staged(list(patch.files))
+                    broken = patch.invariant and trial.broken(patch.invariant)
+                    tried.append((PatchState.CONFLICT, broken) if broken else clean)
+                return tried
         tried = []
-        touched: set[str] = set()
-        for number, patch in enumerate(patches):
+        for patch in patches:
             state, detail = _try_apply(git, patch.path, env)
-            touched |= set(patch.files)
             if state is PatchState.APPLIES and patch.invariant is not None:
-                trial = Path(scratch) / f"tree-{number}"
-                broken = _trial_invariant(git, patch.invariant, touched, env, trial)
+                trial.take_from_index(list(patch.files), env)
+                broken = trial.broken(patch.invariant)
                 if broken is not None:
                     state, detail = PatchState.CONFLICT, broken
             tried.append((state, detail))
         return tried
 
 
-def _trial_invariant(
-    git: Git, invariant: str, paths: set[str], env: dict[str, str], trial: Path
-) -> str | None:
-    """Why ``invariant`` would not hold once the patches so far are applied,
-    if it would not: read on ``trial``, a mirror of the checkout (symbolic
-    links to its files) whose ``paths`` hold the scratch index's content."""
-    _mirror(git.root, trial, paths)
-    literal = {**env, "GIT_LITERAL_PATHSPECS": "1"}
-    listed = git.run("ls-files", "-z", "--", *sorted(paths), env=literal).stdout
-    present = [name for name in listed.split("\0") if name]  # not deleted
-    if present:
-        git.run(
-            "checkout-index", "--force", f"--prefix={trial}/", "--", *present,
-            env=env,
-        )  # fmt: skip
-    result = check_invariant(invariant, trial)
-    if result.holds:
-        return None
-    detail = result.detail.replace(str(trial), str(git.root))
-    return f"applies, but invariant {invariant} would not hold: {detail}"
-
-
-def _mirror(root: Path, trial: Path, paths: set[str]) -> None:
-    """``trial`` as ``root`` seen through symbolic links, except that each
-    of ``paths`` and the directories above it are its own (the paths
-    themselves left absent, for the caller to fill)."""
-
-    def own(directory: PurePosixPath) -> Path:
-        mirror = trial / directory
-        if mirror.is_symlink():
-            mirror.unlink()
-        if not mirror.is_dir():
-            mirror.mkdir()
-            real = root / directory
-            if real.is_dir() and not real.is_symlink():
-                for entry in os.scandir(real):
-                    (mirror / entry.name).symlink_to(entry.path)
-        return mirror
-
-    for name in paths:
-        path = PurePosixPath(name)
-        for directory in [*reversed(path.parents)]:
-            own(directory)
-        leaf = trial / path
-        if leaf.is_symlink():
-            leaf.unlink()
+def _disjoint(patches: list[Patch]) -> bool:
+    """No file is touched by two of ``patches``."""
+    files = [name for patch in patches for name in set(patch.files)]
+    return len(files) == len(set(files))
 
 
 UNTRIED = "not tried before git am"
