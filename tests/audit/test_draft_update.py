@@ -39,8 +39,8 @@ NEW_0004 = (
     ROOT / "patches/0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
 )
 OLD_0004 = (
-    Path(__file__).parent
-    / "data/0004-static-sink-own-seq-lens-without-draft-refresh.patch"
+    Path(__file__).resolve().parents[1]
+    / "data/first-0004-static-sink-without-draft-refresh.patch"
 )
 """The series' 0004 before main f97d0ab: the sink lengths in a buffer of the
 builder's own, no refresh in ``update_draft_decode_metadata``."""
