@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,21 +86,33 @@ def test_apply_on_0_33_checkout_makes_the_invariants_hold_and_0005_pass(
     assert git.is_clean()
 
 
-def _sink_findings(tree: Path) -> tuple[int, list[dict[str, object]]]:
+def _findings(tree: Path) -> tuple[int, list[dict[str, Any]]]:
     code, result = patchkit_json("audit", str(tree))
     assert isinstance(result, dict), result
-    return code, [f for f in result["findings"] if f["file"] == SINK_FILE]
+    return code, result["findings"]
+
+
+def _sink(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in findings if f["file"] == SINK_FILE]
 
 
 @pytest.mark.slow  # two audits, each with its dynamic pass
 def test_audit_finds_the_bug_on_stock_0_33_and_nothing_harmful_with_0004(
     patched_0_33: Path,
 ) -> None:
-    code, stock = _sink_findings(release_tree("0.33.0"))
+    code, findings = _findings(release_tree("0.33.0"))
+    stock = _sink(findings)
     assert code == 1
     assert {f["kind"] for f in stock} == {"harmful"}, json.dumps(stock)
     assert {f["field"] for f in stock} >= {"seq_lens", "max_seq_len"}
 
-    code, fixed = _sink_findings(patched_0_33)
-    assert code != 1
+    code, findings = _findings(patched_0_33)
+    fixed = _sink(findings)
     assert [f for f in fixed if f["kind"] == "harmful"] == [], json.dumps(fixed)
+    # What is left harmful is not the sink's: #25985's device zeroing, which
+    # ROCm's segmented backend inherits and reads (tests/audit/test_reach.py).
+    harmful = [f for f in findings if f["kind"] == "harmful"]
+    assert [(f["field"], f["victims"]) for f in harmful] == [
+        ("query_start_loc", ["ROCM_SEGMENTED_ATTN"])
+    ], json.dumps(harmful)
+    assert code == 1
