@@ -1,0 +1,105 @@
+"""The audit's pre-commit hook as pre-commit installs and runs it.
+
+``pre-commit try-repo`` builds the hook's environment from this repository
+the way a vLLM fork's ``.pre-commit-config.yaml`` would (``pip install .
+./tools --no-deps`` in its own clone, no torch, no vLLM) and runs it on a
+checkout of stock vLLM 0.28.0, then on the same checkout after ``apply``.
+The repository is taken as committed (HEAD and its tracked changes): commit
+a change to ``.pre-commit-hooks.yaml`` before running this.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vllm_patchkit.git.apply import Status, apply_series
+from vllm_patchkit.git.series import load_series
+from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.trees.releases import clone_release
+
+pytestmark = [pytest.mark.release_trees, pytest.mark.packaging]
+
+HOOK = "vllm-metadata-writes"
+ROCM = "vllm/v1/attention/backends/rocm_attn.py"
+HOOK_SECONDS = 15
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pre-commit's cache for this module: the hook is installed once."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("checkout") / "vllm"
+    clone_release("0.28.0", tree, checkout=True)
+    return tree
+
+
+def try_repo(
+    home: Path, checkout: Path, *files: str
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(PROJECT_ROOT), HOOK]
+        + ["--files", *files],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_the_hook_fails_on_stock_0_28_0_and_passes_after_apply(
+    home: Path, checkout: Path
+) -> None:
+    lines = (checkout / ROCM).read_text().splitlines()
+    (device,) = [
+        n for n, line in enumerate(lines, 1)
+        if "common_attn_metadata.query_start_loc.zero_()" in line
+    ]  # fmt: skip
+
+    stock = try_repo(home, checkout, ROCM)
+    assert stock.returncode == 1, stock.stdout + stock.stderr
+    assert (
+        f"{ROCM}:{device}: harmful: zero_ of query_start_loc in "
+        "RocmAttentionMetadataBuilder.build_for_cudagraph_capture: harmful for "
+        "ROCM_AITER_UNIFIED_ATTN"
+    ) in stock.stdout
+
+    # A module that defines no builder, and a builder module without a
+    # harmful write: nothing to fail on.
+    for other in ("vllm/envs.py", "vllm/v1/attention/backends/flash_attn.py"):
+        unrelated = try_repo(home, checkout, other)
+        assert unrelated.returncode == 0, unrelated.stdout + unrelated.stderr
+
+    result = apply_series(checkout, load_series())
+    assert result.status == Status.APPLIED, result
+    fixed = try_repo(home, checkout, ROCM)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "Passed" in fixed.stdout
+
+
+def test_the_hook_judges_one_file_in_seconds(home: Path, checkout: Path) -> None:
+    """The hook's own run (installed), against pre-commit's start as a baseline."""
+    try_repo(home, checkout, ROCM)  # installs the environment if needed
+    start = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "pre_commit", "--version"],
+        check=True,
+        capture_output=True,
+    )
+    baseline = time.monotonic() - start
+    start = time.monotonic()
+    try_repo(home, checkout, ROCM)
+    hook = time.monotonic() - start
+    print(f"pre-commit --version {baseline:.2f} s; hook on one file {hook:.2f} s")
+    assert hook <= HOOK_SECONDS
