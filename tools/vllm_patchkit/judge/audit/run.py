@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.judge.audit.bands import INTENTIONAL
+from vllm_patchkit.judge.audit.bands import intentional
 from vllm_patchkit.judge.audit.findings import AuditReport, Check, Finding
 from vllm_patchkit.judge.audit.reach import Reach
 from vllm_patchkit.judge.audit.static import StaticResult, StaticWrite, analyse_tree
@@ -136,15 +136,10 @@ def _static_only(write: StaticWrite, why_not: str) -> Finding:
     reason = f"not exercised: {why_not}; reached from {', '.join(write.via[:4])}" + (
         f" and {len(write.via) - 4} more" if len(write.via) > 4 else ""
     )
-    for band in INTENTIONAL:
-        if (band.file, band.method, band.field) == (
-            write.file,
-            write.method,
-            write.field,
-        ) and write.operation in band.operations:
-            kind = "intentional"
-            reason = f"{band.reason} (seen in the source; not exercised: {why_not})"
-            break
+    band = intentional(write)
+    if band is not None:
+        kind = "intentional"
+        reason = f"{band.reason} (seen in the source; not exercised: {why_not})"
     return Finding(
         write.file,
         write.line,
