@@ -21,74 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from dataclasses import dataclass
 from typing import Any
 
+from vllm_patchkit.judge.audit.bands import INTENTIONAL, Band, intentional
 from vllm_patchkit.judge.audit.dynamic import DynamicResult, Effect, ObservedWrite
 from vllm_patchkit.judge.audit.findings import Finding
 
-
-@dataclass(frozen=True)
-class Band:
-    """A write upstream made on purpose, with where it is documented."""
-
-    file: str
-    method: str
-    field: str
-    operations: tuple[str, ...]
-    reason: str
-
-
-_CAPTURE_SPEED = (
-    "capture speed, as the code's comment says: with seq_lens at max_model_len "
-    "graph capture is very slow, so the capture build sets the (device) "
-    "seq_lens its metadata aliases to 1; the runner fills the buffer again "
-    "before every replay"
-)
-_BACKENDS = "vllm/v1/attention/backends"
-
-INTENTIONAL: tuple[Band, ...] = (
-    Band(
-        f"{_BACKENDS}/rocm_attn.py",
-        "RocmAttentionMetadataBuilder.build_for_cudagraph_capture",
-        "query_start_loc",
-        ("zero_",),
-        "#25985 band-aid (PR #25983): the device query offsets are zeroed during "
-        "capture to avoid an illegal memory access in the prefix-prefill kernel; "
-        "#51585 kept it and removed only the host zeroing",
-    ),
-    *(
-        Band(
-            f"{_BACKENDS}/{file}",
-            f"{cls}.build_for_cudagraph_capture",
-            "seq_lens",
-            ("fill_",),
-            _CAPTURE_SPEED,
-        )
-        for file, cls in (
-            ("rocm_attn.py", "RocmAttentionMetadataBuilder"),
-            ("rocm_aiter_unified_attn.py", "RocmAiterUnifiedAttentionMetadataBuilder"),
-            ("triton_attn.py", "TritonAttentionMetadataBuilder"),
-            ("turboquant_attn.py", "TurboQuantMetadataBuilder"),
-        )
-    ),
-)
-"""Matched by file, method, field and operation (line numbers move between
-releases). Nothing is intentional by guess: a write not listed here is
-harmful or latent by what it does."""
-
-
-def intentional(write: ObservedWrite | Finding) -> Band | None:
-    """The band that documents ``write``, if upstream made it on purpose."""
-    for band in INTENTIONAL:
-        if (
-            write.file == band.file
-            and write.method == band.method
-            and write.field == band.field
-            and write.operation in band.operations
-        ):
-            return band
-    return None
+__all__ = ["INTENTIONAL", "PER_GROUP_FIELDS", "Band", "classify", "intentional"]
 
 
 PER_GROUP_FIELDS = frozenset(

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.judge.audit import draft_update
+from vllm_patchkit.judge.audit.bands import intentional
 from vllm_patchkit.judge.audit.draft_update import RULE
 from vllm_patchkit.judge.audit.findings import AuditReport, Check, Finding
+from vllm_patchkit.judge.audit.reach import Reach
 from vllm_patchkit.judge.audit.static import StaticResult, StaticWrite, analyse_tree
 from vllm_patchkit.trees.versions import tree_version
 
@@ -91,9 +93,11 @@ def dynamic_check(result: DynamicResult) -> Check:
 
 def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
     """Static writes and dynamic findings, one finding per file, line and field."""
-    from vllm_patchkit.judge.audit.effect import classify
+    seen = []
+    if result is not None and not result.error:
+        from vllm_patchkit.judge.audit.effect import classify  # imports the dynamic
 
-    seen = classify(result) if result is not None and not result.error else []
+        seen = classify(result)
     merged: dict[tuple[str, int, str], Finding] = {}
     for finding in seen:
         key = finding.key
@@ -113,6 +117,9 @@ def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
                 merged[key].evidence.insert(0, "static")
             continue
         merged[key] = _static_only(write, why_not)
+    for key, reach in static.reach.items():
+        if key in merged and merged[key].kind == "intentional":
+            judge_reach(merged[key], reach)
     if result is not None and not result.error:
         for finding in draft_update.findings(result):
             merged.setdefault(
@@ -121,22 +128,27 @@ def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
     return list(merged.values())
 
 
-def _static_only(write: StaticWrite, why_not: str) -> Finding:
-    from vllm_patchkit.judge.audit.effect import INTENTIONAL
+def judge_reach(finding: Finding, reach: Reach) -> None:
+    """A band-aid is intentional for the backend it was made for; where
+    another backend runs it and reads what it wrote, it is harmful for that
+    backend (:mod:`.reach`), and the finding names it."""
+    if reach.harmful:
+        finding.kind = "harmful"
+        finding.victims = [*reach.victims]
+        finding.reason = f"{reach.reason()} ({finding.reason})"
+    elif reach.recipients:
+        finding.reason += f"; {reach.reason()}"
 
+
+def _static_only(write: StaticWrite, why_not: str) -> Finding:
     kind = "latent"
     reason = f"not exercised: {why_not}; reached from {', '.join(write.via[:4])}" + (
         f" and {len(write.via) - 4} more" if len(write.via) > 4 else ""
     )
-    for band in INTENTIONAL:
-        if (band.file, band.method, band.field) == (
-            write.file,
-            write.method,
-            write.field,
-        ) and write.operation in band.operations:
-            kind = "intentional"
-            reason = f"{band.reason} (seen in the source; not exercised: {why_not})"
-            break
+    band = intentional(write)
+    if band is not None:
+        kind = "intentional"
+        reason = f"{band.reason} (seen in the source; not exercised: {why_not})"
     return Finding(
         write.file,
         write.line,
@@ -202,7 +214,8 @@ def _effect_checks(findings: list[Finding]) -> list[Check]:
         name = f"effect of {finding.file}:{finding.line} {finding.field}"
         if finding.operation == RULE:
             continue  # judged by the draft decode update check
-        if "dynamic" in finding.evidence:
+        if "dynamic" in finding.evidence or finding.kind == "harmful":
+            # Measured, or a band-aid read by a backend it was not made for.
             checks.append(
                 Check(name, True, finding.kind != "harmful", why=finding.kind)
             )

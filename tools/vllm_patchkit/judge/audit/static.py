@@ -21,10 +21,13 @@ Nothing is imported; the tree may be any release or a checkout.
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_overlay.metadata_writes import EMPTY, META, Taints, Walker, Write, dotted
+from vllm_patchkit.judge.audit.bands import Band, intentional
+from vllm_patchkit.judge.audit.reach import Reach, band_reach, returned_class
 from vllm_patchkit.judge.audit.source import ClassRef, Module, SourceIndex
 
 ENTRY_METHODS = ("build", "build_for_cudagraph_capture")
@@ -54,36 +57,35 @@ class StaticResult:
     unparsable: list[str]
     too_large: dict[str, int] = field(default_factory=dict)
     """Modules not read (past ``MAX_SOURCE_BYTES``) -> their size in bytes."""
+    reach: dict[tuple[str, int, str], Reach] = field(default_factory=dict)
+    """(file, line, field) of each band-aid write -> whom it reaches."""
 
 
-def analyse_tree(root: Path) -> StaticResult:
+def analyse_tree(root: Path, files: Collection[str] | None = None) -> StaticResult:
+    """Every builder of the tree, or (``files``: paths relative to ``root``)
+    the builders those files define, build on or hand out: a pre-commit
+    hook's scope, read in about a second."""
     index = SourceIndex(root)
     meta_ref, names = index.metadata_fields()
     mutable = _mutable_fields(meta_ref) if meta_ref else set()
     pass_ = _Pass(index, names, mutable, meta_ref)
     builders = []
-    # A builder class defines an entry method or inherits one: its module
-    # names a builder (the text test only spares parsing the other modules).
-    for module in index.modules_where(
-        lambda text: "Builder" in text or "def build" in text
-    ):
-        for cls_node in module.classes.values():
-            cls = ClassRef(module, cls_node)
-            entered = False
-            for entry in ENTRY_METHODS:
-                found = index.find_method(cls, entry)
-                if found is None:
-                    continue
-                owner, func = found
-                params = _bind_meta_params(func)
-                if not params:
-                    continue
-                entered = True
-                pass_.analyse(
-                    cls, owner, func, params, depth=0, via=f"{cls.name}.{entry}"
-                )
-            if entered:
-                builders.append(cls.name)
+    classes = _all_classes(index) if files is None else _classes_for(index, files)
+    for cls in classes:
+        entered = False
+        for entry in ENTRY_METHODS:
+            found = index.find_method(cls, entry)
+            if found is None:
+                continue
+            owner, func = found
+            params = _bind_meta_params(func)
+            if not params:
+                continue
+            entered = True
+            pass_.analyse(cls, owner, func, params, depth=0, via=f"{cls.name}.{entry}")
+        if entered:
+            builders.append(cls.name)
+    reach = _reach(index, pass_)
     return StaticResult(
         writes=sorted(pass_.writes.values(), key=lambda w: (w.file, w.line, w.field)),
         metadata_class=meta_ref.module.path if meta_ref else None,
@@ -91,7 +93,70 @@ def analyse_tree(root: Path) -> StaticResult:
         builders=sorted(set(builders)),
         unparsable=index.unparsable,
         too_large=index.too_large,
+        reach=reach,
     )
+
+
+def _all_classes(index: SourceIndex) -> list[ClassRef]:
+    # A builder class defines an entry method or inherits one: its module
+    # names a builder (the text test only spares parsing the other modules).
+    return [
+        ClassRef(module, node)
+        for module in index.modules_where(
+            lambda text: "Builder" in text or "def build" in text
+        )
+        for node in module.classes.values()
+    ]
+
+
+def _classes_for(index: SourceIndex, files: Collection[str]) -> list[ClassRef]:
+    """The classes ``files`` define, the classes anywhere that build on them
+    (subclasses inherit their writes), and the builders their backends hand
+    out (a backend that hands out another's builder runs its writes)."""
+    wanted = set(files)
+    changed = [
+        module
+        for name, path in index.paths.items()
+        if path in wanted and (module := index.module(name)) is not None
+    ]
+    found = {id(n): ClassRef(m, n) for m in changed for n in m.classes.values()}
+    own = set(found)
+    names = tuple({n for m in changed for n in m.classes})
+    if names:
+        for module in index.modules_where(lambda text: any(n in text for n in names)):
+            for node in module.classes.values():
+                cls = ClassRef(module, node)
+                if any(id(c.node) in own for c in index.mro(cls)):
+                    found.setdefault(id(node), cls)
+    for cls in [found[key] for key in own]:
+        hit = index.find_method(cls, "get_builder_cls")
+        builder = returned_class(index, *hit) if hit is not None else None
+        if builder is not None:
+            found.setdefault(id(builder.node), builder)
+    return list(found.values())
+
+
+def _reach(index: SourceIndex, pass_: _Pass) -> dict[tuple[str, int, str], Reach]:
+    """Whom each band-aid the pass found reaches (:mod:`.reach`)."""
+
+    def returns_of(cls: ClassRef, method: str) -> Taints:
+        found = index.find_method(cls, method)
+        params = _bind_meta_params(found[1]) if found is not None else {}
+        if found is None or not params:
+            return EMPTY
+        via = f"{cls.name}.{method}"
+        return pass_.analyse(cls, found[0], found[1], params, depth=0, via=via)
+
+    by_band: dict[Band, Reach] = {}
+    reach = {}
+    for write in list(pass_.writes.values()):
+        band = intentional(write)
+        if band is None or not band.guards:
+            continue
+        if band not in by_band:
+            by_band[band] = band_reach(index, band, returns_of)
+        reach[(write.file, write.line, write.field)] = by_band[band]
+    return reach
 
 
 def _mutable_fields(ref: ClassRef) -> set[str]:
