@@ -4,7 +4,8 @@ The README, the index, the operators' page and the settings carry regions
 rendered from :data:`vllm_overlay.fixes.FIXES` (which fixes, which releases,
 which upstream release fixed each, the ``VLLM_OVERLAY_DISABLE`` names, when
 the overlay can go); these tests fail when a page drifts from the registry,
-and show what a change of the registry does to the pages.
+and show what a change of the registry does to the pages. The products'
+descriptions name the series, never one fix's PR.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import yaml
+
 from vllm_overlay.fixes import FIXES
+from vllm_patchkit.cli import build_parser
 from vllm_patchkit.fix_reference import (
     COMMAND,
     PAGES,
@@ -120,3 +125,25 @@ def test_the_advice_follows_the_registry() -> None:
     assert render_page(PAGES[0].read_text(), regions()) == PAGES[0].read_text()
     grown = {**regions(), "table": lines}
     assert render_page(PAGES[0].read_text(), grown) != PAGES[0].read_text()
+
+
+def _descriptions() -> dict[str, str]:
+    """Each product's and the site's one-line description."""
+    overlay = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    toolkit = tomllib.loads((PROJECT_ROOT / "tools" / "pyproject.toml").read_text())
+    site = yaml.safe_load((PROJECT_ROOT / "mkdocs.yml").read_text())
+    readme = (PROJECT_ROOT / "tools" / "README.md").read_text().split("\n\n")[1]
+    return {
+        "pyproject.toml": overlay["project"]["description"],
+        "tools/pyproject.toml": toolkit["project"]["description"],
+        "mkdocs.yml": site["site_description"],
+        "vllm-patchkit --help": build_parser().description or "",
+        "tools/README.md": readme,
+    }
+
+
+def test_the_descriptions_name_the_series_not_one_fix() -> None:
+    prs = [fix.pr for fix in FIXES]
+    for where, text in _descriptions().items():
+        assert "series" in text, where
+        assert [pr for pr in prs if pr in text] == [], where
