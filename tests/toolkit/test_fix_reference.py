@@ -34,20 +34,31 @@ from vllm_patchkit.fix_reference import (
 from vllm_patchkit.paths import PROJECT_ROOT
 
 
-def _check(*pages: Path) -> subprocess.CompletedProcess[str]:
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "vllm_patchkit.fix_reference", "--check"]
-        + [str(page) for page in pages],
+        [sys.executable, "-m", "vllm_patchkit.fix_reference", *args],
         capture_output=True,
         text=True,
         check=False,
     )
 
 
+def _check(*pages: Path) -> subprocess.CompletedProcess[str]:
+    return _run("--check", *map(str, pages))
+
+
+def _check_or_write(page: Path) -> subprocess.CompletedProcess[str]:
+    """The generator writing ``page`` (it refuses; nothing is written)."""
+    return _run(str(page))
+
+
 def test_every_page_is_what_the_registry_says() -> None:
     assert stale_pages() == [], f"stale: run {COMMAND}"
     for page in PAGES:
-        assert "table" in kinds_in(page.read_text()), page
+        text = page.read_text()
+        assert "table" in kinds_in(text), page
+        # Every copy of the table says when the overlay as a whole can go.
+        assert removal(facts())[0] in text
     assert _check().returncode == 0
 
 
@@ -74,8 +85,17 @@ def test_a_stale_line_in_a_page_is_caught(tmp_path: Path) -> None:
 def test_a_page_without_a_region_is_refused(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# A page\n\nNo fixes here.\n")
-    assert stale_pages((page,)) == [page]
+    unknown = tmp_path / "unknown.md"
+    unknown.write_text(
+        f"<!-- generated: fix names ({COMMAND}) -->\n"
+        "<!-- generated: fix names end -->\n"
+    )
+    assert stale_pages((page, unknown)) == [page, unknown]
     assert _check(page).returncode == 1
+    for path in (page, unknown):
+        proc = _check_or_write(path)
+        assert proc.returncode == 1 and "no generated fix region" in proc.stderr
+    assert unknown.read_text().count("\n") == 2
 
 
 def test_the_table_has_each_fix_and_its_disable_name() -> None:
@@ -122,9 +142,9 @@ def test_the_advice_follows_the_registry() -> None:
     )
     lines = table(facts((*FIXES, fourth)))
     assert "`a-fourth-fix`" in lines[-1] and "vLLM #99999" in lines[-1]
-    assert render_page(PAGES[0].read_text(), regions()) == PAGES[0].read_text()
-    grown = {**regions(), "table": lines}
-    assert render_page(PAGES[0].read_text(), grown) != PAGES[0].read_text()
+    readme = PAGES[0].read_text()
+    assert render_page(readme, regions()) == readme
+    assert "`a-fourth-fix`" in render_page(readme, regions(facts((*FIXES, fourth))))
 
 
 def _descriptions() -> dict[str, str]:

@@ -120,7 +120,7 @@ def table(found: list[Facts]) -> list[str]:
         "releases affected",
         "fixed upstream in",
         "`VLLM_OVERLAY_DISABLE` name",
-        "when it can go",
+        "this fix can go",
     )
     return markdown_table(heads, rows)
 
@@ -133,10 +133,13 @@ def _names(labels: list[str]) -> str:
 
 def removal(found: list[Facts]) -> list[str]:
     """When the whole overlay can go: once every fix is inert on the oldest
-    vLLM you run, which the newest "fixed upstream in" decides."""
+    vLLM you run, which the newest "fixed upstream in" decides. One
+    paragraph, under every copy of the table, so that no row is read as
+    the overlay's."""
     rule = (
-        "The overlay can go only once every fix in it is inert on the oldest "
-        "vLLM you run, that is, once that vLLM carries each fix itself."
+        "The overlay as a whole can go only once every fix in it is inert on "
+        "the oldest vLLM you run, that is, once that vLLM carries each fix "
+        "itself."
     )
     open_fixes = [fact.label for fact in found if fact.fixed_in is None]
     if open_fixes:
@@ -150,13 +153,14 @@ def removal(found: list[Facts]) -> list[str]:
     else:
         newest = max(fact.fixed_in for fact in found if fact.fixed_in is not None)
         when = f"That is vLLM {newest} or newer for the fixes above."
-    return [rule, when]
+    return [f"{rule} {when}"]
 
 
 def regions(found: list[Facts] | None = None) -> dict[str, list[str]]:
-    """The text of each kind of region, by kind."""
+    """The text of each kind of region, by kind: the table, and under it
+    when the overlay can go."""
     found = facts() if found is None else found
-    return {"table": table(found), "removal": removal(found)}
+    return {"table": [*table(found), "", *removal(found)]}
 
 
 def render_page(text: str, rendered: dict[str, list[str]]) -> str:
@@ -177,16 +181,22 @@ def kinds_in(text: str) -> list[str]:
     return [match["kind"] for match in _REGION.finditer(text)]
 
 
+def _renderable(text: str, rendered: dict[str, list[str]]) -> bool:
+    """Whether ``text`` has a region, and only of kinds that render."""
+    kinds = kinds_in(text)
+    return bool(kinds) and set(kinds) <= set(rendered)
+
+
 def stale_pages(
     pages: tuple[Path, ...] = PAGES, rendered: dict[str, list[str]] | None = None
 ) -> list[Path]:
     """The pages whose regions differ from the registry's rendering, or that
-    have no region at all."""
+    have no region (or one of an unknown kind)."""
     rendered = regions() if rendered is None else rendered
     stale = []
     for page in pages:
         text = page.read_text()
-        if not kinds_in(text) or render_page(text, rendered) != text:
+        if not _renderable(text, rendered) or render_page(text, rendered) != text:
             stale.append(page)
     return stale
 
@@ -218,11 +228,16 @@ def main(argv: list[str] | None = None) -> int:
         for page in stale:
             print(f"{page} is stale or has no region: run {COMMAND}", file=sys.stderr)
         return 1 if stale else 0
-    for page in pages:
-        text = page.read_text()
-        if not kinds_in(text):
-            print(f"{page} has no generated fix region", file=sys.stderr)
+    texts = {page: page.read_text() for page in pages}
+    for page, text in texts.items():
+        if not _renderable(text, rendered):
+            print(
+                f"{page} has no generated fix region, or one of a kind other "
+                f"than {', '.join(sorted(rendered))}",
+                file=sys.stderr,
+            )
             return 1
+    for page, text in texts.items():
         page.write_text(render_page(text, rendered))
     return 0
 
