@@ -1,9 +1,10 @@
-"""vllm-overlay: the fix of vLLM PR #51585 for an already installed vLLM.
+"""vllm-overlay: the fixes of the vllm-overlay patch series for an already
+installed vLLM.
 
-The patched ``RocmAttentionMetadataBuilder.build_for_cudagraph_capture``
-zeroes only the device copy of the query offsets during full CUDA graph
-capture, so the metadata builders of other KV cache groups (hybrid models
-such as MiniMax-M3) still see the real host offsets.
+Each fix is one module of :mod:`vllm_overlay.fixes` (its record, how it reads
+vLLM's code and how it installs); the plugin decides and installs each on
+its own when vLLM loads its plugins. Which fixes, for which releases:
+``docs/index.md`` (rendered from the registry).
 """
 
 __version__ = "0.1.0"

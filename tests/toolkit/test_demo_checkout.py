@@ -41,8 +41,7 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     assert (git.head(), git.branch(), git.status_porcelain()) == (head, branch, "")
     series_length = str(len(load_series().patches))
     assert (
-        git.out("rev-list", "--count", f"{head}..vllm-overlay/fix-51585")
-        == series_length
+        git.out("rev-list", "--count", f"{head}..vllm-overlay/series") == series_length
     )
     assert git.out("worktree", "list", "--porcelain").count("worktree ") == 1
     assert not list(checkout.rglob("__pycache__"))

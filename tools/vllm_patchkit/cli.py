@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The toolkit's parser, every command's arguments defined."""
     parser = argparse.ArgumentParser(
         prog="vllm-patchkit",
-        description="Keep the vllm-overlay patch series (vLLM PR #51585) applied "
-        "to vLLM trees, and prove it with real vLLM code. "
+        description="Keep the vllm-overlay patch series (its fixes of vLLM) "
+        "applied to vLLM trees, and prove them with real vLLM code. "
         "Run `vllm-patchkit COMMAND --help` for each command.",
         epilog=EXIT_CODES_HELP,
         formatter_class=_top_level_formatter,

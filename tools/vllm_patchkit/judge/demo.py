@@ -33,8 +33,8 @@ from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.releases import clone_release
 
 DEFAULT_VERSION = "0.28.0"
-"""The last affected release, the one the series is made on."""
-DEFAULT_BRANCH = "vllm-overlay/fix-51585"
+"""The newest release that needs every fix: the one the series is made on."""
+DEFAULT_BRANCH = "vllm-overlay/series"
 
 
 UNCHANGED = frozenset({Status.UPSTREAMED, Status.ALREADY_APPLIED, Status.NOT_CARRIED})
