@@ -235,6 +235,8 @@ LAYERS = {
     "commands": 6,
     "cli": 6,
     "cli_reference": 6,
+    # Renders the fixes' facts into the docs, as cli_reference renders --help.
+    "fix_reference": 6,
     "__main__": 6,
 }
 """The toolkit's layers, lowest first, by top-level module or subpackage: a
