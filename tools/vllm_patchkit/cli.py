@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from vllm_overlay import __version__
 from vllm_patchkit.commands import (
     apply,
     audit,
@@ -67,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Run `vllm-patchkit COMMAND --help` for each command.",
         epilog=EXIT_CODES_HELP,
         formatter_class=_top_level_formatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {__version__}",
+        help="print the version (vllm_overlay.__version__, which both products "
+        "carry) and exit",
     )
     parser.add_argument(
         "--patches",
