@@ -220,6 +220,7 @@ LAYERS = {
     "paths": 0,
     "gitcmd": 0,
     "judgement": 0,
+    "progress": 0,
     "trees": 1,
     "git": 2,
     "judge": 3,

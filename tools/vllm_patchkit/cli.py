@@ -128,13 +128,18 @@ def error_handler(
     SIGTERM, SIGHUP) is 130; anything else is a bug or an environment
     failure nobody anticipated: 3, never 1 ("not fixed") nor 2 ("refused,
     nothing changed"), with the traceback in a log file named on stderr.
-    With ``--json`` stdout still gets one object. A reader that closes
+    With ``--json`` stdout still gets one object. Progress (which step,
+    elapsed) goes to stderr while it runs, when :mod:`vllm_patchkit.progress`
+    says a person watches. A reader that closes
     stdout early (``apply | head -1``) does not turn the command's own
     result into an error: the rest of its output goes to the null device.
     """
+    from vllm_patchkit import progress
+
     stdout = sys.stdout
     quiet = _QuietStdout(stdout)
     sys.stdout = quiet  # type: ignore[assignment]
+    progress.start(json_output=getattr(args, "json", False))
     try:
         code = command(args)
         quiet.flush()
@@ -150,6 +155,7 @@ def error_handler(
         text = f"unexpected {type(exc).__name__}: {_text(exc)} ({where})"
         return _fail(args, "error", text, EXIT_ERROR, log=log)
     finally:
+        progress.stop()
         quiet.flush()
         sys.stdout = stdout
 
