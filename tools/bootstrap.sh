@@ -41,15 +41,37 @@ pip_step() {
     shift 2
     say "$what: $installs"
     if [[ -t 2 ]]; then
+        heartbeat "$what" >/dev/null &
+        beat=$!
         if ! "$venv/bin/python" -m pip "$@" >&2; then
             say "error: '$what' failed (pip's output above)"
             exit 1
         fi
+        kill "$beat"
+        wait "$beat" 2>/dev/null || true
+        beat=
     elif ! "$venv/bin/python" -m pip "$@" >>"$log" 2>&1; then
         grep -v '^WARNING: Location' "$log" | tail -n 40 >&2
         say "error: '$what' failed; full pip log: $log"
         exit 1
     fi
+}
+
+# At a terminal, a line through every 8 s of a pip step: pip is silent for
+# minutes while it unpacks torch and vLLM. The line clears pip's progress
+# bar, which pip redraws below it.
+beat=
+trap '[[ -z $beat ]] || kill "$beat" 2>/dev/null' EXIT
+heartbeat() {
+    local began=$SECONDS nap=
+    trap '[[ -z $nap ]] || kill "$nap" 2>/dev/null; exit 0' TERM
+    while :; do
+        sleep 8 &
+        nap=$!
+        wait "$nap"
+        printf '\r\033[K' >&2
+        say "  ... $1 ($((SECONDS - began))s)"
+    done
 }
 
 # The pins of a requirements file, on one line: what a step installs.
