@@ -127,3 +127,15 @@ def test_the_command_line_shows_test_s_steps_at_a_terminal_only(
     assert lines(quiet) == [], quiet
     _, _, piped = run([*command, "--no-baseline"], tty=False)
     assert lines(piped) == [], piped
+
+
+def test_the_matrix_sweep_lines_are_always_shown() -> None:
+    """``matrix``'s line per release and step is its CI job's log: shown on
+    a pipe too, in the format the workflow's readers know."""
+    program = (
+        "from vllm_patchkit.progress import Sweep\n"
+        "Sweep(12)(3, '0.28.0', 'stock ...')\n"
+    )
+    code, _, stderr = run([sys.executable, "-c", program], tty=False)
+    assert code == 0, stderr
+    assert stderr == "[ 3/12]  0m00s vLLM 0.28.0   stock ...\n"

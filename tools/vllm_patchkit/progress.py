@@ -11,7 +11,8 @@ log (stderr not a terminal) get none of it: only errors reach them.
 Commands turn it on in one place (``cli.error_handler`` calls
 :func:`start`); library code only says what it is doing (:func:`step`,
 :func:`phase`), which prints nothing when no command started it (tests,
-library callers).
+library callers). ``matrix``'s per-release lines (:class:`Sweep`) are the
+one exception: they are the sweep's record in a CI job's log, always shown.
 """
 
 from __future__ import annotations
@@ -113,3 +114,27 @@ def _heartbeat(generation: int) -> None:
                 _say(f"  ... {text} ({time.perf_counter() - began:.0f}s)")
                 silence = 0.0
             _wake.wait(HEARTBEAT - silence)
+
+
+class Sweep:
+    """``matrix``'s line per release and step, from any of its worker threads:
+    ``[ 3/23]  1m05s vLLM 0.28.0   stock ...``. Always on: the workflow's
+    job log (not a terminal) is where a sharded sweep is followed."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.start = time.perf_counter()
+
+    def __call__(self, index: int, version: str, message: str) -> None:
+        now = time.perf_counter()
+        width = len(str(self.total))
+        minutes, seconds = divmod(int(now - self.start), 60)
+        with _lock:
+            if _state:
+                _state["last"] = now
+            print(
+                f"[{index:>{width}}/{self.total}] {minutes:2d}m{seconds:02d}s "
+                f"vLLM {version:<8} {message}",
+                file=sys.stderr,
+                flush=True,
+            )

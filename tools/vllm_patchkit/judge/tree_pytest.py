@@ -150,7 +150,7 @@ def run_tree_tests(
         run, complete = _run(launcher, tree, present, command, timeout)
         return asdict(run), complete
 
-    with progress.phase(f"upstream tests ({', '.join(present)}) on {tree}"):
+    with progress.phase(f"upstream tests ({len(present)} file(s)) on {tree}"):
         record = report_cache.reuse("tree-pytest", tree, command, env, produce)
     run = PytestRun(**record)
     if not run.ran:
