@@ -33,33 +33,14 @@ if [[ -f $venv/.bootstrap-stamp && $(<"$venv/.bootstrap-stamp") == "$stamp" ]]; 
 fi
 
 log=$(mktemp -t vllm-overlay-bootstrap.XXXXXX.log)
-pip_step() {
-    # At a terminal, pip's own output and progress bars (an install of about
-    # 3 GB takes minutes); otherwise one line per step naming what it
-    # installs, and pip's output in the log, shown only when the step fails.
-    local what=$1 installs=$2
-    shift 2
-    say "$what: $installs"
-    if [[ -t 2 ]]; then
-        heartbeat "$what" >/dev/null &
-        beat=$!
-        if ! "$venv/bin/python" -m pip "$@" >&2; then
-            say "error: '$what' failed (pip's output above)"
-            exit 1
-        fi
-        kill "$beat"
-        wait "$beat" 2>/dev/null || true
-        beat=
-    elif ! "$venv/bin/python" -m pip "$@" >>"$log" 2>&1; then
-        grep -v '^WARNING: Location' "$log" | tail -n 40 >&2
-        say "error: '$what' failed; full pip log: $log"
-        exit 1
-    fi
-}
+# The terminal, if stderr is one, kept as fd 3 for the heartbeat: the steps
+# below redirect stderr to the log.
+exec 3>&2
 
-# At a terminal, a line through every 8 s of a pip step: pip is silent for
-# minutes while it unpacks torch and vLLM. The line clears pip's progress
-# bar, which pip redraws below it.
+# At a terminal, a line through every 8 s of a long step: pip is silent for
+# minutes while it unpacks torch and vLLM, and so are `python -m venv` and
+# the final import check for a quarter of a minute. The line clears pip's
+# progress bar, which pip redraws below it.
 beat=
 trap '[[ -z $beat ]] || kill "$beat" 2>/dev/null' EXIT
 heartbeat() {
@@ -69,9 +50,45 @@ heartbeat() {
         sleep 8 &
         nap=$!
         wait "$nap"
-        printf '\r\033[K' >&2
-        say "  ... $1 ($((SECONDS - began))s)"
+        printf '\r\033[K' >&3
+        say "  ... $1 ($((SECONDS - began))s)" 2>&3
     done
+}
+
+# beating WHAT COMMAND...: COMMAND, with the heartbeat at a terminal.
+beating() {
+    local what=$1 code=0
+    shift
+    if [[ -t 3 ]]; then
+        heartbeat "$what" >/dev/null 2>&1 &
+        beat=$!
+    fi
+    "$@" || code=$?
+    if [[ -n $beat ]]; then
+        kill "$beat"
+        wait "$beat" 2>/dev/null || true
+        beat=
+    fi
+    return "$code"
+}
+
+pip_step() {
+    # At a terminal, pip's own output and progress bars (an install of about
+    # 3 GB takes minutes); otherwise one line per step naming what it
+    # installs, and pip's output in the log, shown only when the step fails.
+    local what=$1 installs=$2
+    shift 2
+    say "$what: $installs"
+    if [[ -t 2 ]]; then
+        if ! beating "$what" "$venv/bin/python" -m pip "$@" >&2; then
+            say "error: '$what' failed (pip's output above)"
+            exit 1
+        fi
+    elif ! "$venv/bin/python" -m pip "$@" >>"$log" 2>&1; then
+        grep -v '^WARNING: Location' "$log" | tail -n 40 >&2
+        say "error: '$what' failed; full pip log: $log"
+        exit 1
+    fi
 }
 
 # The pins of a requirements file, on one line: what a step installs.
@@ -82,7 +99,7 @@ pins_of() {
 rm -f "$venv/.bootstrap-stamp"
 if [[ ! -x $venv/bin/python ]]; then
     say "creating $venv"
-    "$python" -m venv "$venv"
+    beating "creating $venv" "$python" -m venv "$venv"
 fi
 # torch first, on its own: resolving it inside the vLLM install could pick
 # a GPU build, while the exact pin takes the CPU build where pip offers one.
@@ -102,8 +119,9 @@ pip_step "removing" "torchvision torchaudio torchcodec" uninstall -y \
 pip_step "installing this project (editable)" "vllm-overlay ($root), \
 vllm-patchkit ($root/tools)" install --disable-pip-version-check --no-deps \
     -e "$root" -e "$root/tools"
-"$venv/bin/python" -c 'import vllm, torch, triton, vllm_overlay, vllm_patchkit.cli' \
-    >>"$log" 2>&1 || {
+say "checking that the venv imports vllm, torch, triton and this project"
+beating "checking the venv" "$venv/bin/python" -c \
+    'import vllm, torch, triton, vllm_overlay, vllm_patchkit.cli' >>"$log" 2>&1 || {
     tail -n 20 "$log" >&2
     say "error: the new venv cannot import vllm, torch, triton and this project"
     exit 1
