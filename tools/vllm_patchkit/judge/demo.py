@@ -107,8 +107,10 @@ def run_release_demo(
     """Demo on a fresh clone of the cached release tree under ``workdir``."""
     tree = workdir / f"vllm-{version}"
     # Only a clone this tool made is replaced; a user's checkout is refused.
-    remove_owned(tree, "the demo's release clone")
     progress.step(f"demo 1/4: a fresh clone of the vLLM {version} release tree")
+    # A previous run's clone: thousands of files, tens of seconds on a busy disk.
+    with progress.phase(f"removing the previous demo clone {tree}"):
+        remove_owned(tree, "the demo's release clone")
     clone_release(version, tree)
     mark(tree)
     progress.step("demo 2/4: before: the scenarios on the stock tree")
