@@ -79,6 +79,41 @@ def test_memcheck_command(tmp_path: Path) -> None:
     assert "0 bytes after the end of 'x' (byte offset +32;" in bad.stderr
 
 
+def test_memcheck_json_is_one_object_beside_the_scripts_output(
+    tmp_path: Path,
+) -> None:
+    """``--json``: stdout is the one object (the script's print goes to
+    stderr), with the verdict, the exit status and what was checked."""
+    script = tmp_path / "copy.py"
+    script.write_text(OOB_SCRIPT)
+    bad = patchkit("--json", str(script), "8", "0")
+    assert bad.returncode == 1, bad.stderr
+    report = json.loads(bad.stdout)
+    assert report["status"] == "violation" and report["exit_code"] == 1
+    assert report["script"] == str(script) and report["args"] == ["8", "0"]
+    assert "out-of-bounds load in Triton kernel '_shifted_copy'" in report["violation"]
+    good = patchkit("--json", str(script), "7", "3")
+    assert good.returncode == 3, good.stderr
+    report = json.loads(good.stdout)
+    assert report["status"] == "no-violation" and report["exit_code"] == 3
+    assert report["kernels"] == ["_shifted_copy"] and report["launches"] == 1
+    assert "copied [1.0" in good.stderr and "copied" not in good.stdout
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_memcheck_refuses_a_missing_script(
+    tmp_path: Path, json_flag: list[str]
+) -> None:
+    """Exit 2 and one line, before a child starts (it exited 1 with the
+    child's traceback)."""
+    missing = tmp_path / "nonexistent.py"
+    done = patchkit(*json_flag, str(missing))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"vllm-patchkit: error: memcheck: {missing}: no such file\n"
+    if json_flag:
+        assert json.loads(done.stdout)["status"] == "refused"
+
+
 def test_memcheck_command_needs_a_script(capsys: pytest.CaptureFixture) -> None:
     assert cli.main(["memcheck"]) == 2
     assert "no script given" in capsys.readouterr().err

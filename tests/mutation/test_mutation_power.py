@@ -24,10 +24,9 @@ from vllm_patchkit.judge.mutation.runner import (
     run_mutation,
 )
 from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
-from vllm_patchkit.judge.regression.by_fix.static_sink import SINK_ONCE, SINK_TWICE
+from vllm_patchkit.judge.regression.by_fix.static_sink import FACTS as SINK_FACTS
 
 pytestmark = pytest.mark.mutation
-BUDGET_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +85,6 @@ def test_builder_level_scenarios_kill_the_host_mutants(
     assert any(c.startswith("repeated_capture") for c in stale), stale
 
 
-def test_tier_fits_its_budget(mutation_report: MutationReport) -> None:
-    assert mutation_report.seconds < BUDGET_S
-
-
 def test_the_aiter_pair_mutants_die_on_the_aiter_checks(
     mutation_report: MutationReport,
 ) -> None:
@@ -128,5 +123,5 @@ def test_the_static_sink_mutants_die_on_the_static_sink_checks(
         assert run.fixes["StaticSink"] == "not-fixed", (mutant.name, run.fixes)
         failed = run.failed_checks
         assert failed and all(
-            c.startswith((f"{SINK_ONCE}[", f"{SINK_TWICE}[")) for c in failed
+            c.startswith(tuple(f"{s}[" for s in SINK_FACTS)) for c in failed
         ), (mutant.name, failed)

@@ -5,7 +5,11 @@ plugins as vLLM does, records the overlay's StaticSink decision, then builds
 as the model runner does for three KV-cache groups sharing one metadata: a
 static-sink group, a second static-sink group and an ordinary full-attention
 group (Triton's builder under both, which builds on CPU). Records the
-lengths each saw and what the shared metadata holds after.
+lengths each saw and what the shared metadata holds after. Then a draft
+step as Model Runner V2 takes it: the runner's ``seq_lens`` and block table
+advanced in place, and the static-sink builder's
+``update_draft_decode_metadata`` on the metadata it built; records what
+that metadata reads then, and whether it is the same memory.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def _build_groups(fix: Any) -> dict[str, Any]:
         "block_table_id": id(shared.block_table_tensor),
     }
     seen = []
+    builders, metadata = [], []
     with set_current_vllm_config(config):
         for name, cls in (("sink", sink_cls), ("sink2", sink_cls), ("full", plain_cls)):
             builder = harness.make_builder(cls, 1, f"layers.{name}.attn")
@@ -88,7 +93,9 @@ def _build_groups(fix: Any) -> dict[str, Any]:
                 common_prefix_len=0, common_attn_metadata=copy.copy(shared)
             )
             seen.append(built.seq_lens.tolist())
-    return {
+            builders.append(builder)
+            metadata.append(built)
+    result = {
         "installed_on_module": fix.is_installed_on(sys.modules[MODULE]),
         "build_wrapped": bool(getattr(sink_cls.build, fix.FIX_MARKER, False)),
         "seq_lens_before": before["seq_lens"],
@@ -100,6 +107,46 @@ def _build_groups(fix: Any) -> dict[str, Any]:
         "sink_len": SINK_LEN,
         "torch": torch.__version__,
     }
+    # After what the builds left is recorded: the draft step changes it.
+    result.update(_draft_step(builders[0], metadata[0], shared, width))
+    return result
+
+
+def _draft_step(builder: Any, built: Any, shared: Any, width: int) -> dict[str, Any]:
+    """Model Runner V2 between draft steps: the runner's tensors advanced in
+    place, then ``update_draft_decode_metadata`` on the built metadata."""
+    update = "update_draft_decode_metadata"
+    cls = type(builder)
+    result: dict[str, Any] = {
+        "has_draft_update": hasattr(builder, update),
+        "draft_update_own": update in cls.__dict__,
+        # Set on the static-sink class itself (None: only inherited).
+        "supports_update_block_table": cls.__dict__.get("supports_update_block_table"),
+    }
+    if not result["has_draft_update"]:
+        return result
+    address = built.seq_lens.data_ptr()
+    table_address = built.block_table.data_ptr()
+    shared.seq_lens += 1
+    shared.block_table_tensor += 1000
+    getattr(builder, update)(built)
+    sink_blocks = builder.num_sink_blocks
+    columns = min(width, builder.max_num_blocks)
+    table = built.block_table[:, sink_blocks : sink_blocks + columns]
+    result.update(
+        {
+            "draft_seen": built.seq_lens.tolist(),
+            "draft_same_address": built.seq_lens.data_ptr() == address,
+            "draft_shared_seq_lens": shared.seq_lens.tolist(),
+            "draft_block_table_follows": table.tolist()
+            == shared.block_table_tensor[:, :columns].tolist(),
+            "draft_block_table_same_address": built.block_table.data_ptr()
+            == table_address,
+            "draft_sink_blocks_kept": built.block_table[:, :sink_blocks].tolist()
+            == [list(range(1, sink_blocks + 1))] * built.block_table.shape[0],
+        }
+    )
+    return result
 
 
 if __name__ == "__main__":

@@ -7,9 +7,14 @@ static-sink group, and an ordinary full-attention group. On the installed
 vLLM 0.28.0 and on the 0.33.0 release (its release tree in its runtime) the
 overlay installs the fix: each static-sink group sees the sink once, the
 full-attention group sees the lengths it was handed, and the shared
-metadata is as it was. A vendor build whose ``build`` differs is left alone,
-with a warning naming the file and the line: the overlay does not touch it
-(and the bug it carries stays visible).
+metadata is as it was. Then Model Runner V2's draft step: the runner's
+``seq_lens`` advanced in place and ``update_draft_decode_metadata`` on the
+built metadata: the static-sink metadata reads input + 1 + sink from the
+same buffer. A vendor build whose factory differs (a line in ``build``, or
+one of the issue's shapes around it) is left alone, with a warning naming
+the file and the line: the overlay does not touch it (and the bug it
+carries stays visible), ``python -m vllm_overlay`` exits 1 and
+``VLLM_OVERLAY_STRICT=1`` stops vLLM at plugin load.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.overlay.shadow_vllm import insert_before, shadow_installed_vllm
+from tests.overlay.sink_vendor_shapes import capture_adds_sink, empty_subclass
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.trees.releases import release_tree
 from vllm_patchkit.trees.tree_process import TreeLauncher
@@ -71,6 +77,25 @@ def assert_fixed(report: dict[str, Any]) -> None:
         text for text in report["overlay_log"] if "installed the StaticSink" in text
     ]
     assert "on StaticSinkAttentionBuilder" in line
+    assert_draft_step_refreshed(report)
+
+
+def assert_draft_step_refreshed(report: dict[str, Any]) -> None:
+    """After the runner's in-place +1 and ``update_draft_decode_metadata``:
+    the sink group reads input + 1 + sink from the buffer it built with, the
+    block table behind the sink blocks is the runner's again, the shared
+    lengths are the runner's own (+1, no sink), and the update_block_table
+    shortcut is off."""
+    assert report["has_draft_update"], "vLLM's base builder has the method"
+    assert report["draft_update_own"]
+    assert report["supports_update_block_table"] is False
+    before, sink = report["seq_lens_before"], report["sink_len"]
+    assert report["draft_seen"] == [n + 1 + sink for n in before]
+    assert report["draft_same_address"]
+    assert report["draft_shared_seq_lens"] == [n + 1 for n in before]
+    assert report["draft_block_table_follows"]
+    assert report["draft_block_table_same_address"]
+    assert report["draft_sink_blocks_kept"]
 
 
 def test_installed_vllm_gets_the_fix(tmp_path: Path) -> None:
@@ -90,35 +115,97 @@ def test_newest_release_gets_the_fix(tmp_path: Path) -> None:
 VENDOR_LINE = "            self.vendor_builds = getattr(self, 'vendor_builds', 0) + 1\n"
 
 
-def test_a_vendor_build_is_left_alone_with_a_warning(tmp_path: Path) -> None:
+def vendor_line_in_build(text: str) -> str:
+    return insert_before(text, "common_attn_metadata.seq_lens[:] = (", VENDOR_LINE)
+
+
+VENDOR_EDITS = {
+    "line-in-build": vendor_line_in_build,
+    "empty-subclass": empty_subclass,
+    "capture-adds-sink": capture_adds_sink,
+}
+"""A vendor line in ``build``, and the issue's shapes (a) and (d) (all four
+are judged by the AST in tests/unit/test_static_sink_releases.py)."""
+
+
+@pytest.fixture(params=sorted(VENDOR_EDITS))
+def vendor_tree(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, Path]:
+    """The shadow copy's PYTHONPATH entry and its edited module."""
     tree = tmp_path / "tree"
-    edited = shadow_installed_vllm(
-        tree,
-        lambda text: insert_before(
-            text, "common_attn_metadata.seq_lens[:] = (", VENDOR_LINE
-        ),
-        file=STATIC_SINK,
-    )
-    env = dict(os.environ)
+    edited = shadow_installed_vllm(tree, VENDOR_EDITS[request.param], file=STATIC_SINK)
+    return tree, edited
+
+
+def with_tree(tree: Path, **more: str) -> dict[str, str]:
+    env = {**os.environ, **more}
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(tree), os.environ.get("PYTHONPATH")) if p
     )
-    report = probe(tmp_path, env)
-    assert report["vllm_file"] == str(tree / "vllm/__init__.py")
-    assert report["action"] == "unrecognised"
-    line = next(
+    return env
+
+
+def factory_line(edited: Path) -> int:
+    return next(
         i
         for i, text in enumerate(edited.read_text().splitlines(), 1)
-        if text.strip() == "def build("
+        if text.startswith("def create_static_sink_attention_backend(")
     )
-    assert f"{edited}:{line}" in report["reason"]
+
+
+def test_a_vendor_build_is_left_alone_with_a_warning(
+    tmp_path: Path, vendor_tree: tuple[Path, Path]
+) -> None:
+    tree, edited = vendor_tree
+    report = probe(tmp_path, with_tree(tree))
+    assert report["vllm_file"] == str(tree / "vllm/__init__.py")
+    assert report["action"] == "unrecognised", report["reason"]
+    where = f"{edited}:{factory_line(edited)}"
+    assert where in report["reason"]
     warnings = [
         text
         for text in report["log"].splitlines()
         if "WARNING" in text and "vllm-overlay: nothing done for StaticSink" in text
     ]
-    assert len(warnings) == 1 and f"{edited}:{line}" in warnings[0], report["log"]
+    assert len(warnings) == 1 and where in warnings[0], report["log"]
     # Not touched: vLLM's own factory and method, which still write the
     # shared lengths (the vendor's bug, shown, not hidden).
     assert not report["installed_on_module"] and not report["build_wrapped"]
     assert report["shared_seq_lens_after"] != report["seq_lens_before"]
+    assert not report["draft_update_own"]
+
+
+def test_a_vendor_build_fails_the_doctor_and_strict_mode(
+    tmp_path: Path, vendor_tree: tuple[Path, Path]
+) -> None:
+    """Needed and not active: the doctor exits 1 naming the file and line;
+    strict mode stops vLLM at plugin load."""
+    tree, edited = vendor_tree
+    where = f"{edited}:{factory_line(edited)}"
+    quiet = {"CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    doctor = subprocess.run(
+        [sys.executable, "-m", "vllm_overlay", "--json"],
+        capture_output=True,
+        text=True,
+        env=with_tree(tree, **quiet),
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    (entry,) = [e for e in json.loads(doctor.stdout)["fixes"] if e["name"] == FIX]
+    assert entry["status"] == "unrecognised" and entry["active"] is not True
+    assert any(where in problem for problem in entry["problems"]), entry
+    strict = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from vllm.plugins import load_general_plugins; load_general_plugins()",
+        ],
+        capture_output=True,
+        text=True,
+        env=with_tree(tree, VLLM_OVERLAY_STRICT="1", **quiet),
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert strict.returncode != 0, strict.stdout + strict.stderr
+    assert "OverlayStrictError" in strict.stderr
+    assert f"{FIX}: nothing done" in strict.stderr and where in strict.stderr

@@ -92,6 +92,30 @@ def user_commit(git: Git) -> str:
     return git.out("rev-parse", "HEAD")
 
 
+FORGED_MARKER = "vllm-patchkit-owned"
+"""The file an older toolkit took, at the top of a worktree, for its own."""
+
+
+def forks_worktree(fork: Path, worktree: Path) -> Path:
+    """A worktree at ``worktree`` of a fork (made at ``fork``) that tracks
+    :data:`FORGED_MARKER`, holding a commit of its own, an edited tracked
+    file and an untracked one: work found nowhere else."""
+    fork.mkdir(parents=True)
+    git = as_user(fork)
+    git.run("init", "--quiet", "--initial-branch=main")
+    (fork / FORGED_MARKER).write_text("Created by vllm-patchkit\n")
+    (fork / "code.py").write_text("x = 1\n")
+    git.run("add", ".")
+    git.run("commit", "--quiet", "-m", "fork")
+    git.run("worktree", "add", "--quiet", "-b", "topic", str(worktree))
+    (worktree / "mine.txt").write_text("mine\n")
+    as_user(worktree).run("add", "mine.txt")
+    as_user(worktree).run("commit", "--quiet", "-m", "my unpushed work")
+    (worktree / "code.py").write_text("x = 2\n")
+    (worktree / "draft.py").write_text("print('draft')\n")
+    return worktree
+
+
 def journal_file(root: Path) -> Path:
     return root / ".git" / "vllm-patchkit" / "journal.json"
 

@@ -32,8 +32,8 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     assert "the crash of vLLM #51585 reproduces" in proc.stdout
     # Both runs counted; the checks that could not run named, with why.
     lines = proc.stdout.splitlines()
-    assert "before: 66 checks: 63 ran (21 passed, 42 failed), 3 could not run" in lines
-    assert "after: 66 checks: 63 ran (63 passed, 0 failed), 3 could not run" in lines
+    assert "before: 70 checks: 67 ran (21 passed, 46 failed), 3 could not run" in lines
+    assert "after: 70 checks: 67 ran (67 passed, 0 failed), 3 could not run" in lines
     assert (
         "after:   could not run: rocm_then_kimi_k3_rocm_kda[q=3]: "
         "not run at query length 3 on CPU"

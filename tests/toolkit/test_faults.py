@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -181,6 +182,37 @@ def test_sigkill_mid_apply_is_cleaned_up_by_the_next_run(
     git = Git(tree)
     assert git.out("rev-list", "--count", f"{head}..HEAD") == str(SERIES_LENGTH)
     assert git.is_clean()
+
+
+def test_sigkill_of_apply_alone_stops_its_git_am(tree: Path, tmp_path: Path) -> None:
+    """Only the toolkit is SIGKILLed (git and its hook are left to the
+    kernel): git am does not run on behind it, finishing the patch and
+    holding index.lock; its whole group is gone within seconds."""
+    started = install_hook(tree, tmp_path / "marks")
+    head = Git(tree).head()
+    proc = start_apply(tree)
+    wait_for(started, proc)
+    git_group = int(started.read_text().split()[0])
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 20
+        while _group_alive(git_group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = _group_alive(git_group)
+    finally:
+        (tmp_path / "marks" / "release").touch()  # the old code's hook: let it go
+    assert not alive, "git am (or its hook) outlived the SIGKILLed toolkit"
+    assert not (tree / ".git" / "index.lock").exists()
+    assert Git(tree).head() == head  # nothing committed behind the toolkit's back
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_two_concurrent_runs(tree: Path, tmp_path: Path) -> None:

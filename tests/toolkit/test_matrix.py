@@ -27,9 +27,11 @@ from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.matrix import invariant_holds, static_facts
+from vllm_patchkit.judge.regression.by_fix.static_sink import FACTS as SINK_FACTS
 from vllm_patchkit.judge.regression.verdict import CANNOT_JUDGE
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.present.matrix_table import WORDS
+from vllm_patchkit.present.tables import markdown_text
 from vllm_patchkit.trees.releases import release_tree
 
 pytestmark = pytest.mark.release_trees
@@ -77,9 +79,8 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
     # alone; the series brings 0004's code, so its run is its own, and passes.
     assert new["stock"]["status"] == "fails", new["stock"]["text"]
     assert new["stock"]["text"].endswith(
-        "failing checks: static_sink_then_others[q=1], "
-        "static_sink_then_others[q=3], static_sink_twice[q=1], "
-        "static_sink_twice[q=3]"
+        "failing checks: "
+        + ", ".join(f"{s}[q={q}]" for s in SINK_FACTS for q in (1, 3))
     )
     assert "reused" not in new["applied"]["detail"]
     assert new["applied"]["detail"]["apply"]["status"] == "applied"
@@ -94,9 +95,10 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
         f"| bug ({ran} ran) | passes ({applied['counts']['ran']} ran) "
         "| skipped | skipped |"
     ) in table
-    # Each cell's full text is in the release's details below the table.
-    assert f"- stock: {stock['text']}" in table
-    assert f"- series: {applied['text']}" in table
+    # Each cell's full text is in the release's details below the table
+    # (escaped: a check's name holds brackets).
+    assert f"- stock: {markdown_text(stock['text'])}" in table
+    assert f"- series: {markdown_text(applied['text'])}" in table
     assert "not run (pins" not in table
     assert "| 0.29.0 | 2.13.0 | 2.13.0" in table
     # Progress: which release, which step, elapsed.

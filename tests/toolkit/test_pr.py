@@ -96,15 +96,20 @@ def test_dry_run_body_comes_from_real_test_and_precommit_runs(
     purpose = body.split("## Purpose", 1)[1].split("## Test Plan", 1)[0]
     assert "Zeroing it makes the" in purpose and "Related: " in purpose
     plan = body.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
-    assert f"vllm-patchkit test {checkout}" in plan
-    assert f"vllm-patchkit precommit {checkout}" in plan
+    # The commands as run in the checkout: no path of this machine.
+    assert "vllm-patchkit test ." in plan and "vllm-patchkit precommit ." in plan
+    assert str(checkout) not in body
     assert f"pytest --noconftest {UPSTREAM_TEST}" in plan
     assert AITER_TEST not in plan and STATIC_SINK_TEST not in plan  # other PRs
     result = body.split("## Test Result", 1)[1]
     assert f"`{UPSTREAM_TEST}` without the fix: 0 passed, 4 failed." in result
     assert f"`{UPSTREAM_TEST}` with the fix: 4 passed, 0 failed." in result
-    assert "Regression suite: FIXED" in result and "bug reproduced" in result
-    assert "verdict: FIXED" in result  # the test command's own output
+    assert "Regression suite, #51585's checks: FIXED" in result
+    assert "bug reproduced" in result
+    assert "fix #51585: FIXED" in result  # the test command's own output
+    # Only this fix's checks and verdict: the others have PRs of their own.
+    assert "static_sink" not in result and "StaticSink" not in result
+    assert "#53821" not in result
     assert "ruff-check" in result and "pre-commit on 2 file(s)" in result
     assert body.count("- [x]") == 3
     assert "PLEASE FILL IN" not in body
@@ -297,11 +302,11 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
     pr = json.loads(proc.stdout)
     assert pr["fix"] == "static-sink-keeps-shared-seq-lens"
     assert [c["subject"] for c in pr["commits"]] == [
-        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder.build",
+        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder",
         "[Bugfix] Test that static sink attention keeps the shared seq_lens",
     ]
     assert pr["title"] == (
-        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder.build"
+        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder"
     )
     assert len(pr["left_out"]) == 1 and "CUDA graph capture" in pr["left_out"][0]
     # The branch (pushed before gh is looked for) is 0004 and 0005 on the base.

@@ -70,9 +70,9 @@ def test_apply_on_0_33_checkout_makes_the_invariants_hold_and_0005_pass(
 
     fixed = reproduce(patched_0_33, patched_0_33 / TREE_TEST, "--noconftest")
     assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
-    assert "2 passed" in fixed.stdout
+    assert "4 passed" in fixed.stdout
 
-    # 0005 on the stock 0.33.0 code: both cases fail, with the figures.
+    # 0005 on the stock 0.33.0 code: all four cases fail, with the figures.
     git = Git(patched_0_33)
     git.run("checkout", "v0.33.0", "--", "vllm")
     try:
@@ -80,26 +80,46 @@ def test_apply_on_0_33_checkout_makes_the_invariants_hold_and_0005_pass(
     finally:
         git.run("checkout", "HEAD", "--", "vllm")
     assert stock.returncode == 1, stock.stdout[-3000:] + stock.stderr[-3000:]
-    assert "2 failed" in stock.stdout
+    assert "4 failed" in stock.stdout
     assert "[40, 17, 64] -> [72, 49, 96]" in stock.stdout
     assert git.is_clean()
 
 
-def _sink_findings(tree: Path) -> tuple[int, list[dict[str, object]]]:
+DRAFT_RULE_ELSEWHERE = {
+    ("draft-update-stale-lengths", "ChunkedLocalAttentionBuilder"),
+    ("draft-update-stale-lengths", "WhisperCausalAttentionWithBlockPoolingBuilder"),
+}
+"""0.33.0's harmful findings outside the static-sink file: the draft-update
+rule's wrappers that keep their own lengths (docs/audit.md), not 0004's."""
+
+
+def _sink_findings(
+    tree: Path,
+) -> tuple[int, list[dict[str, object]], set[tuple[str, str]]]:
+    """The audit's exit code, its findings in the static-sink file, and
+    (operation, class) of each harmful finding elsewhere."""
     code, result = patchkit_json("audit", str(tree))
     assert isinstance(result, dict), result
-    return code, [f for f in result["findings"] if f["file"] == SINK_FILE]
+    elsewhere = {
+        (f["operation"], f["method"].partition(".")[0])
+        for f in result["findings"]
+        if f["file"] != SINK_FILE and f["kind"] == "harmful"
+    }
+    sink = [f for f in result["findings"] if f["file"] == SINK_FILE]
+    return code, sink, elsewhere
 
 
 @pytest.mark.slow  # two audits, each with its dynamic pass
 def test_audit_finds_the_bug_on_stock_0_33_and_nothing_harmful_with_0004(
     patched_0_33: Path,
 ) -> None:
-    code, stock = _sink_findings(release_tree("0.33.0"))
+    code, stock, _ = _sink_findings(release_tree("0.33.0"))
     assert code == 1
     assert {f["kind"] for f in stock} == {"harmful"}, json.dumps(stock)
     assert {f["field"] for f in stock} >= {"seq_lens", "max_seq_len"}
 
-    code, fixed = _sink_findings(patched_0_33)
-    assert code != 1
+    code, fixed, elsewhere = _sink_findings(patched_0_33)
     assert [f for f in fixed if f["kind"] == "harmful"] == [], json.dumps(fixed)
+    # What still makes the tree harmful is upstream's, not 0004's.
+    assert elsewhere <= DRAFT_RULE_ELSEWHERE, elsewhere
+    assert code != 1 or elsewhere

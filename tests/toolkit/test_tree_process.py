@@ -15,7 +15,9 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -167,6 +169,39 @@ def test_a_timed_out_child_takes_its_grandchildren_with_it(
     started = [int(pid) for pid in pids.read_text().split()]
     assert started, f"{user}: no child hung"
     assert not _still_alive(started, within=10), f"{user}: left running"
+
+
+def test_a_killed_toolkit_takes_its_tree_child_and_grandchild_with_it(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The toolkit (here a process running the tree's pytest through the
+    launcher) is SIGKILLed while the child hangs: no code of the toolkit
+    runs, yet the child and the process it started are gone within
+    seconds (the kernel's parent-death signal, and the watchdog)."""
+    pids = tmp_path / "grandchildren"
+    monkeypatch.setenv(HANG, str(pids))
+    code = (
+        "from pathlib import Path\n"
+        "from vllm_patchkit.judge.tree_pytest import run_tree_tests\n"
+        f"run_tree_tests(Path({str(tree)!r}), [{TEST_FILE!r}], timeout=600)\n"
+    )
+    toolkit = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (pids.exists() and pids.read_text().strip()):
+            assert toolkit.poll() is None, "the toolkit stand-in exited"
+            assert time.monotonic() < deadline, "no child hung"
+            time.sleep(0.05)
+    finally:
+        toolkit.kill()
+        toolkit.wait()
+    started = [int(pid) for pid in pids.read_text().split()]
+    children = [record["pid"] for record in marks(tmp_path)]
+    left = _still_alive([*children, *started], within=10)
+    for pid in left:  # the old code's orphans: do not leave them running
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "the tree's code outlived the SIGKILLed toolkit"
 
 
 def test_memcheck_runs_its_script_under_the_policy(

@@ -65,22 +65,22 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     after, before = result.after, result.before
     assert before is not None
     assert after.fixed and after.counts["failed"] == 0
-    assert after.counts["passed"] == after.counts["ran"] == 63
+    assert after.counts["passed"] == after.counts["ran"] == 67
     assert after.upstream_test is not None
     assert TEST_FILES == [UPSTREAM_TEST, AITER_TEST, STATIC_SINK_TEST]
     assert after.upstream_test.files == TEST_FILES
     assert after.upstream_test.cases == {
         UPSTREAM_TEST: 4,
         AITER_TEST: 5,
-        STATIC_SINK_TEST: 2,
+        STATIC_SINK_TEST: 4,
     }
-    assert (after.upstream_test.passed, after.upstream_test.failed) == (11, 0)
+    assert (after.upstream_test.passed, after.upstream_test.failed) == (13, 0)
     # The base is stock 0.28.0 with the tests copied in: the three bugs and
-    # eleven assertion failures, no collection or import errors.
+    # thirteen assertion failures, no collection or import errors.
     assert before.bug_reproduced and not before.fixed
     stock = before.upstream_test
     assert stock is not None
-    assert (stock.passed, stock.failed, stock.errors) == (0, 11, 0)
+    assert (stock.passed, stock.failed, stock.errors) == (0, 13, 0)
     assert all("Error" in failure or "assert" in failure for failure in stock.failures)
     assert snapshot(tree) == before_run  # judged without a trace
     lines = format_verify(result).splitlines()
@@ -94,14 +94,14 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert after.runtime is not None and after.runtime["torch"] == torch
     assert lines[5].split() == ["check", "before", "after"]
     assert any(
-        line.startswith("upstream test") and "FAIL 0 passed, 11 failed" in line
+        line.startswith("upstream test") and "FAIL 0 passed, 13 failed" in line
         for line in lines
     )
     assert lines[-1] == "verdict: FIXED: the fix is present and behaves correctly"
     # Every check is counted; those that could not run are named, with why.
-    assert "after: 66 checks: 63 ran (63 passed, 0 failed), 3 could not run" in lines
-    # Before: StaticSink's four checks fail too (0.28.0 has that bug).
-    assert "before: 66 checks: 63 ran (21 passed, 42 failed), 3 could not run" in lines
+    assert "after: 70 checks: 67 ran (67 passed, 0 failed), 3 could not run" in lines
+    # Before: StaticSink's eight checks fail too (0.28.0 has that bug).
+    assert "before: 70 checks: 67 ran (21 passed, 46 failed), 3 could not run" in lines
     assert any(
         line.startswith("after:   could not run: rocm_then_triton_mla[q=3]: cannot ")
         for line in lines
@@ -195,7 +195,7 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
         "capture_loop_v1[q=1]",
         "rocm_then_minimax_indexer_msa[q=3]",
     } <= named
-    assert "upstream test" in proc.stdout and "11 passed, 0 failed" in proc.stdout
+    assert "upstream test" in proc.stdout and "13 passed, 0 failed" in proc.stdout
 
 
 def test_a_tree_without_minimax_m3_rests_on_the_other_core_checks(
@@ -276,7 +276,7 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
         + reason
     )
     # The suite itself passed: only the test's not running stops the verdict.
-    assert "after: 66 checks: 63 ran (63 passed, 0 failed), 3 could not run" in lines
+    assert "after: 70 checks: 67 ran (67 passed, 0 failed), 3 could not run" in lines
     assert any(
         line.startswith("upstream test") and f"DID NOT RUN ({ran}" in line
         for line in lines

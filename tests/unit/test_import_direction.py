@@ -221,6 +221,10 @@ LAYERS = {
     "gitcmd": 0,
     "judgement": 0,
     "progress": 0,
+    # Children die with the toolkit (gitcmd's and the trees' launchers use it).
+    "child_death": 0,
+    # Where an unexpected error's traceback is written (the CLI's last resort).
+    "error_log": 0,
     "trees": 1,
     "git": 2,
     "judge": 3,

@@ -1,12 +1,15 @@
 """The StaticSink fix's proof on the real code of every vLLM release.
 
-The overlay installs only on a ``StaticSinkAttentionBuilder.build`` that is,
-by its normalised AST, a known upstream method; these tests read the method
-from each release's source distribution (cached) and hold the listed
-variants to them: every release from 0.14.0 to 0.33.0 ships a listed buggy
-variant, every listed variant is shipped by a release, the releases before
-have no such module, and patch 0004's method is the one fixed variant. Any
-other method (a vendor's) is left alone, with its file and line.
+The overlay installs only on a ``create_static_sink_attention_backend``
+that is, by the normalised AST of the whole factory, a known upstream
+factory; these tests read the factory from each release's source
+distribution (cached) and hold the listed variants to them: every release
+from 0.14.0 to 0.33.0 ships a listed buggy variant, every listed variant is
+shipped by a release, the releases before have no such module, and patch
+0004 applied to each release gives the one fixed variant. The first 0004
+(a buffer of the builder's own, never refreshed between Model Runner V2's
+draft steps) and any other factory (a vendor's) are left alone, with the
+file and line.
 """
 
 from __future__ import annotations
@@ -19,20 +22,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.overlay.sink_vendor_shapes import SHAPES
 from vllm_overlay.fixes.static_sink_seq_lens import (
+    FACTORY,
     FIX,
     KNOWN_BUGGY,
     KNOWN_FIXED,
     STATIC_SINK,
     SinkShape,
     assess_file,
+    factory_digest,
     inspect_static_sink_source,
     inspect_static_sink_tree,
-    method_digest,
 )
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.state import Action
-from vllm_patchkit.trees.releases import release_tree, sdist_path
+from vllm_patchkit.trees.releases import sdist_path
 
 pytestmark = pytest.mark.release_trees
 
@@ -47,6 +52,13 @@ never published as an sdist)."""
 WITHOUT = ["0.11.0", "0.12.0", "0.13.0"]
 FIX_PATCH = Path(__file__).parents[2] / "patches" / FIX.patches[0]
 """Patch 0004, the fix (the first of the fix's patches)."""
+FIRST_0004 = (
+    Path(__file__).resolve().parents[1]
+    / "data/first-0004-static-sink-without-draft-refresh.patch"
+)
+"""The series' first 0004, kept verbatim: its own buffer, no draft refresh."""
+"""The commit whose patch 0004 was the first fix (a seq_lens buffer of the
+builder's own, not refreshed in ``update_draft_decode_metadata``)."""
 
 
 @functools.cache
@@ -82,10 +94,7 @@ def test_every_listed_variant_is_shipped() -> None:
             if isinstance(n, ast.FunctionDef)
             and n.name == "create_static_sink_attention_backend"
         ]
-        (builder,) = [n for n in factory.body if isinstance(n, ast.ClassDef)]
-        method = method_def(builder, "build")
-        assert method is not None
-        shipped.setdefault(method_digest(method), []).append(version)
+        shipped.setdefault(factory_digest(factory), []).append(version)
     assert set(shipped) == set(KNOWN_BUGGY)
     for digest, versions in shipped.items():
         first, last = versions[0], versions[-1]
@@ -97,18 +106,74 @@ def test_releases_before_have_no_static_sink(version: str) -> None:
     assert released(version) is None
 
 
-def test_patch_0004_method_is_the_fixed_variant(tmp_path: Path) -> None:
-    """Patch 0004 on 0.33.0: not needed any more."""
-    tree = tmp_path / "tree"
+def patched(tmp_path: Path, version: str, patch: Path | bytes) -> Path:
+    """A tree holding the release's module with ``patch`` applied by git."""
+    tree = tmp_path / version
     target = tree / STATIC_SINK
     target.parent.mkdir(parents=True)
-    target.write_bytes((release_tree("0.33.0") / STATIC_SINK).read_bytes())
+    target.write_bytes(released(version) or b"")
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
-    subprocess.run(["git", "apply", str(FIX_PATCH)], cwd=tree, check=True)
+    if isinstance(patch, Path):
+        subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
+    else:
+        subprocess.run(["git", "apply"], cwd=tree, input=patch, check=True)
+    return tree
+
+
+def test_patch_0004_gives_the_fixed_variant_on_every_release(tmp_path: Path) -> None:
+    """Patch 0004 applies to each release's module; each result is the one
+    listed fixed factory, so the overlay does nothing there."""
+    fixed = set()
+    for version in WITH_STATIC_SINK:
+        tree = patched(tmp_path, version, FIX_PATCH)
+        code = inspect_static_sink_tree(tree)
+        assert code.shape is SinkShape.FIXED, (version, code.detail)
+        assert list(KNOWN_FIXED.values())[0] in code.detail
+        assert assess_file(tree / STATIC_SINK, version).action is Action.NOT_NEEDED
+        module = ast.parse((tree / STATIC_SINK).read_bytes())
+        fixed |= {
+            factory_digest(n)
+            for n in module.body
+            if isinstance(n, ast.FunctionDef) and n.name == FACTORY
+        }
+    assert fixed == set(KNOWN_FIXED)
+
+
+def test_the_first_0004_is_left_alone(tmp_path: Path) -> None:
+    """The first 0004 kept its own seq_lens but never refreshed them between
+    Model Runner V2's draft steps: not fixed, not buggy, not touched."""
+    first = FIRST_0004.read_bytes()
+    tree = patched(tmp_path, "0.33.0", first)
     code = inspect_static_sink_tree(tree)
-    assert code.shape is SinkShape.FIXED, code.detail
-    assert list(KNOWN_FIXED.values())[0] in code.detail
-    assert assess_file(target, "0.33.0").action is Action.NOT_NEEDED
+    assert code.shape is SinkShape.UNRECOGNISED, code.detail
+    state = assess_file(tree / STATIC_SINK, "0.33.0")
+    assert state.action is Action.UNRECOGNISED and state.plan is None
+
+
+def factory_line(source: str) -> int:
+    """The line of ``def create_static_sink_attention_backend(``."""
+    return next(
+        i
+        for i, line in enumerate(source.splitlines(), 1)
+        if line.startswith(f"def {FACTORY}(")
+    )
+
+
+def build_method(source: str) -> str:
+    """``StaticSinkAttentionBuilder.build``, unparsed."""
+    factory = next(
+        n
+        for n in ast.parse(source).body
+        if isinstance(n, ast.FunctionDef) and n.name == FACTORY
+    )
+    (builder,) = [
+        n
+        for n in factory.body
+        if isinstance(n, ast.ClassDef) and n.name == "StaticSinkAttentionBuilder"
+    ]
+    method = method_def(builder, "build")
+    assert method is not None
+    return ast.unparse(method)
 
 
 def test_a_vendor_method_is_left_alone_with_its_file_and_line(tmp_path: Path) -> None:
@@ -122,11 +187,26 @@ def test_a_vendor_method_is_left_alone_with_its_file_and_line(tmp_path: Path) ->
     file.write_text(vendor)
     state = assess_file(file, "0.33.0+vendor")
     assert state.action is Action.UNRECOGNISED
-    build_line = next(
-        i
-        for i, line in enumerate(vendor.splitlines(), 1)
-        if line.strip() == "def build("
-    )
-    assert f"{file}:{build_line}" in state.reason
-    assert "no known upstream method" in state.reason
+    assert f"{file}:{factory_line(vendor)}" in state.reason
+    assert "no known upstream factory" in state.reason
     assert state.plan is None
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("version", ["0.14.0", "0.33.0"])
+def test_a_vendor_shape_around_build_is_left_alone(
+    tmp_path: Path, shape: str, version: str
+) -> None:
+    """The issue's four vendor shapes keep ``build`` as upstream's (a proof
+    of that method alone called them installable) and change what the
+    runner calls: no known factory, left alone, named by file and line."""
+    source = (released(version) or b"").decode()
+    vendor = SHAPES[shape](source)
+    assert build_method(vendor) == build_method(source)
+    file = tmp_path / "static_sink_attention.py"
+    file.write_text(vendor)
+    state = assess_file(file, f"{version}+vendor")
+    assert state.action is Action.UNRECOGNISED, state.reason
+    assert state.plan is None and state.affected is None
+    assert f"{file}:{factory_line(vendor)}" in state.reason
+    assert "no known upstream factory" in state.reason

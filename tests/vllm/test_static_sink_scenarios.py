@@ -3,9 +3,12 @@
 Stock 0.33.0's ``StaticSinkAttentionBuilder.build`` writes the runner's
 shared ``seq_lens`` in place and reassigns fields of the group's shared
 metadata: the suite must call StaticSink not fixed there, naming the
-lengths. With the audit's fix (docs/audit/static-sink-seq-lens/fix.patch)
-it is fixed and every plausible wrong fix is caught; on 0.11.0, which has
-no static-sink attention, the checks do not apply.
+lengths, on every reader it drives (the next builders, a second group, the
+V1 proposer's rebuilds, Model Runner V2's in-place draft update). With the
+series' patch 0004 it is fixed and every plausible wrong fix is caught, the
+series' earlier 0004 (no refresh on the draft update) among them; on 0.11.0,
+which has no static-sink attention, the checks do not apply, and before
+0.28.0 the draft update does not.
 """
 
 from __future__ import annotations
@@ -18,9 +21,14 @@ from typing import Any
 
 import pytest
 
+from vllm_overlay.fixes.static_sink_seq_lens import FIX
 from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
 from vllm_patchkit.judge.regression.by_fix.static_sink import (
+    DRAFT_UPDATE,
+    FACTS,
+    NO_DRAFT_UPDATE,
     NOT_APPLICABLE,
+    PROPOSER_REBUILDS,
     SINK_ONCE,
     SINK_TWICE,
 )
@@ -30,15 +38,10 @@ from vllm_patchkit.trees.tree_process import TreeLauncher
 
 pytestmark = pytest.mark.release_trees
 
-FIX_PATCH = (
-    Path(__file__).resolve().parents[2]
-    / "docs"
-    / "audit"
-    / "static-sink-seq-lens"
-    / "fix.patch"
-)
-LABEL = "StaticSink"
-SCENARIOS = [SINK_ONCE, SINK_TWICE]
+FIX_PATCH = Path(__file__).resolve().parents[2] / "patches" / FIX.patches[0]
+LABEL = FIX.pr
+SCENARIOS = sorted(FACTS)
+CHECKS = [f"{s}[q={q}]" for s in SCENARIOS for q in (1, 3)]
 
 
 @pytest.fixture(scope="module")
@@ -63,26 +66,31 @@ def test_stock_0_33_is_not_fixed_and_names_the_lengths() -> None:
     verdict = report["fixes"][LABEL]
     assert verdict["verdict"] == "not-fixed", verdict
     checks = _checks(report)
-    assert sorted(checks) == [
-        f"{s}[q={q}]" for s in sorted(SCENARIOS) for q in (1, 3)
-    ], checks
+    assert sorted(checks) == CHECKS, checks
     for name, check in checks.items():
         assert check["status"] == "failed", check
         assert name in verdict["why"]
-        assert "shared_seq_lens_kept" in check["detail"]
     once = checks[f"{SINK_ONCE}[q=1]"]["detail"]
     # The next group reads the lengths with the sink; padding stays 0.
+    assert "shared_seq_lens_kept" in once
     assert "'shared_seq_lens_after': [72, 49, 96, 0]" in once
     assert "later_builders_unaffected" in once
     twice = checks[f"{SINK_TWICE}[q=1]"]["detail"]
     assert "'second_seq_lens_after': [104, 81, 128, 0]" in twice
+    proposer = checks[f"{PROPOSER_REBUILDS}[q=1]"]["detail"]
+    assert "each_step_sees_sink_once" in proposer
+    assert "[105, 82, 129, 0], [138, 115, 162, 0]" in proposer
+    # The update follows the runner's tensor, into which the sink was written.
+    update = checks[f"{DRAFT_UPDATE}[q=1]"]["detail"]
+    assert "violated: runner_seq_lens_only_advanced (" in update
+    assert "'runner_seq_lens_after': [75, 52, 99, 0]" in update
 
 
 def test_0_33_with_the_fix_is_fixed(fixed_0_33: Path) -> None:
     report = _suite(fixed_0_33)
     assert report["fixes"][LABEL]["verdict"] == "fixed", report["fixes"][LABEL]
     checks = _checks(report)
-    assert len(checks) == 4
+    assert sorted(checks) == CHECKS
     assert all(c["status"] == "passed" for c in checks.values()), checks
 
 
@@ -91,10 +99,20 @@ def test_0_11_has_no_static_sink_so_the_checks_do_not_apply() -> None:
     verdict = report["fixes"][LABEL]
     assert verdict["verdict"] == "cannot-judge", verdict
     checks = _checks(report)
-    assert len(checks) == 4
+    assert sorted(checks) == CHECKS
     for check in checks.values():
         assert (check["status"], check["applies"]) == ("not run", False), check
         assert check["detail"] == NOT_APPLICABLE
+
+
+def test_0_27_has_no_fused_drafting_so_the_draft_update_does_not_apply() -> None:
+    run = run_scenarios(release_tree("0.27.0"), [DRAFT_UPDATE])
+    assert run.report is not None, run.log[-3000:]
+    checks = _checks(run.report)
+    assert sorted(checks) == [f"{DRAFT_UPDATE}[q={q}]" for q in (1, 3)]
+    for check in checks.values():
+        assert (check["status"], check["applies"]) == ("not run", False), check
+        assert check["detail"] == NO_DRAFT_UPDATE
 
 
 def _mutants(tree: Path) -> dict[str, Any]:
@@ -116,8 +134,13 @@ def test_the_fix_survives_and_every_wrong_fix_is_killed(fixed_0_33: Path) -> Non
     assert [m["name"] for m in report["mutants"]] == [m.name for m in SINK_MUTANTS]
     survivors = [m["name"] for m in report["mutants"] if not m["killed"]]
     assert survivors == []
+    # The series' earlier 0004 dies on the in-place draft update alone.
+    earlier = next(
+        m for m in report["mutants"] if m["name"] == "no_refresh_on_draft_update"
+    )
+    assert earlier["failing_checks"] == [f"{DRAFT_UPDATE}[q={q}]" for q in (1, 3)]
 
 
 def test_the_stock_method_is_killed() -> None:
     report = _mutants(release_tree("0.33.0"))
-    assert len(report["baseline_failing"]) == 4, report["baseline_failing"]
+    assert sorted(report["baseline_failing"]) == CHECKS, report["baseline_failing"]

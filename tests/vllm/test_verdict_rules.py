@@ -21,6 +21,9 @@ from vllm_patchkit.judge.mutation.worker import MODULE
 from vllm_patchkit.judge.regression import by_fix
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import AITER_CAPTURE
 from vllm_patchkit.judge.regression.by_fix.static_sink import (
+    FACTS as FACTS_OF_STATIC_SINK,
+)
+from vllm_patchkit.judge.regression.by_fix.static_sink import (
     NOT_APPLICABLE,
     SINK_ONCE,
     SINK_TWICE,
@@ -244,7 +247,7 @@ def test_a_fix_module_s_facts_judge_its_scenarios_under_its_fix() -> None:
 def test_a_fix_whose_code_the_tree_lacks_is_neither_fixed_nor_not_fixed() -> None:
     outcomes = [
         Outcome(s, q, "unavailable", {"absent": True}, {"message": NOT_APPLICABLE})
-        for s in (SINK_ONCE, SINK_TWICE)
+        for s in FACTS_OF_STATIC_SINK
         for q in DECODE_QUERY_LENS
     ]
     checks = fixed_checks(outcomes)

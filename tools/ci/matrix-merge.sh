@@ -11,8 +11,11 @@
 # DOCS/matrix.json). Prints changed=true|false for $GITHUB_OUTPUT.
 #
 # Exit 2 when the row files do not make one table (a release missing or
-# twice, different code, environment or steps: the message names them);
-# a merged table with cells that could not be judged is still proposed.
+# twice, different code, environment or steps: the message names them) or
+# one is malformed (the message names the file and the field); a merged
+# table with cells that could not be judged is still proposed. Fails closed:
+# exit 3 goes on only when the merge wrote the table and said that its
+# cells could not all be judged; any other 3 (an unexpected error) stops here.
 set -euo pipefail
 
 usage="usage: $0 ROWS OUT DOCS [RUN_URL]"
@@ -29,9 +32,18 @@ if [[ ${#files[@]} -eq 0 ]]; then
     exit 2
 fi
 mkdir -p "$out"
+rm -f "$out/matrix.md" "$out/matrix.json"
 code=0
-vllm-patchkit matrix --merge "${files[@]}" --output-dir "$out" >"$out/merge.log" || code=$?
-if [[ $code -ne 0 && $code -ne 3 ]]; then
+vllm-patchkit matrix --merge "${files[@]}" --output-dir "$out" \
+    >"$out/merge.log" 2>"$out/merge.err" || code=$?
+cat "$out/merge.err" >&2
+if [[ $code -eq 3 ]]; then
+    if [[ ! -s $out/matrix.json ]] || grep -q '^vllm-patchkit: ' "$out/merge.err" ||
+        ! grep -Eq '^[0-9]+ cell\(s\) could not be judged' "$out/merge.err"; then
+        echo "error: matrix --merge exited 3 without a table of unjudged cells" >&2
+        exit 3
+    fi
+elif [[ $code -ne 0 ]]; then
     exit "$code"
 fi
 python "$here/matrix_report.py" --out "$out" --docs "$docs" --run-url "$run_url"

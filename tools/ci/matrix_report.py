@@ -14,17 +14,20 @@ nothing).
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
+from vllm_patchkit.errors import EXIT_REFUSED, InputError
 from vllm_patchkit.judge.matrix import Row, unjudged_cells
+from vllm_patchkit.present.row_schema import read_table
+from vllm_patchkit.present.tables import markdown_text
 
 
 def _rows(path: Path) -> dict[str, Row]:
-    if not path.is_file():
+    """The rows of a matrix.json, every field checked (row_schema)."""
+    if not path.exists():
         return {}
-    rows = (Row.from_json(r) for r in json.loads(path.read_text())["rows"])
-    return {row.version: row for row in rows}
+    return {row.version: row for row in read_table(path)[0]}
 
 
 def changes(new: dict[str, Row], old: dict[str, Row]) -> list[str]:
@@ -55,19 +58,37 @@ def main() -> int:
     parser.add_argument("--docs", type=Path, required=True)
     parser.add_argument("--run-url", default="")
     args = parser.parse_args()
+    try:
+        return report(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
 
-    run = json.loads((args.out / "matrix.json").read_text())["run"]
-    new = _rows(args.out / "matrix.json")
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def report(args: argparse.Namespace) -> int:
+    """Write the three texts; every string from the rows escaped (the body
+    is Markdown, and the commit message holds it)."""
+    rows, run = read_table(args.out / "matrix.json")
+    new = {row.version: row for row in rows}
     old = _rows(args.docs / "matrix.json")
-    versions = list(new)
-    changed = changes(new, old)
-    unjudged = unjudged_cells(list(new.values()))
+    versions = [markdown_text(v) for v in new]
+    changed = [markdown_text(c) for c in changes(new, old)]
+    unjudged = [markdown_text(c) for c in unjudged_cells(list(new.values()))]
     span = f"vLLM {versions[0]} to {versions[-1]}"
     title = f"Compatibility matrix: {span} ({len(versions)} releases)"
+    steps = run.get("compute_seconds_by_step")
     by_step = ", ".join(
-        f"{k} {v:.0f} s" for k, v in run["compute_seconds_by_step"].items()
+        f"{markdown_text(str(k))} {_number(v):.0f} s"
+        for k, v in (steps.items() if isinstance(steps, dict) else ())
     )
-    shards = run.get("shards", [])
+    shards = run.get("shards")
+    shards = shards if isinstance(shards, list) else []
+    digests = run.get("digests")
+    digests = digests if isinstance(digests, dict) else {}
     lines = [
         (
             f"`vllm-patchkit matrix --merge` of {len(shards)} jobs, one per release, "
@@ -80,12 +101,12 @@ def main() -> int:
             f"{', '.join(unjudged) or 'none'}."
         ),
         (
-            f"- Step time: {run['compute_seconds']:.0f} s ({by_step}); the slowest "
-            f"job's matrix step took {run['seconds']:.0f} s."
+            f"- Step time: {_number(run.get('compute_seconds')):.0f} s ({by_step}); "
+            f"the slowest job's matrix step took {_number(run['seconds']):.0f} s."
         ),
         (
-            f"- Code digest {run['digests']['code']}, environment "
-            f"{run['digests']['environment']} (every job's)."
+            f"- Code digest {markdown_text(str(digests.get('code')))}, environment "
+            f"{markdown_text(str(digests.get('environment')))} (every job's)."
         ),
     ]
     if args.run_url:

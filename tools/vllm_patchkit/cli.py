@@ -150,7 +150,9 @@ def error_handler(
     except PatchkitError as exc:
         return _fail(args, exc.status, exc, exc.code)
     except Exception as exc:  # noqa: BLE001 - the one place that maps the rest
-        log = _write_traceback(exc)
+        from vllm_patchkit.error_log import write_traceback  # the rare path
+
+        log = write_traceback(exc)
         where = f"traceback in {log}" if log else "traceback above"
         text = f"unexpected {type(exc).__name__}: {_text(exc)} ({where})"
         return _fail(args, "error", text, EXIT_ERROR, log=log)
@@ -201,26 +203,6 @@ class _QuietStdout:
 def _text(exc: BaseException) -> str:
     notes = getattr(exc, "__notes__", [])
     return "; ".join([str(exc), *notes])
-
-
-def _write_traceback(exc: BaseException) -> Path | None:
-    """The traceback of ``exc`` in a new file under the cache directory; on
-    stderr instead (None) when that cannot be written."""
-    import time
-    import traceback
-
-    from vllm_patchkit.paths import cache_dir
-
-    text = "".join(traceback.format_exception(exc))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = cache_dir() / "logs" / f"error-{stamp}-{os.getpid()}.log"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"vllm-patchkit {' '.join(sys.argv[1:])}\n{text}")
-    except OSError:
-        print(text, file=sys.stderr, end="")
-        return None
-    return path
 
 
 def _fail(

@@ -4,7 +4,8 @@ Every call goes through :func:`Git.run`, which fixes the environment (no
 pager, no user config surprises, C locale) so that output can be parsed, and
 starts git in a process group of its own: on an interrupt the whole group
 (git and any hook it runs) is stopped, so the toolkit returns within seconds
-whatever a hook does. Inside :func:`deferred_interrupts` a signal does not
+whatever a hook does; a SIGKILL of the toolkit stops git too
+(:mod:`vllm_patchkit.child_death`). Inside :func:`deferred_interrupts` a signal does not
 raise at an arbitrary point: it stops the running git, and the next
 :func:`Git.run` raises :class:`Interrupted`; :func:`shielded` lets a rollback
 run to its end however many signals arrive.
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_patchkit.child_death import dies_with_parent, watched
 from vllm_patchkit.errors import EnvironmentFailure, Interrupted
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
@@ -268,7 +270,18 @@ def _run_in_own_group(
         stderr=subprocess.PIPE,
         text=True,
         process_group=0,
+        # A SIGKILL of the toolkit runs none of the code above: the kernel
+        # sends git SIGTERM then, on which it removes its lock files.
+        preexec_fn=dies_with_parent(signal.SIGTERM),
     )
+    with watched(proc.pid):  # and a hook it runs, by the watchdog
+        return _wait_in_group(proc, input_text)
+
+
+def _wait_in_group(
+    proc: subprocess.Popen[str], input_text: str | None
+) -> tuple[str, str, int]:
+    """:func:`_run_in_own_group`'s wait: its output, or its group stopped."""
     outer = INTERRUPTS.child_group
     INTERRUPTS.child_group, INTERRUPTS.stop_sent = proc.pid, None
     try:

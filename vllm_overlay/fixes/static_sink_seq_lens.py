@@ -4,20 +4,26 @@
 ``create_static_sink_attention_backend``, vLLM 0.14.0 to 0.33.0) adds the
 sink to ``common_attn_metadata.seq_lens`` in place and reassigns
 ``max_seq_len`` and ``block_table_tensor`` on the object it was handed. The
-model runner hands every KV-cache group a shallow copy of one metadata, so
-the tensor is shared: builders after it read lengths too long by the sink,
-and a second static-sink group adds the sink twice.
+model runner hands every KV-cache group and the drafter a shallow copy of
+one metadata, so the tensor is shared: builders after it read lengths too
+long by the sink, a second static-sink group adds the sink twice, and a
+drafter that rebuilds on one metadata adds it at every step.
 
-The fix is more than one removed statement, so its proof is of a second
-kind: the method as installed must be, by its normalised AST, the upstream
-method of a known release (:data:`KNOWN_BUGGY`, every variant listed with
-its releases). Only then, when vLLM imports the module, and after proving
-the loaded factory is the code that was read (equal code objects), the
-builder's ``build`` is wrapped: the vendor's method still runs, on a shallow
-copy of the metadata whose ``seq_lens`` is a buffer of the builder's own
-(stable across steps, as a captured graph needs). What the static-sink layer
-builds is unchanged; what later builders read is what they were handed.
-Anything else is left alone, with a warning naming the file and the line.
+The fix is patch 0004's, and more than one removed statement, so its proof
+is of a second kind: the whole factory as installed must be, by its
+normalised AST, the upstream factory of a known release
+(:data:`KNOWN_BUGGY`, every variant listed with its releases). A vendor's
+change anywhere in it (an empty subclass handed to
+``subclass_attention_backend``, a decorator, another method) is no known
+factory and is left alone, with a warning naming the file and the line.
+When vLLM imports the module, and after proving the loaded factory is the
+code that was read (equal code objects), each builder it makes gets 0004's
+behaviour: the vendor's ``build`` runs on a shallow copy of the metadata
+whose ``seq_lens`` is a buffer of the builder's own (stable across steps,
+as a captured graph needs), the runner's tensors it read are remembered,
+``update_draft_decode_metadata`` (Model Runner V2's in-place draft steps)
+refreshes the buffer and the block table from them before the inherited
+one runs, and the runner's ``update_block_table`` shortcut is turned off.
 """
 
 from __future__ import annotations
@@ -52,38 +58,55 @@ METHOD = "build"
 METADATA_PARAMETER = "common_attn_metadata"
 
 KNOWN_BUGGY = {
-    "6747f988cc399fb109027306d392002efa7d30bf9d8024ed291f025b3405921d": (
+    "b7134bf2b5acdd3870914c9f2a8457cc2ea20286048f7186a2b1e3ef78411621": (
         "0.14.0-0.33.0"
     ),
 }
-"""Every upstream ``build`` that writes the shared metadata, by the digest of
-its normalised AST (:func:`method_digest`), with the releases that ship it
-(``tests/unit/test_static_sink_releases.py`` reads each release's sdist)."""
+"""Every upstream factory whose builder writes the shared metadata, by the
+digest of its normalised AST (:func:`factory_digest`), with the releases
+that ship it (``tests/unit/test_static_sink_releases.py`` reads each
+release's sdist)."""
 KNOWN_FIXED = {
-    "de9bbb0903c5cad47d8b332e20fda3785cf036ea219a1faa4806a00ddd556689": (
+    "a92f1559f118e162302278de3fd5ecab3019b79d9b2a89e0e260a30ed856de6a": (
         "patch 0004 (the series' fix, not upstream yet)"
     ),
 }
-"""Every ``build`` known to leave the shared metadata alone."""
+"""Every factory known to leave the shared metadata alone and to refresh
+the sink lengths in ``update_draft_decode_metadata`` (patch 0004 applied to
+each release of :data:`KNOWN_BUGGY`). The first 0004, whose builder only
+kept its own copy of the lengths, is not here: Model Runner V2's in-place
+draft steps leave it stale, so it is unrecognised."""
 
 FIX_MARKER = "__vllm_overlay_static_sink_fix__"
-"""Set on the wrapping factory and on each wrapped ``build``."""
+"""Set on the wrapping factory and on each method the overlay puts on a
+builder."""
 SEQ_LENS_BUFFER = "_vllm_overlay_seq_lens_with_sink"
 """The builder's own ``seq_lens`` buffer (the attribute the wrapper sets)."""
+RUNNER_SEQ_LENS = "_vllm_overlay_runner_seq_lens"
+"""The runner's ``seq_lens`` the last build read (the draft update reads
+them again: the runner advances them in place)."""
+RUNNER_BLOCK_TABLE = "_vllm_overlay_runner_block_table"
+"""The runner's block table the last build read."""
+DRAFT_UPDATE = "update_draft_decode_metadata"
+"""Model Runner V2's in-place refresh between draft steps (not in every
+release's base builder)."""
+BLOCK_TABLE_SHORTCUT = "supports_update_block_table"
+"""The runner's shortcut that reuses another group's metadata with the raw
+block table (without the sink blocks): the fixed builder opts out."""
 
 
 class SinkShape(enum.StrEnum):
-    """What ``StaticSinkAttentionBuilder.build`` is, by its AST."""
+    """What ``create_static_sink_attention_backend`` is, by its AST."""
 
     BUGGY = "buggy"
-    """A known upstream method that writes the shared metadata (0.14.0+)."""
+    """A known upstream factory whose builder writes the shared metadata."""
     FIXED = "fixed"
-    """A known method that leaves it alone (patch 0004)."""
+    """A known factory whose builder leaves it alone (patch 0004)."""
     UNRECOGNISED = "unrecognised"
-    """No known method (a vendor's change): never touched."""
+    """No known factory (a vendor's change, or the first 0004): never touched."""
     UNPARSEABLE = "unparseable"
     MISSING = "missing"
-    """No such module (before 0.14.0), factory, builder or method."""
+    """No such module (before 0.14.0) or factory."""
 
 
 @dataclass(frozen=True)
@@ -109,10 +132,13 @@ class SinkCode:
         return self.shape not in (SinkShape.UNRECOGNISED, SinkShape.UNPARSEABLE)
 
 
-def method_digest(method: ast.FunctionDef) -> str:
-    """The normalised AST of a method: its unparsed text (comments, layout
-    and quoting gone), hashed. The same on every Python the overlay runs on."""
-    return hashlib.sha256(ast.unparse(method).encode()).hexdigest()
+def factory_digest(factory: ast.FunctionDef) -> str:
+    """The normalised AST of the whole factory (its decorators, every
+    statement, the nested builder class with its decorators and methods, the
+    ``subclass_attention_backend`` call): its unparsed text (comments,
+    layout and quoting gone), hashed. The same on every Python the overlay
+    runs on."""
+    return hashlib.sha256(ast.unparse(factory).encode()).hexdigest()
 
 
 def inspect_static_sink_tree(root: Path) -> SinkCode:
@@ -124,7 +150,12 @@ def inspect_static_sink_tree(root: Path) -> SinkCode:
 
 
 def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
-    """Classify ``StaticSinkAttentionBuilder.build`` in ``source``."""
+    """Classify ``create_static_sink_attention_backend`` in ``source``.
+
+    The whole factory is judged, not only ``build``: what a vendor changes
+    anywhere in it (the class handed to ``subclass_attention_backend``, a
+    decorator, another method) decides what the runner calls.
+    """
     module = parse_source(source, file)
     if not isinstance(module, ast.Module):
         return SinkCode(SinkShape.UNPARSEABLE, file, module.line, module.detail)
@@ -135,32 +166,32 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
     if len(bound) > 1 or not isinstance(factory, ast.FunctionDef):
         why = f"{FACTORY} is not one function definition"
         return SinkCode(SinkShape.UNRECOGNISED, file, factory.lineno, why)
-    builders = [node for node in factory.body if binds(node, BUILDER)]
-    builder = builders[-1] if builders else None
-    if not isinstance(builder, ast.ClassDef) or len(builders) > 1:
-        line = builder.lineno if builder else factory.lineno
-        why = f"{FACTORY} does not define one class {BUILDER}"
-        return SinkCode(SinkShape.UNRECOGNISED, file, line, why)
-    method = method_def(builder, METHOD)
-    where = f"{BUILDER}.{METHOD}"
-    if method is None:
-        return SinkCode(SinkShape.MISSING, file, builder.lineno, f"no {where}")
-    digest = method_digest(method)
+    digest = factory_digest(factory)
     if digest in KNOWN_BUGGY:
         why = (
-            f"{where} is upstream's method of vLLM {KNOWN_BUGGY[digest]}: it adds "
-            "the sink to the shared seq_lens in place"
+            f"{FACTORY} is upstream's factory of vLLM {KNOWN_BUGGY[digest]}: its "
+            f"{BUILDER}.{METHOD} adds the sink to the shared seq_lens in place"
         )
         imports = tuple(module_imports(module))
-        return SinkCode(SinkShape.BUGGY, file, method.lineno, why, factory, imports)
+        line = _build_line(factory)
+        return SinkCode(SinkShape.BUGGY, file, line, why, factory, imports)
     if digest in KNOWN_FIXED:
-        why = f"{where} leaves the shared metadata alone ({KNOWN_FIXED[digest]})"
-        return SinkCode(SinkShape.FIXED, file, method.lineno, why)
+        why = f"{FACTORY} leaves the shared metadata alone ({KNOWN_FIXED[digest]})"
+        return SinkCode(SinkShape.FIXED, file, _build_line(factory), why)
     why = (
-        f"{where} is no known upstream method (normalised AST {digest[:12]}; "
-        f"known: {', '.join(sorted(KNOWN_BUGGY.values()))})"
+        f"{FACTORY} is no known upstream factory (normalised AST {digest[:12]}; "
+        f"known: vLLM {', '.join(sorted(KNOWN_BUGGY.values()))}; patch 0004)"
     )
-    return SinkCode(SinkShape.UNRECOGNISED, file, method.lineno, why)
+    return SinkCode(SinkShape.UNRECOGNISED, file, factory.lineno, why)
+
+
+def _build_line(factory: ast.FunctionDef) -> int:
+    """The line of ``build`` in a known factory (each has exactly one)."""
+    builder = next(n for n in factory.body if binds(n, BUILDER))
+    assert isinstance(builder, ast.ClassDef)
+    method = method_def(builder, METHOD)
+    assert method is not None
+    return method.lineno
 
 
 def module_imports(module: ast.Module) -> list[ast.stmt]:
@@ -190,24 +221,34 @@ RECORD = PatchTarget(
         "StaticSinkAttentionBuilder.build adds the sink to "
         "common_attn_metadata.seq_lens in place and reassigns max_seq_len and "
         "block_table_tensor on the metadata it is handed. The model runner "
-        "hands every KV-cache group a shallow copy of one metadata, so "
-        "seq_lens is shared: the builders of the groups after a static-sink "
-        "group (openPangu's other attention layers, its MTP drafter) read "
-        "lengths too long by the sink, and a second static-sink group adds "
-        "it twice. Upstream has not fixed it (patch 0004 of the series)."
+        "hands every KV-cache group and the drafter a shallow copy of one "
+        "metadata, so seq_lens is shared: the builders after a static-sink "
+        "group read lengths too long by the sink, a second static-sink group "
+        "adds it twice, and the V1 proposer, which rebuilds on one metadata "
+        "at every draft step, adds it once more per step. Model Runner V2's "
+        "fused drafting builds once, then advances the runner's seq_lens in "
+        "place and calls update_draft_decode_metadata between draft steps, so "
+        "a builder that keeps its own lengths must refresh them there. "
+        "Upstream has not fixed it (patch 0004 of the series)."
     ),
     how=(
         f"At start-up the plugin reads {STATIC_SINK.name} by its AST (no "
-        "import): StaticSinkAttentionBuilder.build must be, by its normalised "
-        "AST, the upstream method of a known release. When vLLM imports the "
-        f"module, after proving the loaded {FACTORY} is the code that was read "
-        "(equal code objects), the factory is wrapped so that each builder it "
-        "makes has its build wrapped: the vendor's method runs on a shallow "
-        "copy of the metadata whose seq_lens is a buffer of the builder's own, "
-        "so the shared object and its tensors keep what the runner put there "
-        "and the static-sink layer builds what it built before. Code it "
-        "cannot prove is left alone, with a warning naming the file, the line "
-        "and why."
+        f"import): the whole {FACTORY} (decorators, every statement, the "
+        "nested builder class and the class it hands subclass_attention_backend)"
+        " must be, by its normalised AST, the upstream factory of a known "
+        "release. When vLLM imports the module, after proving the loaded "
+        "factory is the code that was read (equal code objects), it is wrapped "
+        "so that each builder it makes gets patch 0004's behaviour: the "
+        "vendor's build runs on a shallow copy of the metadata whose seq_lens "
+        "is a buffer of the builder's own, and the runner's seq_lens and block "
+        "table it read are remembered; an added update_draft_decode_metadata "
+        "(where the underlying builder has one) recomputes the lengths with "
+        "the sink into the same buffer and re-copies the runner's block table "
+        "behind the sink blocks, by capture-safe ops, then runs the inherited "
+        "one; supports_update_block_table is set to False. The shared object "
+        "and its tensors keep what the runner put there. Code it cannot prove "
+        "(a vendor's factory, the first 0004) is left alone, with a warning "
+        "naming the file, the line and why."
     ),
     related=(
         (
@@ -219,14 +260,15 @@ RECORD = PatchTarget(
     affected="0.14.0-0.33.0",
     inert_from="none yet",
     removal=(
-        "Inert on a vLLM whose build leaves the shared metadata alone (the "
-        "overlay sees patch 0004's method and does nothing). Remove this "
+        "Inert on a vLLM whose builder leaves the shared metadata alone (the "
+        "overlay sees patch 0004's factory and does nothing). Remove this "
         "target once upstream carries the fix and the oldest vLLM release "
         "the overlay supports has it."
     ),
     reaches=(
         f"{FACTORY}() and every backend it makes (StaticSinkAttention layers)",
         "subclasses of a StaticSinkAttentionBuilder calling super().build",
+        "Model Runner V2's update_draft_decode_metadata between draft steps",
     ),
 )
 NAME = RECORD.name
@@ -245,7 +287,9 @@ class SinkPlan:
         return (
             f"{self.code.file}:{self.code.line} {BUILDER}.{METHOD} runs as "
             "installed on a shallow copy of the metadata whose seq_lens is the "
-            "builder's own buffer; the shared metadata is not written"
+            f"builder's own buffer, {DRAFT_UPDATE} refreshes that buffer and the "
+            "block table from the runner's tensors, and the update_block_table "
+            "shortcut is off; the shared metadata is not written"
         )
 
 
@@ -351,7 +395,10 @@ def fixed_factory(factory: Any, plan: SinkPlan) -> Any:
 
 
 def _fix_builder(builder: type, build_code: types.CodeType) -> None:
-    """Wrap ``builder.build`` when it is the proven method (once)."""
+    """Give ``builder`` patch 0004's behaviour when its ``build`` is the
+    proven method (once): ``build`` on a copy with a buffer of its own, a
+    refreshing ``update_draft_decode_metadata`` where the underlying builder
+    has one, and no ``update_block_table`` shortcut."""
     live = builder.__dict__.get(METHOD)
     if getattr(live, FIX_MARKER, False):
         return
@@ -364,12 +411,33 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
             METHOD,
         )
         return
+    inherited = getattr(builder, DRAFT_UPDATE, None)
+    if DRAFT_UPDATE in builder.__dict__ or (
+        inherited is not None and not isinstance(inherited, types.FunctionType)
+    ):
+        logger.warning(
+            "vllm-overlay: fix%s not applied to %s: its %s is not a plain "
+            "inherited method",
+            WHAT,
+            builder.__name__,
+            DRAFT_UPDATE,
+        )
+        return
     setattr(builder, METHOD, keeping_shared_metadata(live))
+    if inherited is not None:
+        setattr(builder, DRAFT_UPDATE, refreshing_draft_update(inherited))
+    setattr(builder, BLOCK_TABLE_SHORTCUT, False)
     logger.info(
         "vllm-overlay: installed the StaticSink seq_lens fix on %s: its %s runs "
-        "on a copy of the metadata with a seq_lens buffer of its own",
+        "on a copy of the metadata with a seq_lens buffer of its own, %s, and "
+        "the update_block_table shortcut is off",
         builder.__name__,
         METHOD,
+        (
+            f"{DRAFT_UPDATE} refreshes it from the runner's seq_lens"
+            if inherited is not None
+            else f"no {DRAFT_UPDATE} to refresh it (this vLLM has none)"
+        ),
     )
 
 
@@ -380,7 +448,9 @@ def keeping_shared_metadata(build: types.FunctionType) -> types.FunctionType:
     ``seq_lens`` (the one tensor the method writes in place) is moved into
     the builder's buffer, sized once for the scheduler's batch so that a
     captured graph reads the same memory on every replay. ``max_seq_len``
-    and ``block_table_tensor`` are reassigned on the copy only.
+    and ``block_table_tensor`` are reassigned on the copy only. The runner's
+    ``seq_lens`` and block table are remembered for
+    :func:`refreshing_draft_update`.
     """
 
     @functools.wraps(build)
@@ -404,6 +474,8 @@ def keeping_shared_metadata(build: types.FunctionType) -> types.FunctionType:
             size = max(count, rows[0] if rows else 0)
             buffer = shared.new_zeros(size)
             setattr(self, SEQ_LENS_BUFFER, buffer)
+        setattr(self, RUNNER_SEQ_LENS, shared)
+        setattr(self, RUNNER_BLOCK_TABLE, common_attn_metadata.block_table_tensor)
         own = copy.copy(common_attn_metadata)
         own.seq_lens = buffer[:count]
         own.seq_lens.copy_(shared)
@@ -415,6 +487,46 @@ def keeping_shared_metadata(build: types.FunctionType) -> types.FunctionType:
 
     setattr(fixed, FIX_MARKER, True)
     return fixed
+
+
+def refreshing_draft_update(inherited: Any) -> Any:
+    """``update_draft_decode_metadata`` that first recomputes what ``build``
+    derived from the runner's tensors, then runs ``inherited``.
+
+    Model Runner V2 advances its ``seq_lens`` in place between draft steps
+    and calls this instead of ``build``, inside a CUDA graph when it captures
+    one: only capture-safe ops (an add into the buffer, a masked fill, a
+    slice copy; no allocation of a persistent tensor, no host sync), into
+    the same buffers the built metadata points at.
+    """
+
+    @functools.wraps(inherited)
+    def refresh(self: Any, metadata: Any, *args: Any, **kwargs: Any) -> Any:
+        runner_seq_lens = self.__dict__.get(RUNNER_SEQ_LENS)
+        runner_block_table = self.__dict__.get(RUNNER_BLOCK_TABLE)
+        if runner_seq_lens is not None and runner_block_table is not None:
+            torch = _torch()
+            count = runner_seq_lens.shape[0]
+            seq_lens = self.__dict__[SEQ_LENS_BUFFER][:count]
+            torch.add(runner_seq_lens, self.sink_len, out=seq_lens)
+            # Padded requests (length 0) stay empty, as build leaves them.
+            seq_lens.masked_fill_(runner_seq_lens == 0, 0)
+            block_table = runner_block_table[:, : self.max_num_blocks]
+            first = self.num_sink_blocks
+            self.block_table_with_sink[
+                : block_table.shape[0], first : first + block_table.shape[1]
+            ] = block_table
+        return inherited(self, metadata, *args, **kwargs)
+
+    setattr(refresh, FIX_MARKER, True)
+    return refresh
+
+
+def _torch() -> types.ModuleType:
+    """torch, imported only when a draft step runs (never at registration)."""
+    import torch
+
+    return torch
 
 
 def is_installed_on(module: types.ModuleType) -> bool:

@@ -3,7 +3,8 @@
 Nothing changes, in the work tree or under ``.git``: the states come from
 :func:`vllm_patchkit.git.checkout.classify`, which tries each patch against a
 scratch index and a temporary object directory, patch after patch, so later
-patches are checked on top of earlier ones. It works on a read-only
+patches are checked on top of earlier ones, each with its invariant read on
+a trial tree as apply reads it after ``git am``. It works on a read-only
 repository and gives the same answer there.
 """
 
@@ -37,8 +38,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "printed, and says so when the code contradicts the version), "
             "applies (would "
             "apply on top of the patches before it) or conflict (would not "
-            "apply). Exit 1 when a patch would conflict; not-carried is not a "
-            "failure."
+            "apply, or its invariant would not hold once applied: checked on a "
+            "trial tree, as apply checks it after git am). Exit 1 when a patch "
+            "would conflict; not-carried is not a failure."
         ),
     )
     add_path(parser)

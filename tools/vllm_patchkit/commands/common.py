@@ -88,14 +88,18 @@ def print_outcome(result: Any, patches: list[Any]) -> None:
 
 
 def patch_lines(patches: list[Any]) -> list[str]:
+    from vllm_patchkit.git.carry import BY_VERSION  # loaded by then: it decided
+
     lines = []
     for patch in patches:
         lines.append(
             f"  {patch.name}: {patch.status}"
             + (f" ({patch.detail})" if patch.detail else "")
         )
-        if getattr(patch, "carry", ""):
-            lines.append(f"    carried by its code: {patch.carry}")
+        carry = getattr(patch, "carry", "")
+        if carry:
+            by = "" if carry.startswith(BY_VERSION) else "by its code: "
+            lines.append(f"    carried {by}{carry}")
         for hunk in getattr(patch, "hunks", []):
             lines.append(f"    conflict at {hunk}")
     return lines

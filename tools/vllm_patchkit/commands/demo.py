@@ -38,7 +38,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="release to use when no PATH is given (default: %(default)s)",
     )
     parser.add_argument(
-        "--workdir", type=Path, help="where the release clone goes (default: the cache)"
+        "--workdir",
+        type=Path,
+        help=(
+            "where the release clone goes: a new or empty directory, or one "
+            "the demo made (default: the cache)"
+        ),
     )
     parser.add_argument(
         "--branch",
@@ -52,14 +57,12 @@ def run(args: argparse.Namespace) -> int:
     require("demo", VLLM_RUNTIME)
     from vllm_patchkit.git.series import load_series
     from vllm_patchkit.judge import demo
-    from vllm_patchkit.paths import cache_dir
     from vllm_patchkit.present.reports import format_demo
 
     series = load_series(args.patches)
     if args.path is None:
-        workdir = args.workdir or cache_dir() / "demo"
         release = args.release or demo.DEFAULT_VERSION
-        result = demo.run_release_demo(series, workdir, release)
+        result = demo.run_release_demo(series, args.workdir, release)
     else:
         branch = args.branch or demo.DEFAULT_BRANCH
         result = demo.run_checkout_demo(series, args.path, branch)

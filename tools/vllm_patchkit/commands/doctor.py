@@ -32,7 +32,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "when the tree is affected by #51585 and not protected (a tree "
             "given by path is protected only by patching it; the installed "
             "vLLM also by the overlay); 3 when it cannot judge (rocm_attn.py "
-            "does not parse, as in a merge with conflict markers, or what the "
+            "is missing, as in a fork that moved it, unless the tree's trusted "
+            "version predates the bug; or it does not parse, as in a merge "
+            "with conflict markers; or what the "
             "capture does to the host offsets cannot be proven: an alias, a "
             "call receiving them); 0 otherwise."
         ),

@@ -126,7 +126,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "them (the range comes from the files). Refused (exit 2) unless "
             "every file ran the same code digest, environment and steps on "
             "the same release list, and each release has exactly one row "
-            "(no duplicate, no gap)"
+            "(no duplicate, no gap); a file that is not a regular file of at "
+            "most 16 MiB, or a field of the wrong type or value (a release, a "
+            "fix label, a step), is refused naming the file and the field"
         ),
     )
     subset.add_argument(

@@ -14,7 +14,9 @@ version the tree can vouch for decides (:func:`read_version`: a
 not contradict it). A fork's version says little: a tag from long ago, no
 ``_version.py``, or none at all; there the code decides, and the output says
 so where it goes against the version. A patch whose code cannot be read on
-such a tree is skipped with the reason, never tried blind.
+such a tree is skipped with the reason, never tried blind. Where a version
+the tree vouches for decides because the code cannot be read (an alias, a
+rename), the reason says so too, carried or not.
 """
 
 from __future__ import annotations
@@ -351,7 +353,9 @@ class Carry:
     carried: bool
     why: str
     """For a patch not carried, the reason; for one carried against what
-    the version says, why the code won. Empty otherwise."""
+    the version says, why the code won; for one carried by its version
+    because its code could not be read, that (starting :data:`BY_VERSION`).
+    Empty otherwise."""
     fixed: bool = False
     """Upstream carries the fix here: the code has its fixed shape (or,
     where the code cannot be read, a trusted release is at or after the
@@ -382,9 +386,15 @@ def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
         fixed = _upstream_since(patch, version.release) or bool(
             code and code.reading is Reading.FIXED
         )
+        unread = (
+            f"; its code could not be read, so the version decided: {code.why}"
+            if code is not None and not readable
+            else ""
+        )
         if by_version:
-            return Carry(True, "", fixed)
-        detail = not_carried_detail(patch, version.version)
+            said = f"{BY_VERSION} (Affects: {patch.affects}){unread}"
+            return Carry(True, said if unread else "", fixed)
+        detail = not_carried_detail(patch, version.version) + unread
         if code is not None and code.reading in (Reading.FIXED, Reading.NOT_FOR):
             detail += f": {code.why}"  # the code agrees
         return Carry(False, detail, fixed)
@@ -406,6 +416,11 @@ def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
         fixed,
         overrides=True,
     )
+
+
+BY_VERSION = "by its version"
+"""How :attr:`Carry.why` starts for a patch carried by its version alone,
+its code unread (every other carried reason is the code's)."""
 
 
 def _upstream_since(patch: Patch, release: Release | None) -> bool:

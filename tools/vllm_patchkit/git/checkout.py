@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import enum
 import os
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vllm_patchkit.child_death import dies_with_parent
 from vllm_patchkit.errors import RefusedError
 from vllm_patchkit.git.carry import (
     Carry,
@@ -26,6 +28,7 @@ from vllm_patchkit.git.carry import (
 )
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Patch, Series, as_commit
+from vllm_patchkit.git.trial_tree import TrialTree
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
 
 BASE_REF = "refs/vllm-patchkit/base"
@@ -301,21 +304,53 @@ def classify_with_history(
 
 
 def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]]:
-    """Each patch tried on a scratch index holding HEAD and the patches
-    before it. One ``git apply --cached`` of all of them first: git applies
-    its patches one after another, each on the result of those before, and
+    """Each patch tried as ``apply`` would take it, on a scratch index
+    holding HEAD and the patches before it, its invariant then read on a
+    :class:`TrialTree` (``apply`` checks it after ``git am``: one that would
+    not hold there is a conflict here too).
+
+    One ``git apply --cached`` of all of them first: git applies its
+    patches one after another, each on the result of those before, and
     writes the index only if all apply, so when it succeeds each of them
-    applies cleanly; otherwise they are tried one by one on the index as it
-    was (``--3way`` for those that need it)."""
+    applies cleanly; and when no two patches touch the same file, each
+    file's content after all of them is its content after its own patch,
+    so the trial tree takes each patch's files in turn. Otherwise they are
+    tried one by one on the index as it was (``--3way`` for those that
+    need it), the trial tree taking each patch's files as it applies."""
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
         env = scratch_env(git, Path(scratch))
+        trial = TrialTree(git, Path(scratch))
         _seed_index(git, {name for p in patches for name in p.files}, env)
-        if len(patches) > 1:
+        if len(patches) > 1 and _disjoint(patches):
             paths = [str(p.path) for p in patches]
             together = git.run("apply", "--cached", *paths, check=False, env=env)
             if together.returncode == 0:
-                return [(PatchState.APPLIES, "applies cleanly")] * len(patches)
-        return [_try_apply(git, patch.path, env) for patch in patches]
+                clean = (PatchState.APPLIES, "applies cleanly")
+                if not any(p.invariant for p in patches):
+                    return [clean] * len(patches)
+                trial.stage(sorted({f for p in patches for f in p.files}), env)
+                tried = []
+                for patch in patches:
+                    trial.take_staged(list(patch.files))
+                    broken = patch.invariant and trial.broken(patch.invariant)
+                    tried.append((PatchState.CONFLICT, broken) if broken else clean)
+                return tried
+        tried = []
+        for patch in patches:
+            state, detail = _try_apply(git, patch.path, env)
+            if state is PatchState.APPLIES and patch.invariant is not None:
+                trial.take_from_index(list(patch.files), env)
+                broken = trial.broken(patch.invariant)
+                if broken is not None:
+                    state, detail = PatchState.CONFLICT, broken
+            tried.append((state, detail))
+        return tried
+
+
+def _disjoint(patches: list[Patch]) -> bool:
+    """No file is touched by two of ``patches``."""
+    files = [name for patch in patches for name in set(patch.files)]
+    return len(files) == len(set(files))
 
 
 UNTRIED = "not tried before git am"
@@ -451,4 +486,5 @@ def _check_apply(
         cwd=root,
         capture_output=True,
         text=True,
+        preexec_fn=dies_with_parent(signal.SIGTERM),
     )

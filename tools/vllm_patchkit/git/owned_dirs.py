@@ -1,66 +1,339 @@
 """Directories the toolkit made, and the rule that it replaces only those.
 
-A directory the toolkit creates for the user at a path they chose (the
-demo's release clone, an upstream built at ``--dest``) carries a marker
-file. A non-empty directory without it may be the user's own checkout, with
-work nowhere else, so it is never deleted or replaced: the command refuses
-before changing anything (exit 2). The marker sits where git never shows
-it: in ``.git/`` of a work tree, at the top of anything else (a bare
-repository's own directory).
+A directory the toolkit creates at a path the user chose (the demo's
+release clone and its ``--workdir``, an upstream built at ``--dest``) is
+recorded outside the tree, under the cache's ``owned/``, keyed by its
+resolved path and inode: with the commits it left there and, for a work
+tree, its untracked and ignored files. Nothing inside a tree is trusted,
+since a fork can track any file and a worktree shares its fork's files.
+
+Even a recorded directory is replaced only while it holds nothing the
+toolkit did not make: a commit reachable from any ref or HEAD that it did
+not leave, a changed tracked file, a new or changed untracked or ignored
+file, a linked worktree, a stray file in a bare repository. Otherwise, and
+for any non-empty directory it has no record of (a user's checkout, a
+worktree, a submodule), the command refuses before changing anything
+(exit 2), naming what it found.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import secrets
 import shutil
+import tempfile
+from collections.abc import Collection, Iterable
 from pathlib import Path
+from typing import Any
 
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.gitcmd import Git, GitError
+from vllm_patchkit.paths import cache_dir
 
-MARKER = "vllm-patchkit-owned"
+SHOWN = 10
+"""How many commits or paths a refusal names before it counts the rest."""
+
+BARE_LAYOUT = frozenset(
+    {
+        "HEAD",
+        "config",
+        "description",
+        "hooks",
+        "info",
+        "objects",
+        "refs",
+        "packed-refs",
+        "logs",
+        "FETCH_HEAD",
+        "ORIG_HEAD",
+        "branches",
+        "shallow",
+        "worktrees",
+        "vllm-patchkit",
+    }
+)
+"""What git (and the toolkit's token) keeps at the top of a bare repository."""
+
+TOKEN = "vllm-patchkit/owned-token"
+"""In the git directory: a random token that must equal the record's, so that
+a repository made anew at a recorded path (same inode, even) is not taken
+for the recorded one. Never trusted without the record."""
+
+
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class NotOwnedError(InputError):
     """A path the toolkit did not create holds something; nothing was changed."""
 
 
-def _marker(path: Path) -> Path:
-    git_dir = path / ".git"
-    if git_dir.is_dir() and not git_dir.is_symlink():
-        return git_dir / MARKER
-    return path / MARKER
+def _record_file(path: Path) -> Path:
+    key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()
+    return cache_dir() / "owned" / f"{key}.json"
 
 
-def mark(path: Path) -> None:
-    """Record that the toolkit created ``path`` (an existing directory)."""
-    _marker(path).write_text(
-        "Created by vllm-patchkit, which may delete or replace this directory.\n"
-    )
+def _identity(path: Path) -> list[int]:
+    info = path.stat()
+    return [info.st_dev, info.st_ino]
 
 
-def is_owned(path: Path) -> bool:
-    marker = _marker(path)
-    return marker.is_file() and not marker.is_symlink()
+def _git_kind(path: Path) -> str:
+    """``work tree`` (its own ``.git`` directory), ``bare``, ``linked``
+    (``.git`` a file or link: a worktree or submodule of another
+    repository) or ``directory`` (not a repository)."""
+    dot_git = path / ".git"
+    if dot_git.is_symlink() or (dot_git.exists() and not dot_git.is_dir()):
+        return "linked"
+    if dot_git.is_dir():
+        return "work tree"
+    if (path / "HEAD").is_file() and (path / "objects").is_dir():
+        return "bare"
+    return "directory"
 
 
-def check_replaceable(path: Path, what: str) -> None:
-    """Refuse unless ``path`` is absent, an empty directory, or marked ours."""
+def _token_file(path: Path, kind: str) -> Path | None:
+    if kind == "work tree":
+        return path / ".git" / TOKEN
+    return path / TOKEN if kind == "bare" else None
+
+
+def _read_token(path: Path, kind: str) -> str | None:
+    token = _token_file(path, kind)
+    if token is None or token.is_symlink() or not token.is_file():
+        return None
+    return token.read_text().strip()
+
+
+def _tips(git: Git) -> list[str]:
+    """Every object a ref names, and HEAD's commit: what the toolkit left."""
+    refs = git.run("for-each-ref", "--format=%(objectname)").stdout.split()
+    head = git.commit_of("HEAD")
+    return sorted(set(refs) | ({head} if head else set()))
+
+
+def _other_files(git: Git, root: Path) -> dict[str, list[int]]:
+    """Untracked and ignored files of a work tree, by size and mtime."""
+    names = git.run("ls-files", "--others", "-z").stdout.split("\0")
+    files: dict[str, list[int]] = {}
+    for name in filter(None, names):
+        info = (root / name).lstat()
+        files[name] = [info.st_size, info.st_mtime_ns]
+    return files
+
+
+def record(path: Path, what: str) -> None:
+    """Remember, outside the tree, that the toolkit made ``path`` (an
+    existing directory) and what it left there; call again after each
+    change the toolkit makes, so that later checks compare with it."""
+    kind = _git_kind(path)
+    entry: dict[str, Any] = {
+        "path": str(path.resolve()),
+        "what": what,
+        "kind": kind,
+        "identity": _identity(path),
+        "tips": [],
+        "files": {},
+    }
+    token = _token_file(path, kind)
+    if token is not None:
+        entry["token"] = secrets.token_hex(16)
+        token.parent.mkdir(exist_ok=True)
+        token.write_text(entry["token"] + "\n")
+        git = Git(path)
+        entry["tips"] = _tips(git)
+        if kind == "work tree":
+            entry["files"] = _other_files(git, path)
+    target = _record_file(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _forget_gone(target.parent)
+    fd, scratch = tempfile.mkstemp(dir=target.parent, prefix=".record-")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(entry, out)
+        os.replace(scratch, target)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
+
+
+def _forget_gone(records: Path) -> None:
+    """Drop the records of directories that no longer exist (a test's
+    scratch paths, clones the user removed), so that the store stays small."""
+    for old in records.glob("*.json"):
+        try:
+            gone = not Path(json.loads(old.read_text())["path"]).exists()
+        except (OSError, ValueError, KeyError, TypeError):
+            gone = True  # unreadable: worth nothing
+        if gone:
+            old.unlink(missing_ok=True)
+
+
+def _recorded(path: Path) -> dict[str, Any] | None:
+    """The record of ``path``, if it is still the directory recorded (not
+    one made anew at the same path since)."""
+    try:
+        entry = json.loads(_record_file(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("identity") != _identity(path):
+        return None
+    tips, files = entry.get("tips"), entry.get("files")
+    if not isinstance(files, dict) or not isinstance(tips, list):
+        return None
+    if not all(isinstance(tip, str) for tip in tips):
+        return None
+    kind = _git_kind(path)
+    if entry.get("kind") != kind:
+        return None
+    if _token_file(path, kind) and entry.get("token") != _read_token(path, kind):
+        return None
+    return entry
+
+
+def _named(label: str, items: list[str], more: int = 0) -> str:
+    shown = items[:SHOWN]
+    rest = len(items) - len(shown) + more
+    return f"{label}: " + ", ".join(shown) + (f" and {rest} more" if rest else "")
+
+
+def _new_commits(git: Git, made: Iterable[str]) -> list[str]:
+    """Commits reachable from any ref, HEAD or worktree HEAD that are not
+    among (or behind) ``made``, as "abbrev subject"."""
+    args = ["rev-list", "--oneline", "--all", "--ignore-missing", "--not", *made]
+    return git.run(*args, "--").stdout.splitlines()
+
+
+def _changed(git: Git) -> list[str]:
+    """Tracked paths whose index or work-tree copy differs from HEAD."""
+    fields = git.run(
+        "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=no"
+    ).stdout.split("\0")
+    paths: list[str] = []
+    while fields:
+        entry = fields.pop(0)
+        if not entry:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC" and fields:
+            fields.pop(0)  # a rename's or copy's source
+    return paths
+
+
+def _unmade(path: Path, kind: str, made: Collection[str], files: Any) -> list[str]:
+    """What ``path`` holds that the toolkit did not make."""
+    if kind == "linked":
+        return [".git is a file or link: a worktree or submodule of another repository"]
+    if kind == "directory":
+        return ["it is not a git repository vllm-patchkit made"]
+    git = Git(path)
+    found: list[str] = []
+    commits = _new_commits(git, made)
+    if commits:
+        found.append(_named("commits", commits))
+    worktrees = [
+        line.removeprefix("worktree ")
+        for line in git.run("worktree", "list", "--porcelain").stdout.splitlines()
+        if line.startswith("worktree ")
+    ][1:]
+    if worktrees:
+        found.append(_named("linked worktrees", worktrees))
+    if kind == "bare":
+        stray = sorted(p.name for p in path.iterdir() if p.name not in BARE_LAYOUT)
+        hooks = path / "hooks"
+        if hooks.is_dir():
+            stray += [
+                f"hooks/{p.name}"
+                for p in sorted(hooks.iterdir())
+                if not p.name.endswith(".sample")
+            ]
+        if stray:
+            found.append(_named("files git does not keep there", stray))
+        return found
+    changed = _changed(git)
+    if changed:
+        found.append(_named("changed files", changed))
+    left = files if isinstance(files, dict) else {}
+    other = [
+        name for name, seen in _other_files(git, path).items() if left.get(name) != seen
+    ]
+    if other:
+        found.append(_named("untracked or ignored files", sorted(other)))
+    return found
+
+
+def check_owned(path: Path, what: str, made: Collection[str] = ()) -> None:
+    """Refuse (exit 2) unless ``path`` is a repository the toolkit recorded,
+    or one holding nothing but ``made`` (commits the caller makes there the
+    same every time), and it holds no work the toolkit did not make."""
+    entry = _recorded(path)
+    kind = _git_kind(path)
+    if entry is None and not made:
+        raise NotOwnedError(
+            f"{what} {path} is not empty and was not created by vllm-patchkit (it "
+            "may be your own checkout); refusing to delete or replace it: choose "
+            "another path, or remove it yourself"
+        )
+    # Only object ids reach git: a record is data, never an option.
+    tips = [
+        t for t in [*made, *(entry["tips"] if entry else [])] if _OBJECT_ID.fullmatch(t)
+    ]
+    try:
+        found = _unmade(path, kind, tips, entry["files"] if entry else {})
+        if entry is None and not found and not Git(path).out("for-each-ref"):
+            found = ["it has no refs: nothing vllm-patchkit built"]
+    except (GitError, OSError) as exc:
+        found = [f"git cannot read it ({exc})"]
+    if found:
+        state = (
+            "was made by vllm-patchkit but now holds work it did not make"
+            if entry
+            else "is not empty and was not created by vllm-patchkit"
+        )
+        raise NotOwnedError(
+            f"{what} {path} {state} ({'; '.join(found)}); refusing to delete or "
+            "replace it: choose another path, or remove it yourself"
+        )
+
+
+def check_replaceable(path: Path, what: str, made: Collection[str] = ()) -> None:
+    """Refuse unless ``path`` is absent, an empty directory, or the
+    toolkit's own, unchanged (:func:`check_owned`)."""
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise NotOwnedError(
             f"{what} {path} exists and is not a directory vllm-patchkit made; "
             "refusing to replace it (choose another path)"
         )
-    if not path.exists() or not any(path.iterdir()) or is_owned(path):
+    if not path.exists() or not any(path.iterdir()):
         return
-    raise NotOwnedError(
-        f"{what} {path} is not empty and was not created by vllm-patchkit (it "
-        "may be your own checkout); refusing to delete or replace it: choose "
-        "another path, or remove it yourself"
-    )
+    check_owned(path, what, made)
 
 
 def remove_owned(path: Path, what: str) -> None:
-    """Delete ``path`` if it is ours (or empty) so that it can be made anew;
-    refuse (exit 2) when it is not."""
+    """Delete ``path`` if it is ours and unchanged (or empty) so that it can
+    be made anew; refuse (exit 2) when it is not."""
     check_replaceable(path, what)
     if path.is_dir():
         shutil.rmtree(path)
+
+
+def claim_dir(path: Path, what: str) -> None:
+    """Make ``path`` the toolkit's directory to build in: created and
+    recorded when absent or empty; refused (exit 2) when it holds anything
+    and the toolkit has no record of making it."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise NotOwnedError(
+            f"{what} {path} exists and is not a directory; choose another path"
+        )
+    if path.exists() and any(path.iterdir()):
+        if _recorded(path) is None:
+            raise NotOwnedError(
+                f"{what} {path} is not empty and was not created by vllm-patchkit "
+                "(it may be your own checkout); refusing to build in it: choose "
+                "an empty or new directory"
+            )
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    record(path, what)

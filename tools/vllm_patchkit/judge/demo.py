@@ -14,6 +14,7 @@ every check that could not run is counted and named.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -23,12 +24,13 @@ from vllm_patchkit import progress
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import ApplyResult, Status, apply_series
 from vllm_patchkit.git.checkout import NotACheckoutError, dirty_reason, open_checkout
-from vllm_patchkit.git.owned_dirs import mark, remove_owned
+from vllm_patchkit.git.owned_dirs import claim_dir, record, remove_owned
 from vllm_patchkit.git.revs import check_ref_name
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.judge.verify import TreeRun, judge_tree
 from vllm_patchkit.judgement import Judgement, Verdict
+from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.releases import clone_release
 
 DEFAULT_VERSION = "0.28.0"
@@ -101,25 +103,47 @@ def _judge(
     return judge_tree(patched, series, after)
 
 
-def run_release_demo(
-    series: Series, workdir: Path, version: str = DEFAULT_VERSION
-) -> DemoResult:
-    """Demo on a fresh clone of the cached release tree under ``workdir``."""
+CLONE = "the demo's release clone"
+
+
+def release_clone(workdir: Path | None, version: str) -> Path:
+    """A fresh clone of the cached release tree at ``workdir/vllm-VERSION``,
+    recorded as the toolkit's. A ``workdir`` the user gave must be new,
+    empty or one the toolkit made (the default is the cache's ``demo/``); a
+    clone already there is replaced only while it is the toolkit's and
+    holds nothing it did not make. Refusals come before anything changes."""
+    if workdir is None:
+        workdir = cache_dir() / "demo"
+    else:
+        claim_dir(workdir, "--workdir")
     tree = workdir / f"vllm-{version}"
-    # Only a clone this tool made is replaced; a user's checkout is refused.
     progress.step(f"demo 1/4: a fresh clone of the vLLM {version} release tree")
     # A previous run's clone: thousands of files, tens of seconds on a busy disk.
     with progress.phase(f"removing the previous demo clone {tree}"):
-        remove_owned(tree, "the demo's release clone")
+        remove_owned(tree, CLONE)
     clone_release(version, tree)
-    mark(tree)
-    progress.step("demo 2/4: before: the scenarios on the stock tree")
-    before = run_scenarios(tree)
-    progress.step("demo 3/4: applying the series (git am -3)")
-    applied = apply_series(tree, series)
-    progress.step("demo 4/4: after: the scenarios and upstream tests, patched")
-    after = run_scenarios(tree) if applied.status is Status.APPLIED else None
-    judged = _judge(series, tree, tree, applied, before, after)
+    record(tree, CLONE)
+    return tree
+
+
+def run_release_demo(
+    series: Series, workdir: Path | None, version: str = DEFAULT_VERSION
+) -> DemoResult:
+    """Demo on a fresh clone of the cached release tree under ``workdir``
+    (None: the cache)."""
+    tree = release_clone(workdir, version)
+    try:
+        progress.step("demo 2/4: before: the scenarios on the stock tree")
+        before = run_scenarios(tree)
+        progress.step("demo 3/4: applying the series (git am -3)")
+        applied = apply_series(tree, series)
+        progress.step("demo 4/4: after: the scenarios and upstream tests, patched")
+        after = run_scenarios(tree) if applied.status is Status.APPLIED else None
+        judged = _judge(series, tree, tree, applied, before, after)
+    finally:
+        # What the runs left (the series' commits, caches) is the toolkit's.
+        with contextlib.suppress(Exception):
+            record(tree, CLONE)
     return DemoResult(
         tree, f"vLLM {version} release tree (cached)", before, applied, after, judged
     )

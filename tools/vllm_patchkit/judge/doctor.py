@@ -17,12 +17,14 @@ from vllm_overlay.entry_points import (
     entry_point_registered,
 )
 from vllm_overlay.fixes import FIXES, RECORD, assess_tree, off_reason
+from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.git.carry import TreeVersion, read_version
 from vllm_patchkit.git.checkout import PatchReport, classify_path
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.trees.installed import installed_vllm_dir
-from vllm_patchkit.trees.versions import tree_version
+from vllm_patchkit.trees.versions import parse_release, tree_version
 
 __all__ = [
     "Diagnosis",
@@ -105,6 +107,24 @@ def overlay_word(state: InstallState, configured: bool = True) -> str:
     return "disabled" if off else str(state.action)
 
 
+def affected(
+    state: InstallState, target: PatchTarget, version: TreeVersion
+) -> bool | None:
+    """Whether the tree needs the fix (None: cannot judge): the overlay's
+    proof of the code (:attr:`InstallState.affected`), except for a missing
+    target. A fork may have moved the code (rocm_attn.py renamed, the class
+    elsewhere, still buggy), so a missing target is "cannot judge", unless
+    a version the tree vouches for (:func:`read_version`) is older than
+    every release the target's bug is in: that release never had it."""
+    if state.action is not Action.ABSENT:
+        return state.affected
+    first = parse_release(target.affected.partition("-")[0])
+    release = version.release
+    if version.trusted and release is not None and first and release < first:
+        return False
+    return None
+
+
 def fix_statuses(
     root: Path,
     series: Series,
@@ -112,11 +132,12 @@ def fix_statuses(
     states: list[InstallState] | None = None,
     configured: bool = True,
 ) -> list[FixStatus]:
-    """Each fix of the registry on ``root``: affected (by the overlay's
-    proof of the code), and the state of its patch in the series
-    (``configured``: see :func:`overlay_word`)."""
+    """Each fix of the registry on ``root``: affected (:func:`affected`),
+    and the state of its patch in the series (``configured``: see
+    :func:`overlay_word`)."""
     by_patch = {r.name: r.status for r in patches}
     statuses = []
+    version = read_version(root)
     for fix, state in zip(FIXES, states or assess_tree(root, ""), strict=True):
         patch = next((p for p in series.patches if p.name in fix.patches), None)
         name = patch.name if patch else "(none in the series)"
@@ -124,7 +145,7 @@ def fix_statuses(
         statuses.append(
             FixStatus(
                 fix.pr,
-                state.affected,
+                affected(state, fix.record, version),
                 detail,
                 name,
                 str(by_patch.get(name, "-")),
@@ -148,7 +169,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",
         vllm_version=version,
-        affected=first.affected,
+        affected=affected(first, FIXES[0].record, read_version(root)),
         shape=str(code.shape) if code is not None else "missing",
         reason=code.detail if code is not None else first.reason,
         file=str(file),

@@ -19,8 +19,7 @@ from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.matrix import Row, code_digest, environment
 from vllm_patchkit.present.matrix_table import summary, to_json
-
-FORMAT = "vllm-patchkit matrix rows 1"
+from vllm_patchkit.present.row_schema import FORMAT, read_row_file
 
 
 class MatrixShardError(InputError):
@@ -105,25 +104,6 @@ RowFile = tuple[Path, dict[str, Any]]
 """A row file's path and its document."""
 
 
-def read_row_file(path: Path) -> RowFile:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MatrixMergeError(f"{path}: cannot read a row file: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise MatrixMergeError(
-            f"{path}: not a matrix row file (no format {FORMAT!r}; "
-            "write one with matrix --shard or --releases)"
-        )
-    lacking = [k for k in _KEYS if not isinstance(data.get(k), _KEYS[k])]
-    if lacking:
-        raise MatrixMergeError(f"{path}: a row file without {', '.join(lacking)}")
-    return path, data
-
-
-_KEYS = {"digests": dict, "steps": list, "releases": list, "rows": list, "run": dict}
-
-
 def _same(files: list[RowFile], what: str, value: Any, why: str) -> None:
     """Refuse unless ``value(document)`` is one value across ``files``."""
     (first_path, first), *others = files
@@ -140,7 +120,7 @@ def merge(paths: list[Path]) -> tuple[list[Row], dict[str, Any]]:
     summary; refused (exit 2) unless the files make one table."""
     if not paths:
         raise MatrixMergeError("--merge: name the row files to merge")
-    files = [read_row_file(p) for p in paths]
+    files = [(p, read_row_file(p)) for p in paths]
     again = "run every shard from one commit in one environment"
     _same(files, "code digests", lambda f: f["digests"]["code"], again)
     _same(files, "environments", lambda f: f["digests"]["versions"], again)

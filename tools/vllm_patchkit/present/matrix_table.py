@@ -13,7 +13,7 @@ from vllm_patchkit.errors import InputError
 from vllm_patchkit.judge.matrix import Cell, Row
 from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS
 from vllm_patchkit.paths import relative_to_checkout
-from vllm_patchkit.present.tables import markdown_cell, markdown_table
+from vllm_patchkit.present.tables import markdown_code, markdown_table, markdown_text
 
 WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
 NOT_JUDGED = "not judged"
@@ -33,8 +33,9 @@ STEP_COLUMNS = ("series", "stock suite", "series applied", "overlay", "audit")
 
 
 def _cell(text: str) -> str:
-    """Table-safe, with this checkout's path left out (the same on any machine)."""
-    return markdown_cell(relative_to_checkout(text))
+    """Escaped (:func:`markdown_text`: row files are data), with this
+    checkout's path left out (the same on any machine)."""
+    return markdown_text(relative_to_checkout(text))
 
 
 def summary(rows: list[Row], seconds: float, jobs: int) -> dict[str, Any]:
@@ -128,7 +129,7 @@ table; `matrix.json` has every count and reason.
 
 def legend(rows: list[Row]) -> str:
     """The column words, naming the fix columns these rows have."""
-    fixes = ", ".join(f"**{label}**" for label in fix_columns(rows))
+    fixes = ", ".join(f"**{_cell(label)}**" for label in fix_columns(rows))
     return LEGEND_TEMPLATE.format(fixes=fixes)
 
 
@@ -156,19 +157,19 @@ def _anchor(version: str) -> str:
 def table(rows: list[Row]) -> list[str]:
     """The matrix's main table, one row per release, one word a cell."""
     columns = fix_columns(rows)
-    heads = ("vLLM", *columns, *STEP_COLUMNS, "seconds")
+    heads = ("vLLM", *map(_cell, columns), *STEP_COLUMNS, "seconds")
     return markdown_table(heads, (_main_row(row, columns) for row in rows))
 
 
 def _main_row(row: Row, columns: tuple[str, ...]) -> tuple[str, ...]:
     return (
-        f"[{row.version}](#{_anchor(row.version)})",
+        f"[{_cell(row.version)}](#{_cell(_anchor(row.version))})",
         *(
             WORDS[row.fixes[label]] if label in row.fixes else NOT_JUDGED
             for label in columns
         ),
         _cell(row.series),
-        *(_short(cell) for cell in row.cells.values()),
+        *(_cell(_short(cell)) for cell in row.cells.values()),
         f"{row.cost:.0f}",
     )
 
@@ -177,9 +178,10 @@ def details(rows: list[Row]) -> list[str]:
     """Per release, every cell's full text and the seconds per step."""
     lines = ["## Details", ""]
     for row in rows:
-        lines += [f"### vLLM {row.version}", ""]
+        lines += [f"### vLLM {_cell(row.version)}", ""]
         lines.append(
-            f"- commit: `{row.commit}`; overlay plan: {_cell(row.overlay_plan)}"
+            f"- commit: {markdown_code(row.commit)}; "
+            f"overlay plan: {_cell(row.overlay_plan)}"
         )
         for name, cell in row.cells.items():
             lines.append(f"- {name}: {_cell(cell.text)}")
@@ -231,7 +233,9 @@ def runtime_table(rows: list[Row]) -> list[str]:
         missing = "; ".join(runtime.get("missing") or []) or "none"
         ran = runtime.get("torch") or "unknown (no runtime record)"
         pin = row.torch_pin or "none"
-        cells.append((row.version, pin, _cell(ran), _cell(extras), _cell(missing)))
+        cells.append(
+            (_cell(row.version), _cell(pin), _cell(ran), _cell(extras), _cell(missing))
+        )
     return lines + markdown_table(RUNTIME_HEADS, cells)
 
 
@@ -260,8 +264,8 @@ def not_run_notes(rows: list[Row]) -> list[str]:
     ]
     for (name, why), seen in sorted(where.items()):
         versions = [
-            version + ("" if len(steps) == 2 else f" ({min(steps)})")
+            _cell(version) + ("" if len(steps) == 2 else f" ({min(steps)})")
             for version, steps in seen.items()
         ]
-        lines.append(f"- {name}: {_cell(why)} ({', '.join(versions)})")
+        lines.append(f"- {_cell(name)}: {_cell(why)} ({', '.join(versions)})")
     return lines

@@ -16,6 +16,7 @@ from vllm_patchkit.judge.regression.verdict import (
     FAILED,
     PASSED,
     Tally,
+    check_fix,
     status_of,
     tally,
     tally_line,
@@ -32,12 +33,15 @@ if TYPE_CHECKING:
 CELL_WIDTH = 64
 
 
-def format_verify(result: VerifyResult) -> str:
-    """A before/after table: one row per check, then the upstream test."""
+def format_verify(result: VerifyResult, fix: str | None = None) -> str:
+    """A before/after table: one row per check, then the upstream test.
+
+    ``fix`` (a fix's label): only that fix's checks, counts and verdict, as
+    a pull request about it shows them."""
     runs = [r for r in (result.before, result.after) if r is not None]
     header = [r.label for r in runs]
     rows: list[list[str]] = []
-    names = [c["name"] for r in runs for c in r.checks]
+    names = [c["name"] for r in runs for c in _checks_of(r, fix)]
     for name in dict.fromkeys(names):
         rows.append([name, *(_cell(r.checks, name, "-")[:CELL_WIDTH] for r in runs)])
     if result.test_files:
@@ -48,10 +52,16 @@ def format_verify(result: VerifyResult) -> str:
     lines += [f"  {r.label}: stand-in: {s}" for r in runs for s in r.stand_ins]
     lines += text_table([["check", *header], *rows])
     for run in runs:
-        lines += run_summary(run)
-    lines += [f"fix {line}" for line in fix_lines(result.after)]
-    lines.append(f"verdict: {result.verdict.heading}: {result.message}")
+        lines += run_summary(run, fix)
+    lines += [f"fix {line}" for line in fix_lines(result.after, fix)]
+    if fix is None:
+        lines.append(f"verdict: {result.verdict.heading}: {result.message}")
     return "\n".join(lines)
+
+
+def _checks_of(run: TreeRun, fix: str | None) -> list[dict[str, Any]]:
+    """The run's checks, or only those of ``fix``."""
+    return [c for c in run.checks if fix is None or check_fix(c) == fix]
 
 
 def runtime_line(runtime: dict[str, Any]) -> str:
@@ -73,11 +83,13 @@ def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
     return [f"{indent}could not run: {name}: {why}" for name, why in counts.not_run]
 
 
-def fix_lines(run: TreeRun) -> list[str]:
-    """One line per fix: ``#53821: not fixed (not carried for 0.25.0; does
-    not decide the verdict)``, ``#51585: FIXED: why``."""
+def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
+    """One line per fix (``only``: that fix's): ``#53821: not fixed (not
+    carried for 0.25.0; does not decide the verdict)``, ``#51585: FIXED: why``."""
     lines = []
     for fix, (verdict, why) in run.fix_verdicts().items():
+        if only is not None and fix != only:
+            continue
         if fix in run.not_counted:
             lines.append(
                 f"{fix}: {verdict.words} ({run.not_counted[fix]}; does not decide "
@@ -88,12 +100,15 @@ def fix_lines(run: TreeRun) -> list[str]:
     return lines
 
 
-def run_summary(run: TreeRun) -> list[str]:
-    """The counts of one run, what could not run and why, test failures."""
+def run_summary(run: TreeRun, fix: str | None = None) -> list[str]:
+    """The counts of one run (``fix``: of its checks only), what could not
+    run and why, test failures."""
     lines = []
-    if run.checks:
-        lines.append(f"{run.label}: {tally_line(run.tally)}")
-        lines += not_run_lines(run.tally, f"{run.label}:   ")
+    checks = _checks_of(run, fix)
+    if checks:
+        counts = tally(checks)
+        lines.append(f"{run.label}: {tally_line(counts)}")
+        lines += not_run_lines(counts, f"{run.label}:   ")
     if run.problem:
         lines.append(f"{run.label}: cannot judge: {run.problem}")
     test = run.upstream_test
@@ -109,17 +124,24 @@ def run_summary(run: TreeRun) -> list[str]:
     return lines
 
 
-def suite_highlight(result: VerifyResult) -> str:
-    """One sentence for the PR body: the verdict and the counts behind it."""
+def suite_highlight(result: VerifyResult, fix: str | None = None) -> str:
+    """One sentence for the PR body: the verdict and the counts behind it
+    (``fix``: that fix's verdict over its own checks)."""
     after = result.after
-    line = f"Regression suite: {result.verdict.heading}, {tally_line(after.tally)}"
-    not_run = after.tally.not_run
-    if not_run:
-        line += " (" + "; ".join(f"{n}: {w}" for n, w in not_run) + ")"
+    if fix is None:
+        heading, counts = result.verdict.heading, after.tally
+        line = f"Regression suite: {heading}, {tally_line(counts)}"
+    else:
+        heading = after.fix_verdicts()[fix][0].heading
+        counts = tally(_checks_of(after, fix))
+        line = f"Regression suite, {fix}'s checks: {heading}, {tally_line(counts)}"
+    if counts.not_run:
+        line += " (" + "; ".join(f"{n}: {w}" for n, w in counts.not_run) + ")"
     if result.before is not None:
-        before = result.before.tally
+        before = tally(_checks_of(result.before, fix))
         line += f"; on the base: {before.failed} of {before.ran} fail"
-        line += ", bug reproduced" if result.before.bug_reproduced else ""
+        reproduced = before.failed if fix else result.before.bug_reproduced
+        line += ", bug reproduced" if reproduced else ""
     return line + "."
 
 

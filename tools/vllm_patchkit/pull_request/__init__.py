@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit import progress
 from vllm_patchkit.git.checkout import (
     BASE_REF,
@@ -112,6 +113,11 @@ class PullRequest:
     @property
     def gh_command_line(self) -> str:
         return shlex.join(self.gh_command)
+
+    @property
+    def fix_label(self) -> str | None:
+        """The proposed fix's label in verdicts (``StaticSink``), or None."""
+        return next((fix.pr for fix in FIXES if fix.name == self.fix), None)
 
 
 @dataclass(frozen=True)
@@ -367,11 +373,11 @@ def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
     result = verify_tree(root, series)
     code = result.verdict.exit_code
     pr.runs.append(
-        RunRecord("vllm-patchkit test", f"vllm-patchkit test {root}", code,
-                  format_verify(result))
+        RunRecord("vllm-patchkit test", "vllm-patchkit test .", code,
+                  _in_checkout(format_verify(result, pr.fix_label), root))
     )  # fmt: skip
     after = result.after
-    lines = [suite_highlight(result)]
+    lines = [suite_highlight(result, pr.fix_label)]
     for run, where in ((result.before, "without the fix"), (after, "with the fix")):
         test = run.upstream_test if run is not None else None
         if test is not None:
@@ -386,15 +392,21 @@ def _run_precommit(pr: PullRequest, root: Path, series: Series) -> list[str]:
     pr.runs.append(
         RunRecord(
             "vllm-patchkit precommit",
-            f"vllm-patchkit precommit {root}",
+            "vllm-patchkit precommit .",
             0 if result.passed else 1,
-            format_precommit(result),
+            _in_checkout(format_precommit(result), root),
         )
     )
     line = "vLLM's pre-commit hooks on the changed files: "
     line += f"{result.count('passed')} passed, {result.count('failed')} failed "
     line += "(the rest do not apply to these files)."
     return [line]
+
+
+def _in_checkout(text: str, root: Path) -> str:
+    """``text`` with the checkout's path as ``.``: a PR names no path of
+    the machine it was made on (the commands ran in the checkout)."""
+    return text.replace(f"{root}/", "").replace(str(root), ".")
 
 
 def _upstream_test_commands(series: Series, root: Path) -> list[str]:

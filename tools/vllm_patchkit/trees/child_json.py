@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.child_death import dies_with_parent, watched
+
 
 @dataclass(frozen=True)
 class ChildResult:
@@ -129,18 +131,29 @@ def run_in_group(
                     "stdout": out,
                     "stderr": err,
                 }
+            # A SIGKILL of this process runs no cleanup: the kernel kills
+            # the child then (child_death).
+            orphaned = dies_with_parent(signal.SIGKILL)
             if inherit_stdio:
-                interactive = subprocess.Popen(list(argv), cwd=cwd, env=dict(env))
+                interactive = subprocess.Popen(
+                    list(argv), cwd=cwd, env=dict(env), preexec_fn=orphaned
+                )
                 return Finished(tuple(argv), interactive.wait(timeout=timeout_s))
             proc = subprocess.Popen(
-                list(argv), cwd=cwd, env=dict(env), process_group=0, **streams
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                process_group=0,
+                preexec_fn=orphaned,
+                **streams,
             )
-            try:
-                returncode: int | None = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                returncode = None
-            finally:
-                _kill_group(proc)
+            with watched(proc.pid):  # its grandchildren too, if we are killed
+                try:
+                    returncode: int | None = proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    returncode = None
+                finally:
+                    _kill_group(proc)
         if log is not None:
             return Finished(tuple(argv), returncode)
         return Finished(

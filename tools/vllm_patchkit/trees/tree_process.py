@@ -14,7 +14,9 @@ so they agree on one policy:
   host gets the fallback platform, which claims pinned memory and fails);
 - no bytecode written into the tree;
 - a process group of its own, killed whole when the child exits, runs past
-  its timeout or this process is interrupted, so no grandchild outlives it.
+  its timeout or this process is interrupted, so no grandchild outlives it;
+  and killed by the kernel if this process is killed outright
+  (:mod:`~vllm_patchkit.child_death`).
 
 The process's life (its group, timeout and cleanup) is
 :func:`~vllm_patchkit.trees.child_json.run_in_group`, under the JSON round trip

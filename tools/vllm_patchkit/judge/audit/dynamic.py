@@ -91,6 +91,30 @@ class BuilderRun:
 
 
 @dataclass
+class DraftUpdate:
+    """One builder's answer to Model Runner V2's in-place draft update
+    (:mod:`.draft_update`): do its metadata's lengths follow the runner's?"""
+
+    builder: str
+    """``module.Class``, with `` over Backend`` for a factory-made builder
+    made around another backend than its recipe's."""
+    file: str
+    line: int
+    """The builder class's line (for a factory-made one, inside the factory)."""
+    backend: str
+    """The backend class whose builder it is, or that it wraps."""
+    status: str
+    """``follows``, ``stale`` (the finding) or ``could not run``."""
+    detail: str = ""
+    """What was seen: lengths before and after, or why it could not run."""
+    field: str = "seq_lens"
+    """The metadata's length attribute that went stale (``decode.seq_lens``...)."""
+    method: str = ""
+    """``Class.update_draft_decode_metadata``."""
+    query_len: int = 1
+
+
+@dataclass
 class DynamicResult:
     tree: str
     returncode: int
@@ -101,6 +125,10 @@ class DynamicResult:
     runtime: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     """Set when the child gave no result: the pass could not run at all."""
+    draft_updates: list[DraftUpdate] = field(default_factory=list)
+    draft_api: bool | None = None
+    """The tree's builders have ``update_draft_decode_metadata`` (None: the
+    child did not say, e.g. it gave no result)."""
 
     @property
     def ran(self) -> list[BuilderRun]:
@@ -120,6 +148,8 @@ class DynamicResult:
             "runs": [asdict(r) for r in self.runs],
             "seconds": self.seconds,
             "runtime": self.runtime,
+            "draft_updates": [asdict(u) for u in self.draft_updates],
+            "draft_api": self.draft_api,
         }
 
 
@@ -133,6 +163,8 @@ def from_json(data: dict[str, Any]) -> DynamicResult:
         seconds=data.get("seconds", {}),
         runtime=data.get("runtime", {}),
         error=data.get("error"),
+        draft_updates=[DraftUpdate(**u) for u in data.get("draft_updates", [])],
+        draft_api=data.get("draft_api"),
     )
 
 

@@ -12,6 +12,7 @@ bases. One that cannot be made is kept with the reason, never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import inspect
@@ -33,9 +34,14 @@ class Made:
     builder: Any
     config: Any
     recipe: Recipe
+    over: str = ""
+    """For a factory-made builder made around another backend than its
+    recipe's (:func:`wrapped_over`): that backend's class name."""
 
     @property
     def label(self) -> str:
+        if self.over:
+            return f"{self.entry.qualname} over {self.over}"
         return self.entry.qualname
 
 
@@ -150,6 +156,52 @@ def make_all(entries: list[Builder], qlen: int) -> tuple[list[Made], list[NotMad
         else:
             not_made.append(NotMade(entry, "could not run", first_error))
     return made, not_made
+
+
+def backend_of(made: Made) -> type | None:
+    """The backend class of ``made``'s module whose builder is ``made.cls``."""
+    module = harness.import_vllm(made.entry.module)
+    for value in vars(module).values():
+        getter = getattr(value, "get_builder_cls", None)
+        if not isinstance(value, type) or inspect.isabstract(value) or getter is None:
+            continue
+        with contextlib.suppress(Exception):  # an abstract get_builder_cls
+            if getter() is made.cls:
+                return value
+    return None
+
+
+def wrapped_over(
+    made: list[Made], wrapped: list[Made], qlen: int
+) -> tuple[list[Made], list[NotMade]]:
+    """Each factory-made builder of ``made`` made again around the backend of
+    each builder in ``wrapped`` (plain attention builders, not factory-made;
+    one whose module has no backend class for it is skipped).
+
+    A factory-made builder inherits its underlying builder's class
+    attributes and ``__init__``, so what it promises (such as
+    ``supports_draft_decode_metadata_update``) depends on the backend it
+    wraps; the recipe's ROCm backend shows only one of them.
+    """
+    out: list[Made] = []
+    not_made: list[NotMade] = []
+    # A builder no backend class of its module names cannot be wrapped.
+    backends = [b for b in (backend_of(m) for m in wrapped) if b is not None]
+    for wrapper in (m for m in made if m.recipe.factory):
+        for backend in backends:
+            name = backend.__name__
+            try:
+                module = harness.import_vllm(wrapper.entry.module)
+                cls = victims.from_factory(module, wrapper.recipe, backend)
+                config = harness.vllm_config(qlen, wrapper.recipe.model)
+                layer = f"audit.{wrapper.entry.qualname}.over.{name}.{qlen}"
+                builder = victims.make_builder(cls, wrapper.recipe, qlen, layer, config)
+            except Exception as exc:  # a pairing this CPU cannot make
+                reason = f"over {name}: {describe(exc)}"
+                not_made.append(NotMade(wrapper.entry, "could not run", reason))
+                continue
+            out.append(Made(wrapper.entry, cls, builder, config, wrapper.recipe, name))
+    return out, not_made
 
 
 def fresh_metadata(query_len: int) -> Any:

@@ -20,6 +20,10 @@ object, so the tensors are the base's. Meanwhile:
   writes them) is found again by rerunning the builder under a line tracer
   that compares the field after each line of the tree.
 
+At the draft query length it also checks, through :mod:`.draft_update`,
+that each builder which lets Model Runner V2 update its metadata in place
+keeps its lengths following the runner's.
+
 Every field counts: the attention groups of one KV-cache group get the very
 same object, so even the fields the runner sets per KV-cache group (block
 table, slot mapping, encoder lengths) are shared by them; :mod:`.effect`
@@ -45,8 +49,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vllm_patchkit.errors import EXIT_ERROR
-from vllm_patchkit.judge.audit import dynamic_builders, effect
-from vllm_patchkit.judge.audit.dynamic import MODES, BuilderRun, ObservedWrite
+from vllm_patchkit.judge.audit import draft_update, dynamic_builders, effect
+from vllm_patchkit.judge.audit.dynamic import (
+    MODES,
+    BuilderRun,
+    DraftUpdate,
+    ObservedWrite,
+)
 from vllm_patchkit.judge.regression import survey
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, describe
 
@@ -322,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[BuilderRun] = []
     writes: list[ObservedWrite] = []
     effects = []
+    draft_updates: list[DraftUpdate] = []
+    draft_api: bool | None = None
     # The regression suite's batches: some builders read the host offsets
     # only with draft tokens.
     for query_len in DECODE_QUERY_LENS:
@@ -366,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
         effects += effect.measure_all(found_here, by_label, runnable, query_len)
         seconds[f"effect q={query_len}"] = round(time.monotonic() - start, 2)
         writes += found_here
+        if query_len == draft_update.DRAFT_QUERY_LEN:
+            start = time.monotonic()
+            draft_updates, draft_api = draft_update.check_all(made, runnable["build"])
+            seconds["draft update"] = round(time.monotonic() - start, 2)
     result = {
         "tree": str(args.tree) if args.tree else "installed",
         "root": str(root),
@@ -373,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         "effects": [dataclasses.asdict(e) for e in effects],
         "runs": [dataclasses.asdict(r) for r in runs],
         "seconds": seconds,
+        "draft_updates": [dataclasses.asdict(u) for u in draft_updates],
+        "draft_api": draft_api,
     }
     args.output.write_text(json.dumps(result, indent=1))
     return 0

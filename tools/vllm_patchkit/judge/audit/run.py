@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.judge.audit import draft_update
+from vllm_patchkit.judge.audit.draft_update import RULE
 from vllm_patchkit.judge.audit.findings import AuditReport, Check, Finding
 from vllm_patchkit.judge.audit.static import StaticResult, StaticWrite, analyse_tree
 from vllm_patchkit.trees.versions import tree_version
@@ -59,11 +61,13 @@ def audit_tree(
         report.seconds["dynamic"] = round(time.monotonic() - start, 2)
         report.runtime.update(result.runtime)
         report.runtime["coverage"] = _coverage(result)
+        report.runtime["draft_updates"] = draft_update.summary(result)
         report.checks.append(dynamic_check(result))
     else:
         report.checks.append(
             Check("dynamic pass", False, why="not requested (--static-only)")
         )
+    report.checks.append(draft_update.check(result))
     report.findings = merge(static, result)
     report.checks.extend(_effect_checks(report.findings))
     report.seconds["total"] = round(sum(report.seconds.values()), 2)
@@ -109,6 +113,11 @@ def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
                 merged[key].evidence.insert(0, "static")
             continue
         merged[key] = _static_only(write, why_not)
+    if result is not None and not result.error:
+        for finding in draft_update.findings(result):
+            merged.setdefault(
+                (finding.file, finding.line, f"{finding.field} {RULE}"), finding
+            )
     return list(merged.values())
 
 
@@ -191,6 +200,8 @@ def _effect_checks(findings: list[Finding]) -> list[Check]:
     checks = []
     for finding in sorted(findings, key=lambda f: f.key):
         name = f"effect of {finding.file}:{finding.line} {finding.field}"
+        if finding.operation == RULE:
+            continue  # judged by the draft decode update check
         if "dynamic" in finding.evidence:
             checks.append(
                 Check(name, True, finding.kind != "harmful", why=finding.kind)

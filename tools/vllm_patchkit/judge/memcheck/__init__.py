@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryViolation", "Region", "Stats", "memcheck"]
 
+REPORT_OPTION = "--report="
+"""Before SCRIPT in the runner's arguments: write the outcome as JSON to the
+path that follows, and send the script's stdout to stderr (the parent's
+stdout is for ``vllm-patchkit memcheck --json``'s one object)."""
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:  # the checker imports Region too

@@ -100,12 +100,17 @@ def _build(builder: Any, metadata: Any, decode_query_len: int) -> Any:
 def _unavailable(scenario: str, decode_query_len: int) -> Outcome | None:
     if harness.vllm_has(RELPATH):
         return None
+    return _not_applicable(scenario, decode_query_len, NOT_APPLICABLE)
+
+
+def _not_applicable(scenario: str, decode_query_len: int, why: str) -> Outcome:
+    """The tree lacks the code the scenario drives: its checks do not apply."""
     return Outcome(
         scenario,
         decode_query_len,
         "unavailable",
         facts={"absent": True},
-        error={"type": "unavailable", "message": NOT_APPLICABLE},
+        error={"type": "unavailable", "message": why},
     )
 
 
@@ -332,13 +337,7 @@ def static_sink_draft_update(decode_query_len: int, create: Any = None) -> Outco
 
     update = _draft_inputs_update()
     if update is None or not hasattr(AttentionGroup, "update_draft_decode_metadata"):
-        return Outcome(
-            DRAFT_UPDATE,
-            decode_query_len,
-            "unavailable",
-            facts={"absent": True},
-            error={"type": "unavailable", "message": NO_DRAFT_UPDATE},
-        )
+        return _not_applicable(DRAFT_UPDATE, decode_query_len, NO_DRAFT_UPDATE)
     backend = (create or _create())(_triton(), SINK_LEN)
     sink = _builder(backend, decode_query_len, "draft.sink")
     in_place = bool(getattr(sink, "supports_draft_decode_metadata_update", False))

@@ -299,11 +299,11 @@ def builder_class(victim: Victim) -> type:
         raise VictimUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
 
-def from_factory(module: Any, recipe: Recipe) -> type:
-    """The builder class ``recipe``'s factory in ``module`` makes around the
-    ROCm backend."""
+def from_factory(module: Any, recipe: Recipe, backend: type | None = None) -> type:
+    """The builder class ``recipe``'s factory in ``module`` makes around
+    ``backend`` (None: the ROCm backend)."""
     factory = getattr(module, recipe.factory or "")
-    backend = harness.rocm_backend_cls()
+    backend = backend or harness.rocm_backend_cls()
     if "underlying_attn_backend" in inspect.signature(factory).parameters:
         made = factory(underlying_attn_backend=backend, **recipe.factory_kwargs)
     else:

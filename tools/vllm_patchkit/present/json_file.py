@@ -1,0 +1,104 @@
+"""A JSON document read from a file another machine wrote: bounded, and never
+a wait.
+
+The matrix's row files come from jobs that ran release code, so the file
+itself is input to distrust before its fields are: it must be a regular file
+(a FIFO or a device would block the reader or never end), no bigger than a
+cap checked before a byte is parsed, UTF-8, one JSON value with no key given
+twice (the last one silently winning would let two readers see two
+documents) and no NaN or Infinity (not JSON). Anything else is an
+:class:`~vllm_patchkit.errors.InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from vllm_patchkit.errors import InputError
+
+
+class JsonFileError(InputError):
+    """A file that is not one bounded JSON document (refused, exit 2)."""
+
+
+_KINDS = {
+    stat.S_ISDIR: "a directory",
+    stat.S_ISFIFO: "a FIFO",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS.items() if test(mode)), "not a file")
+
+
+def read_bytes(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``max_bytes``.
+
+    Opened with ``O_NONBLOCK`` so that a FIFO is refused at once instead of
+    waiting for a writer; the size is taken from the open file before
+    reading, and the read stops one byte past the cap (a file that grows
+    meanwhile is refused too).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise JsonFileError(f"{path}: cannot read {what}: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise JsonFileError(
+                f"{path}: {_kind(info.st_mode)}, not {what} (a regular file)"
+            )
+        if info.st_size > max_bytes:
+            raise JsonFileError(
+                f"{path}: {info.st_size} bytes, more than {what} may hold "
+                f"({max_bytes} bytes)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(max_bytes + 1)
+    except OSError as exc:
+        raise JsonFileError(f"{path}: cannot read {what}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise JsonFileError(f"{path}: more than {max_bytes} bytes, too big for {what}")
+    return data
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"key {', '.join(map(repr, twice))} given twice in one object")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(path: Path, what: str, max_bytes: int) -> Any:
+    """The JSON value in ``path`` (see :func:`read_bytes` for the file rules)."""
+    data = read_bytes(path, what, max_bytes)
+    if not data.strip():
+        raise JsonFileError(f"{path}: empty, not {what}")
+    try:
+        text = data.decode("utf-8")
+        return json.loads(
+            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+        )
+    except UnicodeDecodeError as exc:
+        raise JsonFileError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise JsonFileError(f"{path}: not JSON: {exc}") from exc
+    except ValueError as exc:  # the hooks above
+        raise JsonFileError(f"{path}: {exc}") from exc
+    except RecursionError as exc:
+        raise JsonFileError(f"{path}: nested too deeply for {what}") from exc
