@@ -19,7 +19,7 @@ import sys
 from contextlib import nullcontext
 from typing import Any
 
-from vllm_overlay import plugin
+from vllm_overlay import __version__, plugin
 from vllm_overlay.entry_points import ENTRY_POINT_GROUP, entry_point_registered
 from vllm_overlay.fix import FixPlan
 from vllm_overlay.fixes import RECORD, assess_installed, disable_setting, on_vllm
@@ -208,6 +208,12 @@ def healthy(report: dict[str, Any]) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vllm_overlay", description=__doc__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"vllm-overlay {__version__}",
+        help="print the overlay's version and exit",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--quick", action="store_true", help="read the source only; do not import vLLM"

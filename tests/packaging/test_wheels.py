@@ -73,27 +73,35 @@ def user_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both products' sdists and wheels, built from a copy of this checkout.
+    """Both products' sdists and wheels, built from a copy of this checkout
+    by the release job's build step (``tools/ci/build-dists.sh``: each sdist,
+    the wheel from it, exactly the four files of this version, ``twine check
+    --strict``).
 
     ``--no-isolation``: the build backend is the project venv's pinned
     setuptools instead of one downloaded per build; the sdist-then-wheel path
-    is the same as an isolated ``python -m build``.
+    is the same as an isolated ``python -m build`` (which the release job
+    uses; tests/toolkit/test_release_workflow.py runs that one).
     """
     scratch = tmp_path_factory.mktemp("packaging")
     source = scratch / "source"
     shutil.copytree(PROJECT_ROOT, source, ignore=NOT_SOURCE, symlinks=True)
     out = scratch / "dist"
-    for project in (source, source / "tools"):
-        run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, project)
-    built = sorted(p.name for p in out.iterdir())
     version = vllm_overlay.__version__
-    assert built == [
+    run(
+        "bash",
+        source / "tools" / "ci" / "build-dists.sh",
+        out,
+        version,
+        "--no-isolation",
+        env={**user_env(), "PYTHON": sys.executable},
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
         f"vllm_overlay-{version}-py3-none-any.whl",
         f"vllm_overlay-{version}.tar.gz",
         f"vllm_patchkit-{version}-py3-none-any.whl",
         f"vllm_patchkit-{version}.tar.gz",
     ]
-    run(sys.executable, "-m", "twine", "check", "--strict", *sorted(out.iterdir()))
     return out
 
 

@@ -37,10 +37,17 @@ def readme_commands() -> list[list[str]]:
     return [shlex.split(line, comments=True) for line in lines if line.strip()]
 
 
+TOOLKIT = ".venv/bin/vllm-patchkit"
+"""How the README calls the toolkit: after its two commands, ``vllm-patchkit``
+is in the project venv, which nothing puts on PATH."""
+
+
 def test_the_readme_is_short_and_shows_commands() -> None:
     assert len(README.read_text().splitlines()) <= 200
     programs = {words[0] for words in readme_commands()}
-    assert {"tools/demo", "tools/run-tests", "vllm-patchkit"} <= programs
+    assert {"tools/demo", "tools/run-tests", TOOLKIT} <= programs
+    # A bare `vllm-patchkit` is "command not found" after the two commands.
+    assert "vllm-patchkit" not in programs
 
 
 def _run(words: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -82,7 +89,8 @@ def test_every_readme_command_runs_as_written(
             # affected; on this CPU the overlay is armed, not installed).
             assert proc.returncode in (0, 1), f"{line}: {proc.stderr}"
             assert "rocm" in proc.stdout.lower(), proc.stdout
-        elif program == "vllm-patchkit":
+        elif program == TOOLKIT:
+            # This venv's, wherever the test runs (a venv elsewhere in CI).
             proc = _run([str(bin_dir / "vllm-patchkit"), *args])
             assert proc.returncode == 0, (
                 f"{line}: exit {proc.returncode}\n{proc.stderr}"
@@ -90,7 +98,7 @@ def test_every_readme_command_runs_as_written(
         else:
             pytest.fail(f"the README shows {line!r}, which this test cannot run")
         ran.append(line)
-    assert any(line.startswith("vllm-patchkit") for line in ran)
+    assert any(line.startswith(TOOLKIT) for line in ran)
 
 
 def test_every_link_in_the_readme_leads_to_a_file() -> None:

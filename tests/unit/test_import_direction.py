@@ -220,6 +220,7 @@ LAYERS = {
     "paths": 0,
     "gitcmd": 0,
     "judgement": 0,
+    "progress": 0,
     # Children die with the toolkit (gitcmd's and the trees' launchers use it).
     "child_death": 0,
     # Where an unexpected error's traceback is written (the CLI's last resort).

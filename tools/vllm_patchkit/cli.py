@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from vllm_overlay import __version__
 from vllm_patchkit.commands import (
     apply,
     audit,
@@ -71,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_top_level_formatter,
     )
     parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {__version__}",
+        help="print the version (vllm_overlay.__version__, which both products "
+        "carry) and exit",
+    )
+    parser.add_argument(
         "--patches",
         type=Path,
         default=PATCHES_DIR,
@@ -122,13 +130,18 @@ def error_handler(
     SIGTERM, SIGHUP) is 130; anything else is a bug or an environment
     failure nobody anticipated: 3, never 1 ("not fixed") nor 2 ("refused,
     nothing changed"), with the traceback in a log file named on stderr.
-    With ``--json`` stdout still gets one object. A reader that closes
+    With ``--json`` stdout still gets one object. Progress (which step,
+    elapsed) goes to stderr while it runs, when :mod:`vllm_patchkit.progress`
+    says a person watches. A reader that closes
     stdout early (``apply | head -1``) does not turn the command's own
     result into an error: the rest of its output goes to the null device.
     """
+    from vllm_patchkit import progress
+
     stdout = sys.stdout
     quiet = _QuietStdout(stdout)
     sys.stdout = quiet  # type: ignore[assignment]
+    progress.start(json_output=getattr(args, "json", False))
     try:
         code = command(args)
         quiet.flush()
@@ -146,6 +159,7 @@ def error_handler(
         text = f"unexpected {type(exc).__name__}: {_text(exc)} ({where})"
         return _fail(args, "error", text, EXIT_ERROR, log=log)
     finally:
+        progress.stop()
         quiet.flush()
         sys.stdout = stdout
 

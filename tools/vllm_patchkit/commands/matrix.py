@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 
 from vllm_patchkit.commands.common import add_command, add_json, emit_json
 from vllm_patchkit.errors import EXIT_OK, InputError
 from vllm_patchkit.judgement import Verdict
+from vllm_patchkit.progress import Sweep
 from vllm_patchkit.trees.runtime import VLLM_RUNTIME, require
 
 ROW_FILE = "matrix-rows.json"
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         series,
         versions,
         steps=steps,
-        progress=Progress(len(versions)),
+        progress=Sweep(len(versions)),
         refresh=args.refresh,
         jobs=args.jobs,
     )
@@ -241,27 +241,6 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return _exit(rows)
-
-
-class Progress:
-    """Lines on stderr as a sweep goes: which release, which step, elapsed."""
-
-    def __init__(self, total: int):
-        self.total = total
-        self.start = time.perf_counter()
-        self._lock = threading.Lock()
-
-    def __call__(self, index: int, version: str, message: str) -> None:
-        elapsed = time.perf_counter() - self.start
-        width = len(str(self.total))
-        minutes, seconds = divmod(int(elapsed), 60)
-        with self._lock:
-            print(
-                f"[{index:>{width}}/{self.total}] {minutes:2d}m{seconds:02d}s "
-                f"vLLM {version:<8} {message}",
-                file=sys.stderr,
-                flush=True,
-            )
 
 
 def check_readme(args: argparse.Namespace) -> None:

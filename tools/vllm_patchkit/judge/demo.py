@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_patchkit import progress
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import ApplyResult, Status, apply_series
 from vllm_patchkit.git.checkout import NotACheckoutError, dirty_reason, open_checkout
@@ -116,7 +117,10 @@ def release_clone(workdir: Path | None, version: str) -> Path:
     else:
         claim_dir(workdir, "--workdir")
     tree = workdir / f"vllm-{version}"
-    remove_owned(tree, CLONE)
+    progress.step(f"demo 1/4: a fresh clone of the vLLM {version} release tree")
+    # A previous run's clone: thousands of files, tens of seconds on a busy disk.
+    with progress.phase(f"removing the previous demo clone {tree}"):
+        remove_owned(tree, CLONE)
     clone_release(version, tree)
     record(tree, CLONE)
     return tree
@@ -129,8 +133,11 @@ def run_release_demo(
     (None: the cache)."""
     tree = release_clone(workdir, version)
     try:
+        progress.step("demo 2/4: before: the scenarios on the stock tree")
         before = run_scenarios(tree)
+        progress.step("demo 3/4: applying the series (git am -3)")
         applied = apply_series(tree, series)
+        progress.step("demo 4/4: after: the scenarios and upstream tests, patched")
         after = run_scenarios(tree) if applied.status is Status.APPLIED else None
         judged = _judge(series, tree, tree, applied, before, after)
     finally:
@@ -160,6 +167,7 @@ def run_checkout_demo(
         raise DemoInputError(
             f"{checkout}: branch {branch!r} already exists; delete it or pass --branch"
         )
+    progress.step(f"demo 1/3: before: the scenarios on {git.root} (read-only)")
     before = run_scenarios(git.root)
     scratch = Path(tempfile.mkdtemp(prefix="vllm-overlay-demo-"))
     worktree = scratch / "tree"
@@ -168,8 +176,10 @@ def run_checkout_demo(
     git.run("worktree", "add", "--quiet", "-b", branch, str(worktree), "HEAD")
     kept = None
     try:
+        progress.step(f"demo 2/3: applying the series on branch {branch}")
         applied = apply_series(worktree, series)
         after = None
+        progress.step("demo 3/3: after: the scenarios and upstream tests, patched")
         if applied.status is Status.APPLIED:
             after = run_scenarios(worktree)
             kept = branch

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit import progress
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.regression import report_cache
 from vllm_patchkit.trees.tree_process import TreeLauncher
@@ -149,7 +150,8 @@ def run_tree_tests(
         run, complete = _run(launcher, tree, present, command, timeout)
         return asdict(run), complete
 
-    record = report_cache.reuse("tree-pytest", tree, command, env, produce)
+    with progress.phase(f"upstream tests ({len(present)} file(s)) on {tree}"):
+        record = report_cache.reuse("tree-pytest", tree, command, env, produce)
     run = PytestRun(**record)
     if not run.ran:
         run.absent_modules = absent_vllm_modules(tree, run.output)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_overlay.fixes import FIXES as REGISTRY
+from vllm_patchkit import progress
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.carry import decide, read_version
 from vllm_patchkit.git.checkout import BASE_REF
@@ -183,10 +184,13 @@ def verify_tree(
         base = BASE_REF  # recorded by apply and rebase
     base_commit = _commit(tree, base) if base is not None and compare else None
     test_files = series_test_files(series)
+    steps = 2 if base_commit is not None else 1
+    progress.step(f"test 1/{steps}: {tree} as it is (after)")
     after = judge_tree(tree, series, run_scenarios(tree))
     after.revision = _describe(tree, "HEAD")
     before = None
     if base is not None and base_commit is not None:
+        progress.step(f"test 2/2: the base {base} at {base_commit[:12]} (before)")
         before = _run_base(tree, base, base_commit, test_files)
         before.not_counted = after.not_counted
     judged = after.judgement()

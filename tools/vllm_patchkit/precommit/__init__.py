@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from vllm_patchkit import progress
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit.derive import (
@@ -115,7 +116,11 @@ def run_precommit(
     output, returncode = "", None
     if plan.run_order:
         command = precommit_command(config, present, verbose=verbose)
-        with scratch_clone(root) as tree:
+        hooks = len(plan.run_order)
+        with (
+            progress.phase(f"pre-commit: {hooks} hook(s) on {len(present)} file(s)"),
+            scratch_clone(root) as tree,
+        ):
             proc = run_in(tree, command, skip)
         # Paths in the scratch clone are the checkout's paths to the user.
         output, returncode = proc.stdout.replace(str(tree), str(root)), proc.returncode

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_overlay.fixes import FIXES
+from vllm_patchkit import progress
 from vllm_patchkit.git.checkout import (
     BASE_REF,
     busy_reason,
@@ -160,8 +161,10 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
     commits, series = scope.commits, scope.series
     highlights = []
     if options.run_test:
+        progress.step(f"pr: test on {git.root} ({len(commits)} commit(s))")
         highlights += _run_test(pr, git.root, series)
     if options.run_precommit:
+        progress.step(f"pr: vLLM's pre-commit on {git.root}")
         highlights += _run_precommit(pr, git.root, series)
     pr.body = _render_body(git.root, pr, commits, series, options, highlights)
     pr.body_file = str(_write_body(pr))

@@ -139,10 +139,13 @@ def find_sdist(project: str, version: str) -> IndexFile:
 def download(file: IndexFile, dest: Path, *, progress: bool | None = None) -> Path:
     """Download to ``dest`` atomically, checking the index's sha256.
 
-    A progress bar goes to stderr when it is a terminal (or ``progress``).
+    A progress bar goes to stderr while a command shows progress
+    (:mod:`vllm_patchkit.progress`), or with ``progress``.
     """
     if progress is None:
-        progress = sys.stderr.isatty()
+        from vllm_patchkit import progress as reporter
+
+        progress = reporter.active()
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".part")
     digest = hashlib.sha256()

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from vllm_patchkit import progress
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, init_repo
 from vllm_patchkit.paths import cache_dir
@@ -61,11 +61,10 @@ def sdist_path(version: str) -> Path:
     dest = cache_dir() / "sdists" / f"vllm-{version}.tar.gz"
     with locked(f"sdist-{version}"):
         if not dest.is_file():
-            print(
-                f"fetching vLLM {version} source from the package index",
-                file=sys.stderr,
-            )
-            download(find_sdist("vllm", version), dest)
+            with progress.phase(
+                f"fetching the vLLM {version} source from the package index"
+            ):
+                download(find_sdist("vllm", version), dest)
     return dest
 
 
@@ -92,8 +91,10 @@ def _cached_tree(version: str, *, checkout: bool) -> Path:
         if (dest / ".git").is_dir() and _tagged(dest, version):
             return dest
         archive = sdist_path(version)
-        print(f"building the vLLM {version} tree ({name})", file=sys.stderr)
-        with staged_dir(dest, f".{name}-") as staging:
+        with (
+            progress.phase(f"building the vLLM {version} tree ({name})"),
+            staged_dir(dest, f".{name}-") as staging,
+        ):
             _extract(archive, staging, f"vllm-{version}")
             git = init_repo(staging)
             if checkout:
@@ -153,5 +154,6 @@ def clone_release(version: str, dest: Path, *, checkout: bool = False) -> Git:
     if dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
+    with progress.phase(f"cloning the vLLM {version} tree into {dest}"):
+        Git(dest.parent).run("clone", "--quiet", str(source), str(dest))
     return Git(dest, tuple(TOOL_IDENTITY.items()))

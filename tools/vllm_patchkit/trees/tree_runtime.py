@@ -34,6 +34,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from vllm_patchkit import progress
 from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.releases import locked, staged_dir
@@ -197,7 +198,12 @@ def _provide(
         manifest = _manifest(dest)
         if manifest is not None and manifest.get("complete"):
             return dest, tuple(manifest["extras"]), list(manifest["failed"])
-        with staged_dir(dest, f".extras-{key}-") as staging:
+        with (
+            progress.phase(
+                f"installing the tree's missing requirements ({', '.join(specs)})"
+            ),
+            staged_dir(dest, f".extras-{key}-") as staging,
+        ):
             failed, complete = _install_closure(wanted, staging)
             extras = _installed(staging)
             (staging / MANIFEST).write_text(

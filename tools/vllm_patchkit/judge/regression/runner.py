@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit import progress
 from vllm_patchkit.judge.regression import report_cache
 from vllm_patchkit.trees.child_json import run_json_child
 from vllm_patchkit.trees.tree_process import TreeLauncher
@@ -41,6 +42,14 @@ def run_scenarios(
     whose content was already run this session gets that run's report. The
     report's ``runtime`` is handed to whatever else judges the tree.
     """
+    where = tree if tree is not None else "the venv's vLLM"
+    with progress.phase(f"regression suite on {where}"):
+        return _run_scenarios(tree, scenarios, timeout)
+
+
+def _run_scenarios(
+    tree: Path | None, scenarios: list[str] | None, timeout: float
+) -> TreeReport:
     launcher = TreeLauncher.of(tree)
     runtime = launcher.runtime
     env = launcher.env()
