@@ -23,7 +23,7 @@ def test_demo_on_the_embedded_release(tmp_path: Path) -> None:
     assert payload["before"]["verdict"] == "not-fixed"
     counts = payload["after"]["counts"]
     # 0.28.0 is in every fix's range: each fix's checks run, and pass.
-    assert (counts["ran"], counts["passed"], counts["failed"]) == (63, 63, 0)
+    assert counts["passed"] == counts["ran"] > 0 and counts["failed"] == 0
     assert [c["name"] for c in counts["not_run"]] == [
         "rocm_then_kimi_k3_rocm_kda[q=3]",
         "rocm_then_triton_mla[q=3]",
