@@ -85,7 +85,8 @@ def read_version(root: Path) -> TreeVersion:
     if not (root / ".git").exists():
         return TreeVersion(version, release, True, "")
     git = Git(root)
-    tag = tag_release(git)
+    # Without a claimed version, tree_release's version is the tag itself.
+    tag = version if claimed is None else tag_release(git)
     proc = git.run("rev-list", "--count", f"v{tag}..HEAD", check=False)
     count = proc.stdout.strip()
     if tag is None or proc.returncode != 0 or not count.isdigit():
