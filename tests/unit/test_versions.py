@@ -37,6 +37,8 @@ def _text(release: object) -> str | None:
         ("0.29.0rc1", None),
         ("0.17.1.dev2+gabc1234", None),
         ("0.6.4.post1", None),
+        ("0.6.4.post0", None),  # post 0 is a post-release too
+        ("0.28.0rc0", None),
         ("v0.17.0", None),  # a tag: parse_tag
         ("v0.17.0-2-gabc1234", None),  # git describe output
         ("0.17.0-2-gabc1234", None),

@@ -54,7 +54,8 @@ def _pep440(text: str) -> Version | None:
         return None
     if version.public != text.partition("+")[0] or version.epoch != 0:
         return None
-    if len(version.release) not in _PARTS or version.pre or version.post:
+    final = version.pre is None and version.post is None  # post0 is one too
+    if len(version.release) not in _PARTS or not final:
         return None
     return version
 
