@@ -33,7 +33,7 @@ REQUIREMENTS = [
     "identify>=2.5",  # precommit: file types, as pre-commit matches them
     "pre-commit>=4",  # precommit: runs `python -m pre_commit`
     "pip>=23",  # index: the index URLs pip is configured with
-    "packaging>=23",  # tree_runtime: a release's requirement lines and markers
+    "packaging>=23",  # versions: every release string; tree_runtime: requirements
 ]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,7 +293,15 @@ def inspect_capture_tree(tree: Path) -> CaptureCode:
     file = tree / ROCM_ATTN
     if not file.is_file():
         return CaptureCode(Shape.MISSING, file, None, f"no {ROCM_ATTN} in {tree}")
-    return inspect_capture_source(file.read_bytes(), file)
+    return _inspect_file(file.read_bytes(), file)
+
+
+@functools.lru_cache(maxsize=8)
+def _inspect_file(source: bytes, file: Path) -> CaptureCode:
+    """One reading per file content: ``check`` asks of the same file up to
+    seven times (the carry rules, the version's contradiction, invariants),
+    and a :class:`CaptureCode` holds no AST, so a shared one is safe."""
+    return inspect_capture_source(source, file)
 
 
 def top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:

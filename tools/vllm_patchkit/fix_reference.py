@@ -18,13 +18,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
 from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.present.tables import markdown_code, markdown_table, markdown_text
+from vllm_patchkit.trees.versions import Release, parse_release
 
 PAGES = tuple(
     PROJECT_ROOT / name
@@ -58,16 +57,9 @@ class Facts:
     """Its patches' numbers (``0001``)."""
     upstream_pr: str | None
     affected: str
-    fixed_in: Version | None
+    fixed_in: Release | None
     """The first release whose code the fix leaves alone; None: no release yet."""
     disable_name: str
-
-
-def _release(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
 
 
 def _subject(series: Series, patch_name: str) -> str:
@@ -85,7 +77,7 @@ def facts(fixes: tuple[Fix, ...] = FIXES, series: Series | None = None) -> list[
             patches=tuple(name.split("-", 1)[0] for name in fix.patches),
             upstream_pr=fix.pr if fix.pr.startswith("#") else None,
             affected=fix.record.affected,
-            fixed_in=_release(fix.record.inert_from),
+            fixed_in=parse_release(fix.record.inert_from),
             disable_name=fix.name,
         )
         for fix in fixes

@@ -67,3 +67,18 @@ def relative_to_checkout(text: str) -> str:
     """``text`` with this checkout's path left out, so what it names reads
     the same from any clone on any machine."""
     return text.replace(f"{PROJECT_ROOT}/", "")
+
+
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def memory_scratch() -> str | None:
+    """Where a short-lived scratch of many small entries goes: Linux's
+    shared-memory tmpfs, unless ``TMPDIR`` names a place (None: tempfile's
+    default). ``check``'s trial tree is a few hundred symbolic links, made
+    and removed on every run; on a disk file system that was a third of its
+    CPU time (the journal), on tmpfs a tenth of that. It holds under a
+    megabyte, within the smallest container's ``/dev/shm``."""
+    if os.environ.get("TMPDIR") or not os.access(SHARED_MEMORY, os.W_OK | os.X_OK):
+        return None
+    return str(SHARED_MEMORY)

@@ -20,6 +20,7 @@ ROW_FILE = "matrix-rows.json"
 TYPE_CHECKING = False  # the matrix library loads only when the command runs
 if TYPE_CHECKING:
     from vllm_patchkit.judge.matrix import Row
+    from vllm_patchkit.trees.versions import Release
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -148,13 +149,15 @@ class MatrixRangeError(InputError):
     when the versions themselves are malformed or reversed)."""
 
 
-def _version(text: str, option: str) -> tuple[int, ...]:
-    parts = text.split(".")
-    if not all(part.isascii() and part.isdigit() for part in parts):
+def _version(text: str, option: str) -> Release:
+    from vllm_patchkit.trees.versions import parse_release
+
+    release = parse_release(text)
+    if release is None:
         raise MatrixRangeError(
             f"{option} {text!r} is not a vLLM release version such as 0.28.0"
         )
-    return tuple(int(part) for part in parts)
+    return release
 
 
 def check_range(first: str, last: str) -> None:

@@ -36,13 +36,16 @@ from vllm_overlay.fixes.static_sink_seq_lens import RECORD as STATIC_SINK_SEQ_LE
 from vllm_overlay.fixes.static_sink_seq_lens import SinkShape, inspect_static_sink_tree
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
+from vllm_patchkit.git.code_readings import read_cached
 from vllm_patchkit.git.series import Patch
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.versions import (
     Release,
     claimed_version,
     parse_release,
+    record_range,
     release_text,
+    require_release,
     tag_release,
     tree_release,
 )
@@ -82,7 +85,8 @@ def read_version(root: Path) -> TreeVersion:
     if not (root / ".git").exists():
         return TreeVersion(version, release, True, "")
     git = Git(root)
-    tag = tag_release(git)
+    # Without a claimed version, tree_release's version is the tag itself.
+    tag = version if claimed is None else tag_release(git)
     proc = git.run("rev-list", "--count", f"v{tag}..HEAD", check=False)
     count = proc.stdout.strip()
     if tag is None or proc.returncode != 0 or not count.isdigit():
@@ -99,14 +103,10 @@ def read_version(root: Path) -> TreeVersion:
 
 
 def _record_range(target: PatchTarget) -> tuple[Release, Release, Release]:
-    first, _, last = target.affected.partition("-")
-    bounds = (
-        parse_release(first),
-        parse_release(last),
-        parse_release(target.inert_from),
-    )
-    assert all(bounds), target
-    return bounds  # type: ignore[return-value]
+    """The record's ``affected`` range (closed) and its ``inert_from``."""
+    span = record_range(target.affected)
+    assert span.last is not None, target
+    return span.first, span.last, require_release(target.inert_from)
 
 
 def contradiction(root: Path, release: Release) -> str | None:
@@ -123,8 +123,7 @@ def contradiction(root: Path, release: Release) -> str | None:
 def _sink_contradiction(root: Path, release: Release) -> str | None:
     """A static-sink builder (buggy or fixed) in a tree whose release is
     older than every release that ships one (a fork's old tag)."""
-    first = parse_release(STATIC_SINK_SEQ_LENS.affected.partition("-")[0])
-    assert first is not None, STATIC_SINK_SEQ_LENS
+    first = record_range(STATIC_SINK_SEQ_LENS.affected).first
     if release >= first:
         return None
     code = inspect_static_sink_tree(root)
@@ -246,20 +245,30 @@ def _aiter_offsets(root: Path) -> CodeReading:
     return _runner_replays_full(root, aiter.detail)
 
 
-def _runner_replays_full(root: Path, shared: str) -> CodeReading:
-    file = root / RUNNER
-    where = f"{RUNNER}: {RUNNER_CLASS}.{DUMMY_RUN}"
-    try:
-        module = ast.parse(file.read_bytes(), filename=str(file))
-    except (OSError, SyntaxError, ValueError) as exc:
-        return CodeReading(Reading.UNREADABLE, f"cannot read {RUNNER}: {exc}")
+_FLAG: dict[str, type] = {"text": str, "line": int, "full": bool, "true": bool}
+"""One ``for_cudagraph_capture=`` argument of the dummy run's metadata build:
+its source, its line, whether it names ``FULL``, whether it is ``True``."""
+
+
+def _capture_flags(source: bytes) -> list[dict[str, object]]:
+    """Every ``for_cudagraph_capture=`` argument of the
+    :data:`BUILD_METADATA` calls in ``GPUModelRunner._dummy_run``."""
+    module = ast.parse(source, filename=str(RUNNER))
     methods = [
         method_def(node, DUMMY_RUN)
         for node in ast.walk(module)
         if isinstance(node, ast.ClassDef) and node.name == RUNNER_CLASS
     ]
-    flags = [
-        keyword.value
+    return [
+        {
+            "text": ast.unparse(flag),
+            "line": flag.lineno,
+            "full": any(
+                isinstance(n, ast.Attribute) and n.attr == "FULL"
+                for n in ast.walk(flag)
+            ),
+            "true": isinstance(flag, ast.Constant) and flag.value is True,
+        }
         for method in methods
         if method is not None
         for call in ast.walk(method)
@@ -268,7 +277,27 @@ def _runner_replays_full(root: Path, shared: str) -> CodeReading:
         and call.func.attr == BUILD_METADATA
         for keyword in call.keywords
         if keyword.arg == "for_cudagraph_capture"
+        for flag in (keyword.value,)
     ]
+
+
+def _runner_replays_full(root: Path, shared: str) -> CodeReading:
+    """The runner's half of 0003's rule; its reading is kept by the file's
+    blob id (:mod:`~vllm_patchkit.git.code_readings`): the runner is the
+    largest file any rule parses, and it changes only between releases."""
+    file = root / RUNNER
+    where = f"{RUNNER}: {RUNNER_CLASS}.{DUMMY_RUN}"
+    reader = (Path(__file__), Path(method_def.__code__.co_filename))
+    try:
+        flags = read_cached(
+            "carry.runner-capture-flags",
+            file.read_bytes(),
+            reader,
+            _FLAG,
+            _capture_flags,
+        )
+    except (OSError, SyntaxError, ValueError) as exc:
+        return CodeReading(Reading.UNREADABLE, f"cannot read {RUNNER}: {exc}")
     if len(flags) != 1:
         return CodeReading(
             Reading.UNREADABLE,
@@ -276,25 +305,25 @@ def _runner_replays_full(root: Path, shared: str) -> CodeReading:
             "for_cudagraph_capture, not one",
         )
     flag = flags[0]
-    if any(isinstance(n, ast.Attribute) and n.attr == "FULL" for n in ast.walk(flag)):
+    text, line = flag["text"], flag["line"]
+    if flag["full"]:
         return CodeReading(
             Reading.BUG,
             f"{shared}, and {where} builds FULL-graph replays with "
-            f"for_cudagraph_capture={ast.unparse(flag)} (line {flag.lineno})",
+            f"for_cudagraph_capture={text} (line {line})",
         )
-    if isinstance(flag, ast.Constant) and flag.value is True:
+    if flag["true"]:
         return CodeReading(
             Reading.NOT_FOR,
             f"the shape of a release the patch is not for (0.11.1-0.11.2): "
-            f"{where} builds every dummy run for capture (line {flag.lineno}), "
+            f"{where} builds every dummy run for capture (line {line}), "
             "code the patch does not apply to as it is; the overlay covers it",
         )
     return CodeReading(
         Reading.NOT_FOR,
         f"the shape of a release the patch is not for (0.12.0-0.26.0): {where} "
         f"builds for capture only when capturing (for_cudagraph_capture="
-        f"{ast.unparse(flag)}, line {flag.lineno}), so no replay reads the "
-        "zeroed offsets",
+        f"{text}, line {line}), so no replay reads the zeroed offsets",
     )
 
 
@@ -425,7 +454,8 @@ its code unread (every other carried reason is the code's)."""
 
 def _upstream_since(patch: Patch, release: Release | None) -> bool:
     """Whether ``release`` is at or after the patch's ``Applied-Upstream:``."""
-    since = parse_release((patch.trailer("Applied-Upstream") or "").split(",")[0])
+    upstream = patch.trailer("Applied-Upstream") or ""
+    since = parse_release(upstream.split(",")[0].strip())
     return release is not None and since is not None and release >= since
 
 

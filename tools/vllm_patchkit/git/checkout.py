@@ -30,6 +30,7 @@ from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.git.trial_tree import TrialTree
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
+from vllm_patchkit.paths import memory_scratch
 
 BASE_REF = "refs/vllm-patchkit/base"
 """The upstream commit the series sits on: written by apply and rebase, read
@@ -317,7 +318,9 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
     so the trial tree takes each patch's files in turn. Otherwise they are
     tried one by one on the index as it was (``--3way`` for those that
     need it), the trial tree taking each patch's files as it applies."""
-    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-classify-") as scratch:
+    with tempfile.TemporaryDirectory(
+        prefix="vllm-patchkit-classify-", dir=memory_scratch()
+    ) as scratch:
         env = scratch_env(git, Path(scratch))
         trial = TrialTree(git, Path(scratch))
         _seed_index(git, {name for p in patches for name in p.files}, env)

@@ -65,10 +65,11 @@ from vllm_patchkit.judge.verify import judge_tree
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.paths import PACKAGE_DIR, cache_dir, relative_to_checkout
 from vllm_patchkit.trees import tree_runtime
-from vllm_patchkit.trees.index import release_versions, version_key
+from vllm_patchkit.trees.index import release_versions
 from vllm_patchkit.trees.releases import locked, release_tree, staged_dir
 from vllm_patchkit.trees.requirement_files import metadata_requirements
 from vllm_patchkit.trees.run_cache import CacheKey, RunCache
+from vllm_patchkit.trees.versions import ReleaseRange, require_release
 
 STEPS = ("static", "stock", "series", "overlay", "audit")
 CANNOT_JUDGE = Verdict.CANNOT_JUDGE
@@ -198,8 +199,8 @@ def select_versions(first: str, last: str) -> list[str]:
     if not versions:
         raise InputError("the package index lists no vLLM source releases")
     last = versions[-1] if last == "latest" else last
-    low, high = version_key(first), version_key(last)
-    chosen = [v for v in versions if low <= version_key(v) <= high]
+    span = ReleaseRange(require_release(first), require_release(last))
+    chosen = [v for v in versions if require_release(v) in span]
     if not chosen:
         raise InputError(f"no vLLM release between {first} and {last} on the index")
     return chosen

@@ -11,7 +11,6 @@ import hashlib
 import html.parser
 import json
 import os
-import re
 import sys
 import urllib.error
 import urllib.parse
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from vllm_patchkit.errors import EnvironmentFailure
 from vllm_patchkit.trees.child_json import run_json_child
+from vllm_patchkit.trees.versions import Release, parse_release
 
 _JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 _CHUNK = 1 << 20
@@ -108,17 +108,15 @@ def release_versions(project: str = "vllm") -> list[str]:
     """Final releases with a source distribution on the first configured index,
     oldest first (pre-releases and dev builds are left out). An index that
     cannot be reached raises PackageIndexError: it is not an empty one."""
-    pattern = re.compile(rf"^{re.escape(project)}-(\d+(?:\.\d+)*)\.tar\.gz$")
-    found = {
-        match.group(1)
-        for file in list_files(project, configured_index_urls()[0], strict=True)
-        if (match := pattern.match(file.filename))
-    }
-    return sorted(found, key=version_key)
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
+    prefix, suffix = f"{project}-", ".tar.gz"
+    found: dict[str, Release] = {}
+    for file in list_files(project, configured_index_urls()[0], strict=True):
+        name = file.filename
+        version = name[len(prefix) : -len(suffix)]
+        release = parse_release(version) if name.startswith(prefix) else None
+        if name.endswith(suffix) and release is not None and "+" not in version:
+            found[version] = release
+    return sorted(found, key=found.__getitem__)
 
 
 def find_sdist(project: str, version: str) -> IndexFile:

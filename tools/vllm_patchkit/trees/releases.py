@@ -9,7 +9,6 @@ are cheap local clones; the cached tree itself is never modified.
 
 from __future__ import annotations
 
-import re
 import shutil
 import tarfile
 import tempfile
@@ -23,15 +22,18 @@ from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, init_repo
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.index import download, find_sdist
 from vllm_patchkit.trees.run_cache import file_lock
+from vllm_patchkit.trees.versions import require_release
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]+)?$")
 # Fixed commit metadata: the same release gives the same commit id anywhere.
 RELEASE_DATE = "2000-01-01T00:00:00+0000"
 
 
 def check_version(version: str) -> str:
-    if not _VERSION.match(version):
-        raise InputError(f"{version!r} is not a vLLM release version such as 0.28.0")
+    """``version`` if it is a release with a source distribution's name (no
+    local part); InputError (exit 2) otherwise, before the index is asked."""
+    if "+" in version:
+        raise InputError(f"{version!r} is a local build; name the vLLM release")
+    require_release(version)
     return version
 
 

@@ -14,40 +14,73 @@ two commits after ``v0.17.0``), which is its tag's release. A pre-release
 (``0.29.0rc1``), or no version at all, is unknown, and an unknown tree is
 never outside a range, so a patch is tried there (or recognised as
 upstreamed by its invariant) rather than skipped.
+
+The one reader of release strings in the toolkit (trailers, records, tags,
+``--from``/``--to``, the index's file names), on :mod:`packaging.version`
+so that ordering is PEP 440's; the syntax it takes is narrower (vLLM's).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git
 
-_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?(?:\+[0-9A-Za-z.]+)?$")
-_DEVELOPMENT = re.compile(r"^(\d+(?:\.\d+){2,3})\.dev\d+(?:\+[0-9A-Za-z.]+)?$")
 _NOT_RELEASE_TAGS = ("*rc*", "*dev*", "*post*", "*[ab][0-9]*")
 """Tags ``git describe`` skips at once; any other tag that is not a release
 is skipped by name, one describe each (:func:`tag_release`)."""
 _MAX_DESCRIBES = 20
+_PARTS = (3, 4)
+"""A vLLM release has three numbers, or four (``0.10.1.1``)."""
 
-Release = tuple[int, ...]
-"""``(0, 28, 0)`` or ``(0, 10, 1, 1)``; tuples order releases correctly."""
+Release = Version
+"""A final release (``0.28.0``, ``0.10.1.1``): no epoch, pre-, post-,
+development or local part. packaging orders them (``0.10.1 < 0.10.1.1 <
+0.10.2``) and prints them back as they are written."""
+
+
+def _pep440(text: str) -> Version | None:
+    """``text`` as PEP 440 reads it, only if written the way vLLM writes its
+    versions (PEP 440 also takes ``v1.0``, ``01.0``, ``1.0-2``; their
+    normal forms differ from the text, so they are refused here)."""
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return None
+    if version.public != text.partition("+")[0] or version.epoch != 0:
+        return None
+    final = version.pre is None and version.post is None  # post0 is one too
+    if len(version.release) not in _PARTS or not final:
+        return None
+    return version
 
 
 def parse_release(text: str) -> Release | None:
-    """``(0, 28, 0)`` for ``0.28.0`` (or ``0.28.0+local``), ``(0, 10, 1, 1)``
-    for ``0.10.1.1``; None for anything else."""
-    match = _RELEASE.match(text.strip())
-    if match is None:
+    """The release ``0.28.0`` (or ``0.28.0+rocm700``; the local part is
+    dropped) or ``0.10.1.1`` names; None for anything else: a tag (see
+    :func:`parse_tag`), a pre-release, a development version (see
+    :func:`version_release`), ``git describe`` output, two numbers, text
+    with anything around it."""
+    version = _pep440(text)
+    if version is None or version.dev is not None:
         return None
-    return tuple(int(g) for g in match.groups() if g is not None)
+    return Version(version.public)
+
+
+def parse_tag(tag: str) -> Release | None:
+    """The release a tag ``v0.17.0`` names; None for any other tag."""
+    if not tag.startswith("v") or "+" in tag:
+        return None
+    return parse_release(tag.removeprefix("v"))
 
 
 def release_text(release: Release) -> str:
-    return ".".join(map(str, release))
+    return str(release)
 
 
 def version_release(text: str) -> Release | None:
@@ -57,11 +90,22 @@ def version_release(text: str) -> Release | None:
     release = parse_release(text)
     if release is not None:
         return release
-    match = _DEVELOPMENT.match(text.strip())
-    if match is None:
+    version = _pep440(text)
+    if version is None or version.dev is None or version.release[-1] == 0:
         return None
-    *head, last = (int(part) for part in match.group(1).split("."))
-    return (*head, last - 1) if last > 0 else None
+    *head, last = version.release
+    return Version(".".join(map(str, (*head, last - 1))))
+
+
+def require_release(text: str, what: str = "version") -> Release:
+    """:func:`parse_release`, refusing anything else (InputError, exit 2)."""
+    release = parse_release(text)
+    if release is None:
+        raise InputError(
+            f"{what} {text!r} is not a vLLM release such as 0.28.0 or 0.10.1.1 "
+            "(no v, pre-release, development version or git describe output)"
+        )
+    return release
 
 
 @dataclass(frozen=True)
@@ -80,14 +124,27 @@ class ReleaseRange:
 
 
 def parse_range(text: str) -> ReleaseRange:
-    """``A..B`` or ``A..`` of plain releases, ``A <= B``; InputError otherwise."""
+    """``A..B`` or ``A..`` (a patch's ``Affects:``) of releases with ``A <=
+    B``; InputError otherwise."""
     first_text, dots, last_text = text.strip().partition("..")
-    first = parse_release(first_text)
-    last = parse_release(last_text) if last_text else None
-    if not dots or first is None or (last_text and last is None):
-        raise InputError(
-            f"{text!r} is not a release range such as 0.11.1..0.28.0 or 0.29.0.."
-        )
+    return _span(text, dots, first_text, last_text, open_end=True)
+
+
+def record_range(text: str) -> ReleaseRange:
+    """``A-B``, a fix record's ``affected`` (closed, as its docs write it)."""
+    first_text, dash, last_text = text.strip().partition("-")
+    return _span(text, dash, first_text, last_text, open_end=False)
+
+
+def _span(
+    text: str, found: str, first_text: str, last_text: str, *, open_end: bool
+) -> ReleaseRange:
+    first = parse_release(first_text.strip())
+    last = parse_release(last_text.strip()) if last_text else None
+    unbounded = open_end and not last_text
+    if not found or first is None or (last is None and not unbounded):
+        example = "0.11.1..0.28.0 or 0.29.0.." if open_end else "0.11.1-0.28.0"
+        raise InputError(f"{text!r} is not a release range such as {example}")
     if last is not None and last < first:
         raise InputError(f"{text!r}: the range ends before it starts")
     return ReleaseRange(first, last)
@@ -111,7 +168,7 @@ def tag_release(git: Git, rev: str = "HEAD") -> str | None:
         tag = proc.stdout.strip()
         if proc.returncode != 0 or not tag:
             return None
-        if parse_release(tag.removeprefix("v")) is not None and "+" not in tag:
+        if parse_tag(tag) is not None:
             return tag.removeprefix("v")
         excluded.append(tag)
     return None
