@@ -216,7 +216,7 @@ def test_memcheck_runs_its_script_under_the_policy(
     monkeypatch.setenv(MARK, str(tmp_path / "marks"))
     script = tmp_path / "script.py"
     script.write_text(RECORD + "sys.exit(7)\n")
-    args = argparse.Namespace(script=["--", str(script)])
+    args = argparse.Namespace(script=["--", str(script)], json=False)
     assert memcheck_command.run(args) == 7
     (record,) = marks(tmp_path)
     assert record["cuda"] == "" and record["no_bytecode"] == 1
