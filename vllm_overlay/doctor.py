@@ -4,8 +4,9 @@ Each fix is reported on its own (a vLLM can need one, all or none). By
 default it loads vLLM's general plugins exactly as vLLM does at start-up and
 then imports each module an armed fix patches, to confirm the fix is really
 on vLLM's loaded code. ``--quick`` answers from the source alone (no vLLM
-import), judging by the same rule (:func:`protected`): a needed fix is on
-when the overlay would install it as vLLM starts here. Both end with the
+import), judging by the same rule: a needed fix is on when the overlay
+would install it as vLLM starts here. Exit 1 when any fix is needed and
+not on, or cannot be judged. Both end with the
 overlay's record: what it patches, why, how, and when that goes. The
 top-level verdict fields of ``--json`` are over every fix; ``fixes`` holds
 each fix's.

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_overlay.fixes import FIXES, by_name
@@ -38,7 +37,9 @@ def needs(version: str) -> dict[str, bool]:
         ),
     ],
 )
-def test_release_tree_verdicts(version: str, shape: str, patch_status: list[str]) -> None:
+def test_release_tree_verdicts(
+    version: str, shape: str, patch_status: list[str]
+) -> None:
     """Every fix decides: the tree is affected, and doctor exits 1, when any
     fix its release needs is needed (0.29.0: StaticSink alone)."""
     tree = release_tree(version)

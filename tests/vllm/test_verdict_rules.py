@@ -275,7 +275,9 @@ def test_every_scenario_is_one_fixs_and_no_fix_is_the_default() -> None:
     fix's."""
     from vllm_patchkit.judge.regression.scenarios import SCENARIOS
 
-    owners = {name: [f.pr for f in REGISTRY if name in f.scenarios] for name in SCENARIOS}
+    owners = {
+        name: [f.pr for f in REGISTRY if name in f.scenarios] for name in SCENARIOS
+    }
     assert {name: prs for name, prs in owners.items() if len(prs) != 1} == {}
     for name, (pr,) in owners.items():
         assert fix_of(name) == pr
