@@ -307,7 +307,10 @@ def test_a_release_fixed_upstream_for_two_fixes_still_has_the_third() -> None:
     assert {c["fix"] for c in after["checks"] if c["status"] == "failed"} == {
         STATIC_SINK.pr
     }
-    assert result["message"].startswith("failing checks: static_sink_")
+    assert result["message"].startswith(
+        f"the bug reproduces ({STATIC_SINK.pr}: checks fail); "
+        "failing checks: static_sink_"
+    )
 
 
 def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
