@@ -1,12 +1,15 @@
 """``python -m vllm_overlay``: is this vLLM affected, and is the overlay on?
 
-Each fix is reported on its own (a vLLM can need one, both or none). By
+Each fix is reported on its own (a vLLM can need one, all or none). By
 default it loads vLLM's general plugins exactly as vLLM does at start-up and
 then imports each module an armed fix patches, to confirm the fix is really
 on vLLM's loaded code. ``--quick`` answers from the source alone (no vLLM
-import). Both end with the overlay's record: what it patches, why, how, and
-when that goes. The top-level verdict fields of ``--json`` are the #51585
-fix's; ``fixes`` holds every fix's.
+import), judging by the same rule: a needed fix is on when the overlay
+would install it as vLLM starts here. Exit 1 when any fix is needed and
+not on, or cannot be judged. Both end with the
+overlay's record: what it patches, why, how, and when that goes. The
+top-level verdict fields of ``--json`` are over every fix; ``fixes`` holds
+each fix's.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from typing import Any
 from vllm_overlay import __version__, plugin
 from vllm_overlay.entry_points import ENTRY_POINT_GROUP, entry_point_registered
 from vllm_overlay.fix import FixPlan
-from vllm_overlay.fixes import RECORD, assess_installed, disable_setting, on_vllm
+from vllm_overlay.fixes import (
+    RECORD,
+    assess_installed,
+    by_name,
+    disable_setting,
+    on_vllm,
+)
 from vllm_overlay.installed import vllm_version
 from vllm_overlay.kernel_switch import KERNEL_ENV, caller_module
 from vllm_overlay.record import render_record
@@ -37,20 +46,22 @@ from vllm_overlay.state import Action, InstallState
 
 def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
     """One fix's part of the report (before loading vLLM's plugins)."""
-    target = next(t for t in RECORD if t.name == state.name)
+    fix = by_name(state.name)
+    target = fix.record
     code = state.code
     plan = state.plan
+    affected = fix.affected(state, state.vllm_version)
     return {
         "name": state.name,
         "target": target.target,
         "related": [item.split(":")[0] for item in target.related],
-        "affected": (code.affected if code.judged else None) if code else False,
+        "affected": affected,
         "shape": str(code.shape) if code else None,
         "reason": code.detail if code else state.reason,
         "decision": state.reason,
         "file": str(code.file) if code else None,
         "line": code.line if code else None,
-        "judged": bool(code and code.judged),
+        "judged": affected is not None,
         "would_do": str(state.action),
         "removes": (
             {
@@ -66,33 +77,16 @@ def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
         "active": None,
         "on_vllm": None,
         "covers": list(state.covered),
-        "problems": [] if not code or code.judged else [state.reason],
+        "problems": [] if affected is not None else [f"cannot judge: {state.reason}"],
+        "protected": None,
     }
 
 
 def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     disabled, unknown = disable_setting()
     fixes = [fix_report(state, state.name in disabled) for state in assess_installed()]
-    first = fixes[0]
     report: dict[str, Any] = {
         "vllm_version": vllm_version(),
-        # The #51585 fix's verdict at the top level, as before #17.
-        **{
-            key: first[key]
-            for key in (
-                "affected",
-                "shape",
-                "reason",
-                "decision",
-                "file",
-                "line",
-                "judged",
-                "would_do",
-                "removes",
-                "status",
-                "covers",
-            )
-        },
         "entry_point_registered": entry_point_registered(),
         "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
         # True when every fix is off: what the fixes' own entries say.
@@ -102,21 +96,22 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         "strict": env_flag(STRICT_ENV),
         "kernel_opt_in": env_flag(KERNEL_ENV),
         "kernel": None,
-        "active": None,
-        "fix_on_vllm_class": None,
-        "problems": list(first["problems"]),
         "fixes": fixes,
         "record": [target.as_dict() for target in RECORD],
     }
-    if not load_plugins:
-        return report
+    if load_plugins:
+        _load_plugins(report)
+    return _summarise(report)
+
+
+def _load_plugins(report: dict[str, Any]) -> None:
+    """Load vLLM's plugins as vLLM does, import each armed fix's module, and
+    record each fix's state in this process."""
     from vllm.plugins import load_general_plugins
 
     load_general_plugins()
     states = plugin.current_states()
-    report["in_process_action"] = (
-        str(states[first["name"]].action) if states else "not loaded"
-    )
+    fixes = report["fixes"]
     for entry in fixes:
         state = states.get(entry["name"])
         if state and state.action is Action.INSTALLED:
@@ -128,15 +123,48 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         entry["active"] = entry["status"] == "installed"
         if state:
             entry["problems"] += list(state.problems)
-    report["status"] = first["status"]
-    report["active"] = first["active"]
-    report["fix_on_vllm_class"] = first["on_vllm"]
-    state = states.get(first["name"])
-    if state and report["kernel_opt_in"]:
+    if report["kernel_opt_in"] and states:
+        # The kernel rides on a fix (its ``also``): the caller's import swaps it.
         importlib.import_module(caller_module())
-        report["kernel"] = state.kernel
-    report["problems"] = list(first["problems"])
+        kernels = {state.kernel for state in states.values()} - {"upstream"}
+        report["kernel"] = kernels.pop() if kernels else "upstream"
+
+
+def _summarise(report: dict[str, Any]) -> dict[str, Any]:
+    """Each fix's :func:`protected`, and the verdict over every fix."""
+    fixes = report["fixes"]
+    for entry in fixes:
+        entry["protected"] = protected(entry, report)
+    verdicts = [entry["affected"] for entry in fixes]
+    report["affected"] = (
+        True if True in verdicts else None if None in verdicts else False
+    )
+    report["judged"] = None not in verdicts
+    report["needed"] = [e["name"] for e in fixes if e["affected"] is not False]
+    report["not_protected"] = [e["name"] for e in fixes if not e["protected"]]
+    report["problems"] = [p for e in fixes for p in e["problems"]]
     return report
+
+
+def protected(entry: dict[str, Any], report: dict[str, Any]) -> bool:
+    """Whether this vLLM is safe from one fix's bug: not affected, or the fix
+    on. After loading the plugins, "on" is what this process shows (the fix
+    installed on vLLM's code); with ``--quick``, what vLLM started here would
+    do: the overlay's entry point registered and allowed, the fix not
+    disabled, and its decision to install it. A fix that cannot be judged is
+    never safe."""
+    if entry["affected"] is False:
+        return True
+    if entry["affected"] is None:
+        return False
+    if entry["active"] is not None:
+        return bool(entry["active"])
+    return bool(
+        entry["would_do"] == str(Action.INSTALLED)
+        and not entry["disabled"]
+        and report["entry_point_registered"]
+        and report["allowed_by_vllm_plugins"]
+    )
 
 
 YES_NO = {True: "yes", False: "no", None: "not checked"}
@@ -198,12 +226,8 @@ def render(report: dict[str, Any]) -> str:
 
 
 def healthy(report: dict[str, Any]) -> bool:
-    """Every fix: not affected, or active; and no problem anywhere."""
-    return all(
-        (not entry["affected"] or entry["active"] is not False)
-        and not entry["problems"]
-        for entry in report["fixes"]
-    )
+    """Every fix :func:`protected`, and no problem anywhere."""
+    return not report["not_protected"] and not report["problems"]
 
 
 def build_parser() -> argparse.ArgumentParser:

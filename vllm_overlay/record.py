@@ -43,8 +43,37 @@ class PatchTarget:
     def target(self) -> str:
         return f"{self.module}:{self.qualname}"
 
+    def predates(self, version: str) -> bool:
+        """Whether release ``version`` is older than every release this
+        target's bug is in (False for a version that is no release)."""
+        first = _release(self.affected.partition("-")[0])
+        release = _release(version)
+        return first is not None and release is not None and release < first
+
+    def affects(self, version: str) -> bool:
+        """Whether release ``version`` is in :attr:`affected` (inclusive)."""
+        head, _, tail = self.affected.partition("-")
+        first, last, release = _release(head), _release(tail), _release(version)
+        if release is None or first is None:
+            return False
+        return first <= release and (last is None or release <= last)
+
     def as_dict(self) -> dict[str, Any]:
         return {"target": self.target, **asdict(self)}
+
+
+def _release(text: str) -> Any:
+    """The release ``text`` names, comparable (None: no release). vLLM
+    depends on ``packaging``, so it is there wherever the overlay has a vLLM
+    to judge; without it, nothing is comparable (so nothing predates)."""
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        return None
+    try:
+        return Version(text.strip()).release
+    except InvalidVersion:
+        return None
 
 
 def render_record(targets: tuple[PatchTarget, ...]) -> list[str]:

@@ -130,12 +130,12 @@ def main(output: str) -> None:
     )
 
     from vllm_patchkit.judge.regression.scenarios import run_all
-    from vllm_patchkit.judge.regression.verdict import bug_reproduced, fixed_checks
+    from vllm_patchkit.judge.regression.verdict import fixed_checks, reproduced
 
     outcomes = run_all(["capture_effects", "minimax_indexer_after_rocm"])
     checks = fixed_checks(outcomes)
     result["suite_fixed"] = bool(checks) and all(c.passed for c in checks)
-    result["suite_bug_reproduced"] = bug_reproduced(outcomes)
+    result["suite_bug_reproduced"] = reproduced(checks)
     result["vllm_file"] = rocm_attn.__file__
     with open(output, "w") as out:
         json.dump(result, out, indent=2)

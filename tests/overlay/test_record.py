@@ -8,6 +8,7 @@ overlay really patches in the installed vLLM.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -16,7 +17,9 @@ import sys
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_overlay.aiter_shape import AITER_MODULE
 from vllm_overlay.aiter_shape import GENERIC_MODULE as UPSTREAM_MODULE
-from vllm_overlay.fixes import RECORD
+from vllm_overlay.doctor import fix_report
+from vllm_overlay.fixes import FIXES, RECORD
+from vllm_overlay.state import Action
 
 
 def overlay_doctor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -67,13 +70,13 @@ def test_python_m_vllm_overlay_shows_the_record() -> None:
     report = json.loads(proc.stdout)
     assert [t["target"] for t in report["record"]] == [t.target for t in RECORD]
     assert set(report["record"][0]) >= {"why", "how", "related", "removal"}
-    assert report["removes"]["statement"] == (
-        "common_attn_metadata.query_start_loc_cpu.zero_()"
-    )
     # Each fix on its own: installed 0.28.0 needs all three.
     fixes = {entry["name"]: entry for entry in report["fixes"]}
     assert list(fixes) == [t.name for t in RECORD]
     capture, aiter, sink = fixes.values()
+    assert capture["removes"]["statement"] == (
+        "common_attn_metadata.query_start_loc_cpu.zero_()"
+    )
     assert capture["shape"] == "buggy" and capture["would_do"] == "installed"
     assert capture["related"] == ["vLLM PR #51585", "vLLM issue #25985"]
     assert aiter["shape"] == "shared" and aiter["would_do"] == "installed"
@@ -113,7 +116,7 @@ def test_json_after_loading_vllm_is_one_object_with_the_state() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["status"] == "installed" and report["fix_on_vllm_class"]
+    assert report["affected"] is True and report["not_protected"] == []
     assert "vllm-overlay: installed" in proc.stderr
     for entry in report["fixes"]:
         assert entry["status"] == "installed" and entry["on_vllm"], entry
@@ -186,3 +189,41 @@ def test_the_doctor_header_agrees_with_each_fix() -> None:
             assert "disabled: no" in fixes, (value, header, fixes)
     report = json.loads(_doctor_with_disable("all", "--quick", "--json").stdout)
     assert report["disabled"] and all(fix["disabled"] for fix in report["fixes"])
+
+
+def test_quick_and_full_agree_with_every_fix_off() -> None:
+    """``VLLM_OVERLAY_DISABLE=1`` on the installed vLLM: every fix its
+    release needs is off, so ``--quick`` exits 1 as the full check does, and
+    both name the same fixes as not protected (one judgement)."""
+    version = importlib.metadata.version("vllm")
+    needed = [fix.name for fix in FIXES if fix.record.affects(version)]
+    assert needed, f"vLLM {version} needs no fix: this test proves nothing there"
+    runs = {
+        mode: _doctor_with_disable("1", *args, "--json")
+        for mode, args in (("quick", ("--quick",)), ("full", ()))
+    }
+    for mode, proc in runs.items():
+        assert proc.returncode == 1, f"{mode}: {proc.stdout}{proc.stderr}"
+        report = json.loads(proc.stdout)
+        assert report["not_protected"] == needed, (mode, report["not_protected"])
+        assert report["affected"] is True
+
+
+def test_a_missing_target_is_cannot_judge_unless_the_release_predates_it() -> None:
+    """A fix whose module the installed vLLM lacks: "cannot judge" (a fork
+    may have moved the code), unless the release is older than every
+    release the fix's record says is affected."""
+    for fix in FIXES:
+        first = fix.record.affected.partition("-")[0]
+        older = _older_than(first)
+        for version, expected in ((first, None), (older, False), ("dev", None)):
+            state = fix.state(Action.ABSENT, version, f"no {fix.module}")
+            entry = fix_report(state, disabled=False)
+            assert entry["affected"] is expected, (fix.name, version, entry)
+            assert entry["judged"] is (expected is not None)
+
+
+def _older_than(release: str) -> str:
+    """A release string just before ``release`` (``0.14.0`` -> ``0.13.99``)."""
+    major, minor, _ = (int(part) for part in release.split("."))
+    return f"{major}.{minor - 1}.99"

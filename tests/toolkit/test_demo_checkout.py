@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
 
@@ -29,7 +30,8 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
 
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert proc.stdout.splitlines()[-1] == "verdict: FIXED"
-    assert "the crash of vLLM #51585 reproduces" in proc.stdout
+    bugs = ", ".join(fix.pr for fix in FIXES if fix.record.affects("0.28.0"))
+    assert f"before: the bug reproduces on this tree ({bugs})" in proc.stdout
     # Both runs counted; the checks that could not run named, with why.
     lines = proc.stdout.splitlines()
     assert "before: 70 checks: 67 ran (21 passed, 46 failed), 3 could not run" in lines

@@ -3,52 +3,87 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
+from vllm_overlay.fixes import FIXES, by_name
 from vllm_patchkit.trees.installed import installed_vllm_dir
-from vllm_patchkit.trees.releases import release_tree
+from vllm_patchkit.trees.releases import clone_release, release_tree
+
+STATIC_SINK_FILE = by_name("static-sink-keeps-shared-seq-lens").record.source_file
 
 pytestmark = pytest.mark.release_trees
 
 
+def needs(version: str) -> dict[str, bool]:
+    """Per fix, whether release ``version`` needs it: its record's range."""
+    return {fix.pr: fix.record.affects(version) for fix in FIXES}
+
+
 @pytest.mark.parametrize(
-    ("version", "affected", "shape", "patch_status"),
+    ("version", "shape", "patch_status"),
     [
         # The fix, its regression test, #53821's backport (0.27.0..0.28.0),
         # the static-sink fix and its test (0.14.0 on, upstream in none).
-        ("0.11.0", False, "no-zeroing", ["not-carried"] * 5),
-        ("0.12.0", True, "buggy", ["applies", "applies"] + ["not-carried"] * 3),
-        ("0.28.0", True, "buggy", ["applies"] * 5),
+        ("0.11.0", "no-zeroing", ["not-carried"] * 5),
+        ("0.12.0", "buggy", ["applies", "applies"] + ["not-carried"] * 3),
+        ("0.28.0", "buggy", ["applies"] * 5),
         (
             "0.29.0",
-            False,
-            "fixed",
+            "buggy",
             ["upstreamed", "applies", "upstreamed", "applies", "applies"],
         ),
     ],
 )
 def test_release_tree_verdicts(
-    version: str, affected: bool, shape: str, patch_status: list[str]
+    version: str, shape: str, patch_status: list[str]
 ) -> None:
+    """Every fix decides: the tree is affected, and doctor exits 1, when any
+    fix its release needs is needed (0.29.0: StaticSink alone)."""
     tree = release_tree(version)
     code, report = patchkit_json("doctor", str(tree))
+    needed = needs(version)
     assert report["vllm_version"] == version
-    assert report["affected"] is affected
+    assert report["affected"] is any(needed.values())
+    assert code == (1 if any(needed.values()) else 0)
+    # The summary's code is the deciding fix's: the first needed, else any.
+    first_needed = next((pr for pr, yes in needed.items() if yes), None)
+    if first_needed is not None:
+        assert report["fix"] == first_needed
     assert report["shape"] == shape
-    assert report["file"].endswith("vllm/v1/attention/backends/rocm_attn.py")
     assert [p["status"] for p in report["patches"]] == patch_status
-    assert code == (1 if affected else 0)
-    if affected:
+    if report["fix"] == "#51585" and report["affected"]:
         assert report["line"] and "query_start_loc_cpu" in report["reason"]
-    # Each fix separately: 0.11.0 has no AITER unified backend, 0.11.0 and
-    # 0.12.0 no static-sink builder.
-    fixes = {f["fix"]: (f["affected"], f["patch_state"]) for f in report["fixes"]}
-    assert fixes == {
-        "#51585": (affected, patch_status[0]),
-        "#53821": (version in ("0.12.0", "0.28.0"), patch_status[2]),
-        "StaticSink": (version in ("0.28.0", "0.29.0"), patch_status[3]),
+    # Each fix separately, as its record's range says.
+    fixes = {f["fix"]: f["affected"] for f in report["fixes"]}
+    assert fixes == needed
+
+
+def test_a_stock_checkout_needing_only_static_sink_is_not_protected(
+    tmp_path: Path,
+) -> None:
+    """Stock 0.33.0 needs StaticSink only (#51585 and #53821 are upstream):
+    doctor exits 1 and its summary speaks of every fix."""
+    tree = tmp_path / "vllm"
+    clone_release("0.33.0", tree, checkout=True)
+    proc = patchkit("doctor", str(tree))
+    needed = needs("0.33.0")
+    assert [pr for pr, yes in needed.items() if yes] == ["StaticSink"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = next(
+        line for line in proc.stdout.splitlines() if line.startswith("affected: ")
+    )
+    assert summary.startswith("affected: yes (buggy) at "), summary
+    assert STATIC_SINK_FILE in summary and summary.endswith(" (StaticSink)")
+    every = next(line for line in proc.stdout.splitlines() if "every fix: " in line)
+    for pr, yes in needed.items():
+        assert f"{pr}: {'yes' if yes else 'no'} (" in every, every
+    payload = json.loads(patchkit("doctor", "--json", str(tree)).stdout)
+    assert payload["affected"] is True and payload["protected"] is False
+    assert {f["fix"]: f["protected"] for f in payload["fixes"]} == {
+        pr: not yes for pr, yes in needed.items()
     }
 
 

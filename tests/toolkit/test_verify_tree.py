@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
-from vllm_overlay.fixes import by_name
+from vllm_overlay.fixes import FIXES, by_name
 from vllm_patchkit.git.series import load_series
 from vllm_patchkit.judge.mutation.mutants import MUTANTS, mutate
 from vllm_patchkit.judge.tree_pytest import series_test_files
-from vllm_patchkit.judge.verify import verify_tree
+from vllm_patchkit.judge.verify import fixes_not_counted, verify_tree
 from vllm_patchkit.present.reports import format_verify
 from vllm_patchkit.trees.releases import release_tree
 
@@ -44,8 +44,10 @@ def test_stock_affected_release_fails(
     assert result["verdict"] == "not-fixed"
     after = result["after"]
     assert after["vllm_file"] == str(tree / "vllm" / "__init__.py")
-    assert after["bug_reproduced"] is True
-    assert "the bug reproduces" in result["message"]
+    # Every fix 0.28.0 needs shows its bug (its checks fail), by name.
+    bugs = [fix.pr for fix in FIXES if fix.record.affects("0.28.0")]
+    assert after["bug_reproduced"] == bugs
+    assert f"the bug reproduces ({', '.join(bugs)}: checks fail)" in result["message"]
     assert result["before"] is None  # no recorded base: nothing to compare
     assert after["upstream_test"] is None  # stock has no copy of patch 0002
 
@@ -293,7 +295,9 @@ def test_a_release_fixed_upstream_for_two_fixes_still_has_the_third() -> None:
     assert code == 1, result
     assert result["verdict"] == "not-fixed"
     after = result["after"]
-    assert after["fixed"] is False and after["bug_reproduced"] is False
+    # StaticSink's bug is the one this release shows.
+    assert after["fixed"] is False
+    assert after["bug_reproduced"] == [STATIC_SINK.pr]
     assert after["vllm_version"] == "0.29.0"
     assert after["upstream_test"] is None
     failing = {c["name"] for c in after["checks"] if c["status"] == "failed"}
@@ -303,7 +307,10 @@ def test_a_release_fixed_upstream_for_two_fixes_still_has_the_third() -> None:
     assert {c["fix"] for c in after["checks"] if c["status"] == "failed"} == {
         STATIC_SINK.pr
     }
-    assert result["message"].startswith("failing checks: static_sink_")
+    assert result["message"].startswith(
+        f"the bug reproduces ({STATIC_SINK.pr}: checks fail); "
+        "failing checks: static_sink_"
+    )
 
 
 def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
@@ -326,3 +333,39 @@ def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
     proc = patchkit("test", "--baseline", "no-such-rev", str(tmp_path))
     assert proc.returncode == 2
     assert "baseline 'no-such-rev' is not a commit" in proc.stderr
+
+
+def test_a_fix_not_carried_for_the_release_is_counted_apart_beside_fixed(
+    release_clone: Callable[..., Path],
+) -> None:
+    """0.26.0 with the series applied: the fixes the series does not carry
+    there (#53821: its ``Affects:`` starts later) still run, but their
+    checks are counted apart ("not carried here"), never as failures beside
+    the verdict. (The verdict itself is the upstream test's to give: 0005's
+    in-place draft update case is skipped on 0.26.0, which has none.)"""
+    tree = release_clone("0.26.0", "release")
+    code, applied = patchkit_json("apply", str(tree))
+    assert code == 0, applied
+    apart = fixes_not_counted(load_series(), tree)
+    assert apart, "every fix is carried for 0.26.0: this test proves nothing"
+
+    proc = patchkit("test", "--no-baseline", str(tree))
+
+    lines = proc.stdout.splitlines()
+    assert proc.returncode != 1, proc.stdout + proc.stderr
+    assert lines[-1].startswith(
+        ("verdict: FIXED", "verdict: CANNOT JUDGE: the upstream test ")
+    ), lines[-1]
+    for fix in FIXES:
+        if fix.pr not in apart:
+            assert f"fix {fix.pr}: FIXED: " in proc.stdout, proc.stdout
+    counts = [line for line in lines if line.startswith("after: ") and " ran (" in line]
+    assert counts and all(", 0 failed)" in line for line in counts), counts
+    assert not [line for line in lines if " FAIL " in f" {line} "], proc.stdout
+    for fix in apart:
+        assert any(
+            line.startswith(f"after: not carried here: {fix}: ") for line in lines
+        ), proc.stdout
+        assert any(
+            line.startswith(f"fix {fix}: not carried here (") for line in lines
+        ), proc.stdout

@@ -48,8 +48,8 @@ class Fix:
     needs: tuple[str, ...] = ()
     """Fixes whose decisions this one reads (decided first, passed in)."""
     scenarios: tuple[str, ...] = ()
-    """The regression scenarios that judge it (the first fix also judges
-    every scenario no fix names)."""
+    """The regression scenarios that judge it: every scenario is named by
+    exactly one fix (one no fix names is an error)."""
     core_scenarios: tuple[str, ...] = ()
     """Of those, the ones without which it is never called fixed."""
     also: Callable[[InstallState], None] | None = None
@@ -66,6 +66,17 @@ class Fix:
     @property
     def module(self) -> str:
         return self.record.module
+
+    def affected(self, state: InstallState, release: str | None) -> bool | None:
+        """Whether the code read needs this fix (None: cannot judge). A
+        missing target is "cannot judge" (a fork may have moved the code,
+        still buggy) unless ``release``, a version the tree vouches for, is
+        older than every release the bug is in: that release never had it."""
+        if state.action is not Action.ABSENT:
+            return state.affected
+        if release is not None and self.record.predates(release):
+            return False
+        return None
 
     def warn(self, state: InstallState) -> None:
         """Warn, when vLLM imports :attr:`module`, that the code was left alone."""

@@ -15,6 +15,10 @@ from vllm_patchkit.commands.common import (
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from vllm_patchkit.judge.doctor import Diagnosis
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = add_command(
@@ -25,18 +29,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Read a vLLM checkout, release tree or (with no PATH) the vLLM "
             "installed in this environment, without importing it, and report: "
             "the version, whether it carries the bug and why (file and line), "
-            "the state of each patch, each fix separately (#51585 and #53821: "
-            "whether the tree needs it and the state of its patch, not-carried "
-            "included), whether the overlay is installed and "
-            "would activate, and the overlay's record of what it patches. Exit 1 "
-            "when the tree is affected by #51585 and not protected (a tree "
-            "given by path is protected only by patching it; the installed "
-            "vLLM also by the overlay); 3 when it cannot judge (rocm_attn.py "
-            "is missing, as in a fork that moved it, unless the tree's trusted "
-            "version predates the bug; or it does not parse, as in a merge "
-            "with conflict markers; or what the "
-            "capture does to the host offsets cannot be proven: an alias, a "
-            "call receiving them); 0 otherwise."
+            "the state of each patch, each fix separately (whether the tree "
+            "needs it and the state of its patch, not-carried included), "
+            "whether the overlay is installed and would activate, and the "
+            "overlay's record of what it patches. Exit 3 when it cannot judge "
+            "a fix (its file is missing, as in a fork that moved it, unless "
+            "the tree's trusted version predates the bug; or it does not "
+            "parse, as in a merge with conflict markers; or what the code does "
+            "cannot be proven: an alias, a call receiving the offsets); 1 "
+            "when the tree needs any fix and is not protected (a tree given by "
+            "path is protected only by patching it; the installed vLLM also "
+            "by the overlay); 0 otherwise."
         ),
     )
     parser.add_argument(
@@ -70,8 +73,12 @@ def run(args: argparse.Namespace) -> int:
             f"{diagnosis.file}:{diagnosis.line}" if diagnosis.line else diagnosis.file
         )
         print(f"vLLM {diagnosis.vllm_version} at {diagnosis.target}")
-        print(f"affected: {yes_no[diagnosis.affected]} ({diagnosis.shape}) at {where}")
+        print(
+            f"affected: {yes_no[diagnosis.affected]} ({diagnosis.shape}) at "
+            f"{where} ({diagnosis.fix})"
+        )
         print(f"  {diagnosis.reason}")
+        print(f"  every fix: {diagnosis.summary}")
         print("patches:")
         print("\n".join(patch_lines(diagnosis.patches)))
         print("each fix:")
@@ -88,6 +95,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {diagnosis.overlay_decision}")
         print("what the overlay patches:")
         print("\n".join(f"  {line}" for line in render_record(RECORD)))
+    return verdict(diagnosis).exit_code
+
+
+def verdict(diagnosis: Diagnosis) -> Verdict:
+    """Over every fix: cannot judge when one cannot be read; not fixed when
+    one is needed and not protected; else fixed."""
     if not diagnosis.judged:
-        return Verdict.CANNOT_JUDGE.exit_code
-    return (Verdict.FIXED if diagnosis.protected else Verdict.NOT_FIXED).exit_code
+        return Verdict.CANNOT_JUDGE
+    return Verdict.FIXED if diagnosis.protected else Verdict.NOT_FIXED

@@ -17,14 +17,13 @@ from vllm_overlay.entry_points import (
     entry_point_registered,
 )
 from vllm_overlay.fixes import FIXES, RECORD, assess_tree, off_reason
-from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.git.carry import TreeVersion, read_version
+from vllm_patchkit.git.carry import read_version
 from vllm_patchkit.git.checkout import PatchReport, classify_path
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.trees.installed import installed_vllm_dir
-from vllm_patchkit.trees.versions import parse_release, tree_version
+from vllm_patchkit.trees.versions import tree_version
 
 __all__ = [
     "Diagnosis",
@@ -47,13 +46,21 @@ class FixStatus:
     fix: str
     affected: bool | None
     """None: cannot judge (the file does not parse, or its shape is not
-    proven)."""
+    proven, or the target is missing from a tree that may have had it)."""
     detail: str
     patch: str
     patch_state: str
     """The series patch's :class:`PatchState` here (not-carried included)."""
     overlay: str = ""
     """What the overlay would do for this fix on this tree (its Action)."""
+    shape: str = "missing"
+    file: str = ""
+    line: int | None = None
+    protected: bool = False
+    """Not affected, or (the installed vLLM) the overlay would install it."""
+    overlay_active: bool = False
+    """The overlay would install it as vLLM starts here (not disabled)."""
+    overlay_decision: str = ""
 
 
 @dataclass
@@ -61,8 +68,13 @@ class Diagnosis:
     target: str
     vllm_version: str
     affected: bool | None
-    """None: cannot judge (the file does not parse, or what the capture does
-    to the offsets is not proven)."""
+    """Over every fix: yes when one is needed, None (cannot judge) when one
+    cannot be read, no when none is needed."""
+    fix: str
+    """The fix that decides :attr:`affected` (the first that cannot be
+    judged, else the first needed and not protected, else the first needed,
+    else the first), whose code :attr:`shape`, :attr:`file` and
+    :attr:`line` show."""
     shape: str
     reason: str
     file: str
@@ -72,26 +84,30 @@ class Diagnosis:
     """The target is the vLLM installed here (not a tree given by path)."""
     overlay_entry_point: bool = False
     overlay_would_activate: bool = False
+    """The overlay would install every fix this vLLM needs."""
     overlay_decision: str = ""
-    """What the overlay would do with this code, and why (file and line)."""
+    """What the overlay would do with the deciding fix's code, and why."""
     overlay_record: list[dict[str, object]] = field(default_factory=list)
     """What the overlay patches: target, why, how, related PRs, removal."""
     fixes: list[FixStatus] = field(default_factory=list)
-    """Each fix separately (#51585, #53821): a release can need one, both or
-    none. ``affected`` above is #51585's, which decides the exit code."""
+    """Each fix separately: a release can need one, several or none."""
 
     @property
     def judged(self) -> bool:
-        return self.affected is not None
+        return all(fix.affected is not None for fix in self.fixes)
 
     @property
     def protected(self) -> bool:
-        """Not affected, or the installed vLLM gets the fix from the overlay."""
-        return self.affected is False or bool(
-            self.affected
-            and self.installed
-            and self.overlay_entry_point
-            and self.overlay_would_activate
+        """Every fix: not affected, or the installed vLLM gets it from the
+        overlay (a tree given by path is protected only by patching it)."""
+        return all(fix.protected for fix in self.fixes)
+
+    @property
+    def summary(self) -> str:
+        """Every fix's word, in one line: ``#51585: no (fixed); ...``."""
+        words = {True: "yes", False: "no", None: "cannot judge"}
+        return "; ".join(
+            f"{fix.fix}: {words[fix.affected]} ({fix.shape})" for fix in self.fixes
         )
 
 
@@ -107,52 +123,75 @@ def overlay_word(state: InstallState, configured: bool = True) -> str:
     return "disabled" if off else str(state.action)
 
 
-def affected(
-    state: InstallState, target: PatchTarget, version: TreeVersion
-) -> bool | None:
-    """Whether the tree needs the fix (None: cannot judge): the overlay's
-    proof of the code (:attr:`InstallState.affected`), except for a missing
-    target. A fork may have moved the code (rocm_attn.py renamed, the class
-    elsewhere, still buggy), so a missing target is "cannot judge", unless
-    a version the tree vouches for (:func:`read_version`) is older than
-    every release the target's bug is in: that release never had it."""
-    if state.action is not Action.ABSENT:
-        return state.affected
-    first = parse_release(target.affected.partition("-")[0])
-    release = version.release
-    if version.trusted and release is not None and first and release < first:
-        return False
-    return None
-
-
 def fix_statuses(
     root: Path,
     series: Series,
     patches: list[PatchReport],
     states: list[InstallState] | None = None,
     configured: bool = True,
+    installed: bool = False,
 ) -> list[FixStatus]:
-    """Each fix of the registry on ``root``: affected (:func:`affected`),
-    and the state of its patch in the series (``configured``: see
-    :func:`overlay_word`)."""
+    """Each fix of the registry on ``root``: affected
+    (:meth:`vllm_overlay.fixes.base.Fix.affected`, by the version the tree
+    vouches for), and the state of its patch in the series (``configured``:
+    see :func:`overlay_word`); ``installed``: ``root`` is the vLLM installed
+    here, which the overlay protects."""
     by_patch = {r.name: r.status for r in patches}
     statuses = []
     version = read_version(root)
+    release = (
+        ".".join(map(str, version.release))
+        if version.trusted and version.release
+        else None
+    )
+    entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
     for fix, state in zip(FIXES, states or assess_tree(root, ""), strict=True):
         patch = next((p for p in series.patches if p.name in fix.patches), None)
         name = patch.name if patch else "(none in the series)"
-        detail = state.code.detail if state.code is not None else state.reason
+        code = state.code
+        detail = code.detail if code is not None else state.reason
+        file = code.file if code is not None else root / fix.record.source_file
+        affected = fix.affected(state, release)
+        off = off_reason(fix.name)
+        active = entry_point and state.action is Action.INSTALLED and off is None
         statuses.append(
             FixStatus(
                 fix.pr,
-                affected(state, fix.record, version),
+                affected,
                 detail,
                 name,
                 str(by_patch.get(name, "-")),
                 overlay_word(state, configured),
+                shape=str(code.shape) if code is not None else "missing",
+                file=str(file),
+                line=code.line if code is not None else None,
+                protected=affected is False or bool(affected and active),
+                overlay_active=active,
+                overlay_decision=(
+                    f"disabled: {off}" if off else f"{state.action}: {state.reason}"
+                ),
             )
         )
     return statuses
+
+
+def affected_over(fixes: list[FixStatus]) -> bool | None:
+    """Over every fix: None when one cannot be judged, else whether one is
+    needed."""
+    verdicts = [f.affected for f in fixes]
+    return None if None in verdicts else True in verdicts
+
+
+def deciding(fixes: list[FixStatus]) -> FixStatus:
+    """The fix whose word is the tree's (see :attr:`Diagnosis.fix`)."""
+    return next(
+        (f for f in fixes if f.affected is None),
+        next(
+            (f for f in fixes if f.affected and not f.protected),
+            # None needed: any fix's code says so; the registry's order picks.
+            next((f for f in fixes if f.affected), fixes[0]),
+        ),
+    )
 
 
 def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
@@ -162,25 +201,23 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     version = tree_version(root)
     patches = classify_path(root, series)
     states = assess_tree(root, version)
-    first = states[0]  # the first fix's (#51585's) verdict is the tree's
-    code = first.code
-    file = code.file if code is not None else root / FIXES[0].record.source_file
-    off = off_reason(first.name)
+    fixes = fix_statuses(root, series, patches, states, installed=path is None)
+    decides = deciding(fixes)
+    needed = [f for f in fixes if f.affected is not False]
     return Diagnosis(
         target=str(root) if path is not None else f"installed ({root})",
         vllm_version=version,
-        affected=affected(first, FIXES[0].record, read_version(root)),
-        shape=str(code.shape) if code is not None else "missing",
-        reason=code.detail if code is not None else first.reason,
-        file=str(file),
-        line=code.line if code is not None else None,
+        affected=affected_over(fixes),
+        fix=decides.fix,
+        shape=decides.shape,
+        reason=decides.detail,
+        file=decides.file,
+        line=decides.line,
         patches=patches,
         installed=path is None,
         overlay_entry_point=entry_point_registered(*OVERLAY_ENTRY_POINT),
-        overlay_would_activate=first.action is Action.INSTALLED and off is None,
-        overlay_decision=(
-            f"disabled: {off}" if off else f"{first.action}: {first.reason}"
-        ),
+        overlay_would_activate=bool(needed) and all(f.overlay_active for f in needed),
+        overlay_decision=decides.overlay_decision,
         overlay_record=[target.as_dict() for target in RECORD],
-        fixes=fix_statuses(root, series, patches, states),
+        fixes=fixes,
     )

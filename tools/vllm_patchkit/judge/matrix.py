@@ -58,9 +58,9 @@ from vllm_patchkit.git.checkout import classify_path, invariant_holds
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.judge import audit, overlay_probe
-from vllm_patchkit.judge.doctor import fix_statuses
+from vllm_patchkit.judge.doctor import affected_over, deciding, fix_statuses
 from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.judge.regression.verdict import tally
+from vllm_patchkit.judge.regression.verdict import NOT_CARRIED, set_apart
 from vllm_patchkit.judge.verify import judge_tree
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.paths import PACKAGE_DIR, cache_dir, relative_to_checkout
@@ -388,7 +388,7 @@ def suite_cell(tree: Path, series: Series, run: TreeReport) -> Cell:
     judged = judge_tree(tree, series, run, upstream_test=False)
     judgement = judged.judgement()
     verdict, why = judgement.verdict, judgement.why
-    counts = tally(run.report["checks"])
+    counts = judged.tally  # the checks of the fixes carried here
     ran = f"{counts.ran} ran"
     if counts.not_run:
         ran += f", {len(counts.not_run)} could not run"
@@ -399,16 +399,16 @@ def suite_cell(tree: Path, series: Series, run: TreeReport) -> Cell:
     detail["runtime"] = run.report.get("runtime") or runtime
     if judgement.bug_reproduced:
         status = "bug reproduced"
-        text = f"bug reproduced ({ran}: {counts.failed} failed)"
+        bugs = ", ".join(judged.reproduced())
+        text = f"bug reproduced ({ran}: {counts.failed} failed: {bugs})"
     elif verdict is Verdict.NOT_FIXED:
         status, text = "fails", f"fails ({ran}): {why}"
     elif verdict is Verdict.FIXED:
         status, text = "passes", f"passes ({ran})"
     else:
         status, text = CANNOT_JUDGE, f"{verdict.words} ({ran}): {why}"
-    for fix, reason in skipped.items():
-        if fix in fixes:
-            text += f"; {fix} {reason}: {Verdict(fixes[fix]['verdict']).words}"
+    for fix, n in set_apart(run.report["checks"], skipped).items():
+        text += f"; {fix} {NOT_CARRIED} ({skipped[fix]}): {n} checks, not counted"
     return Cell(status, text, counts=counts.to_json(), detail=detail)
 
 
@@ -605,15 +605,14 @@ def torch_pin(tree: Path) -> str | None:
 
 
 def static_facts(tree: Path, series: Series) -> dict[str, Any]:
-    code = inspect_capture_tree(tree)
     reports = classify_path(tree, series)
     # A release's row, not this shell's settings: the cell is cached for
     # every later sweep, whose environment may differ.
     statuses = fix_statuses(tree, series, reports, configured=False)
     return {
-        "affected": code.affected,
+        "affected": affected_over(statuses),
         "fixes": {f.fix: f.affected for f in statuses},
-        "shape": str(code.shape),
+        "shape": deciding(statuses).shape,
         "series": ", ".join(r.status for r in reports),
         "overlay_plan": ", ".join(f"{f.fix}: {f.overlay}" for f in statuses),
         "torch_pin": torch_pin(tree),

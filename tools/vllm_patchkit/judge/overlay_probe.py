@@ -54,13 +54,16 @@ WITH = "with"
 PLUGIN_NAME = "vllm_overlay"
 """The overlay's entry-point name in ``vllm.general_plugins``."""
 OVERLAY_LOGGER = "vllm.plugins.vllm_overlay"
+SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
+"""The regression suite's scenarios this probe runs (:func:`capture_scenario`)."""
+_OWNERS = {fix.name for fix in REGISTRY if set(SCENARIOS) & set(fix.scenarios)}
 JUDGED = tuple(
-    fix.name for fix in REGISTRY if fix is REGISTRY[0] or REGISTRY[0].name in fix.needs
+    fix.name for fix in REGISTRY if fix.name in _OWNERS or _OWNERS & set(fix.needs)
 )
-"""The fixes this probe's scenario (#51585's capture, then the next builder)
-judges: the first fix and those built on it. Another fix's install (StaticSink,
-on every release it affects) is reported, and judged by its own scenarios in
-the regression suite, not here."""
+"""The fixes this probe's scenarios judge: those whose ``scenarios`` name
+them (the registry's word) and those built on them. Another fix's install
+(StaticSink, on every release it affects) is reported, and judged by its own
+scenarios in the regression suite, not here."""
 
 
 @dataclass(frozen=True)

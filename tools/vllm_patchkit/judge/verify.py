@@ -44,12 +44,13 @@ from vllm_patchkit.judge.regression.verdict import (
     FIXED,
     FIXES,
     HARNESS_ERROR,
-    HOST_FIX,
     NOT_FIXED,
     Tally,
     check_fix,
+    counted,
     judge,
     judge_fixes,
+    reproduced,
     tally,
 )
 from vllm_patchkit.judge.tree_pytest import PytestRun, run_tree_tests, series_test_files
@@ -67,7 +68,9 @@ class TreeRun:
     vllm_version: str | None = None
     vllm_file: str | None = None
     fixed: bool = False
-    bug_reproduced: bool = False
+    bug_reproduced: list[str] = field(default_factory=list)
+    """The fixes whose checks failed here, every fix's (the suite's word;
+    :meth:`reproduced` keeps those that count)."""
     suite_verdict: Verdict = CANNOT_JUDGE
     """The suite's own, over every fix (``test --json`` shows it)."""
     suite_why: str = ""
@@ -87,7 +90,25 @@ class TreeRun:
 
     @property
     def tally(self) -> Tally:
-        return tally(self.checks)
+        """The checks of the fixes that count here (:attr:`not_counted`'s
+        are counted apart)."""
+        return tally(self.counted_checks())
+
+    def counted_checks(self, fix: str | None = None) -> list[dict[str, Any]]:
+        """The checks of the fixes that count here (``fix``: of that fix)."""
+        mine = [c for c in self.checks if fix is None or check_fix(c) == fix]
+        return counted(mine, self.not_counted)
+
+    def count_apart(self, not_counted: dict[str, str]) -> None:
+        """Set aside the checks of the fixes not carried here (and why):
+        :attr:`counts` and :attr:`tally` leave them out."""
+        self.not_counted = not_counted
+        self.counts = self.tally.to_json()
+
+    def reproduced(self) -> list[str]:
+        """The fixes expected here whose checks failed: the bugs this tree
+        shows (a fix not carried here counts for nothing)."""
+        return [f for f in self.bug_reproduced if f not in self.not_counted]
 
     def fix_verdicts(self) -> dict[str, tuple[Verdict, str]]:
         """Each fix's own ``(verdict, why)`` from this run's checks."""
@@ -99,7 +120,7 @@ class TreeRun:
 
     def _counted_suite(self) -> tuple[Verdict, str]:
         """The suite's verdict over the checks of the fixes that count."""
-        counted = [c for c in self.checks if check_fix(c) not in self.not_counted]
+        counted = self.counted_checks()
         core = tuple(
             name
             for fix in FIXES
@@ -122,17 +143,15 @@ class TreeRun:
         test = self.upstream_test
         reasons = []
         suite_verdict, suite_why = self._counted_suite()
-        reproduced = self.bug_reproduced and HOST_FIX not in self.not_counted
+        reproduced = self.reproduced()
         if reproduced:
-            reasons.append(
-                "the bug reproduces (host query offsets zeroed during capture)"
-            )
+            reasons.append(f"the bug reproduces ({', '.join(reproduced)}: checks fail)")
         if suite_verdict == NOT_FIXED:
             reasons.append(suite_why)
         if test is not None and test.failed:
             reasons.append(f"upstream test: {test.summary}")
         if reasons:
-            return Judgement(NOT_FIXED, "; ".join(reasons), reproduced)
+            return Judgement(NOT_FIXED, "; ".join(reasons), bool(reproduced))
         if suite_verdict != FIXED:
             return Judgement(CANNOT_JUDGE, _suite_cannot_judge(self, suite_why))
         if test is not None and test.inapplicable_reason is not None:
@@ -192,7 +211,7 @@ def verify_tree(
     if base is not None and base_commit is not None:
         progress.step(f"test 2/2: the base {base} at {base_commit[:12]} (before)")
         before = _run_base(tree, base, base_commit, test_files)
-        before.not_counted = after.not_counted
+        before.count_apart(after.not_counted)
     judged = after.judgement()
     return VerifyResult(judged.verdict, judged.why, after, before, test_files)
 
@@ -236,7 +255,7 @@ def judge_tree(
     ``upstream_test=False``)."""
     files = series_test_files(series) if upstream_test else None
     run = tree_run(tree.resolve(), label, files, report)
-    run.not_counted = fixes_not_counted(series, tree)
+    run.count_apart(fixes_not_counted(series, tree))
     return run
 
 
@@ -262,7 +281,7 @@ def tree_run(
     run.vllm_version = data["vllm_version"]
     run.vllm_file = data["vllm_file"]
     run.fixed = data["fixed"]
-    run.bug_reproduced = data["bug_reproduced"]
+    run.bug_reproduced = _reproduced(data["bug_reproduced"], run.checks)
     run.suite_verdict = Verdict(data["verdict"])
     run.suite_why = data["why"]
     run.checks = data["checks"]
@@ -276,6 +295,14 @@ def tree_run(
     if test_files is not None:
         run.upstream_test = run_tree_tests(tree, test_files, runtime=report.runtime)
     return run
+
+
+def _reproduced(said: object, checks: list[dict[str, Any]]) -> list[str]:
+    """The suite's list of fixes whose checks failed (a report from before it
+    named them said yes or no: then its checks say which)."""
+    if isinstance(said, list):
+        return [str(fix) for fix in said]
+    return reproduced(checks) if said else []
 
 
 def _suite_cannot_judge(run: TreeRun, suite_why: str) -> str:

@@ -14,9 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_patchkit.judge.regression.verdict import (
     FAILED,
+    NOT_CARRIED,
     PASSED,
     Tally,
     check_fix,
+    counted,
+    reproduced,
+    set_apart,
     status_of,
     tally,
     tally_line,
@@ -43,7 +47,8 @@ def format_verify(result: VerifyResult, fix: str | None = None) -> str:
     rows: list[list[str]] = []
     names = [c["name"] for r in runs for c in _checks_of(r, fix)]
     for name in dict.fromkeys(names):
-        rows.append([name, *(_cell(r.checks, name, "-")[:CELL_WIDTH] for r in runs)])
+        cells = (_cell(r.checks, name, "-", r.not_counted) for r in runs)
+        rows.append([name, *(cell[:CELL_WIDTH] for cell in cells)])
     if result.test_files:
         rows.append(["upstream test", *(_test_cell(r) for r in runs)])
     lines = [f"vLLM {_version(runs)} from {result.after.tree}"]
@@ -62,6 +67,16 @@ def format_verify(result: VerifyResult, fix: str | None = None) -> str:
 def _checks_of(run: TreeRun, fix: str | None) -> list[dict[str, Any]]:
     """The run's checks, or only those of ``fix``."""
     return [c for c in run.checks if fix is None or check_fix(c) == fix]
+
+
+def set_apart_lines(
+    checks: list[dict[str, Any]], not_counted: dict[str, str], label: str
+) -> list[str]:
+    """``after: not carried here: #53821: 4 checks, not counted``."""
+    return [
+        f"{label}: {NOT_CARRIED}: {fix}: {n} checks, not counted"
+        for fix, n in set_apart(checks, not_counted).items()
+    ]
 
 
 def runtime_line(runtime: dict[str, Any]) -> str:
@@ -84,16 +99,17 @@ def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
 
 
 def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
-    """One line per fix (``only``: that fix's): ``#53821: not fixed (not
-    carried for 0.25.0; does not decide the verdict)``, ``#51585: FIXED: why``."""
+    """One line per fix (``only``: that fix's): ``#53821: not carried here
+    (not carried for 0.25.0): 4 checks, not counted``, ``#51585: FIXED: why``."""
     lines = []
+    apart = set_apart(run.checks, run.not_counted)
     for fix, (verdict, why) in run.fix_verdicts().items():
         if only is not None and fix != only:
             continue
         if fix in run.not_counted:
             lines.append(
-                f"{fix}: {verdict.words} ({run.not_counted[fix]}; does not decide "
-                "the verdict)"
+                f"{fix}: {NOT_CARRIED} ({run.not_counted[fix]}): "
+                f"{apart.get(fix, 0)} checks, not counted"
             )
         else:
             lines.append(f"{fix}: {verdict.heading}: {why}")
@@ -102,13 +118,15 @@ def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
 
 def run_summary(run: TreeRun, fix: str | None = None) -> list[str]:
     """The counts of one run (``fix``: of its checks only), what could not
-    run and why, test failures."""
+    run and why, the checks of fixes not carried here (counted apart), test
+    failures."""
     lines = []
     checks = _checks_of(run, fix)
     if checks:
-        counts = tally(checks)
+        counts = tally(counted(checks, run.not_counted))
         lines.append(f"{run.label}: {tally_line(counts)}")
         lines += not_run_lines(counts, f"{run.label}:   ")
+        lines += set_apart_lines(checks, run.not_counted, run.label)
     if run.problem:
         lines.append(f"{run.label}: cannot judge: {run.problem}")
     test = run.upstream_test
@@ -133,15 +151,15 @@ def suite_highlight(result: VerifyResult, fix: str | None = None) -> str:
         line = f"Regression suite: {heading}, {tally_line(counts)}"
     else:
         heading = after.fix_verdicts()[fix][0].heading
-        counts = tally(_checks_of(after, fix))
+        counts = tally(after.counted_checks(fix))
         line = f"Regression suite, {fix}'s checks: {heading}, {tally_line(counts)}"
     if counts.not_run:
         line += " (" + "; ".join(f"{n}: {w}" for n, w in counts.not_run) + ")"
     if result.before is not None:
-        before = tally(_checks_of(result.before, fix))
+        before = tally(result.before.counted_checks(fix))
         line += f"; on the base: {before.failed} of {before.ran} fail"
-        reproduced = before.failed if fix else result.before.bug_reproduced
-        line += ", bug reproduced" if reproduced else ""
+        bugs = [f for f in result.before.reproduced() if fix in (None, f)]
+        line += f", bug reproduced ({', '.join(bugs)})" if bugs else ""
     return line + "."
 
 
@@ -149,10 +167,18 @@ def _version(runs: list[TreeRun]) -> str:
     return next((r.vllm_version for r in reversed(runs) if r.vllm_version), "?")
 
 
-def _cell(checks: list[dict[str, Any]], name: str, absent: str) -> str:
-    """The check ``name``: PASS, or FAIL or NOT RUN with its detail."""
+def _cell(
+    checks: list[dict[str, Any]],
+    name: str,
+    absent: str,
+    not_counted: dict[str, str] | None = None,
+) -> str:
+    """The check ``name``: PASS, or FAIL or NOT RUN with its detail; a check
+    of a fix in ``not_counted``: :data:`NOT_CARRIED`."""
     for check in checks:
         if check["name"] == name:
+            if check_fix(check) in (not_counted or {}):
+                return NOT_CARRIED
             status = status_of(check)
             if status == PASSED:
                 return "PASS"
@@ -200,12 +226,14 @@ def format_precommit(result: PrecommitResult) -> str:
     return "\n".join(lines)
 
 
-def _demo_cell(report: TreeReport | None, name: str) -> str:
+def _demo_cell(
+    report: TreeReport | None, name: str, not_counted: dict[str, str]
+) -> str:
     if report is None:
         return "-"
     if report.report is None:
         return "ERROR (see log)"
-    return _cell(report.report["checks"], name, "n/a")
+    return _cell(report.report["checks"], name, "n/a", not_counted)
 
 
 def format_demo(result: DemoResult) -> str:
@@ -216,29 +244,34 @@ def format_demo(result: DemoResult) -> str:
             f"vLLM version: {result.before.report['vllm_version']}, "
             f"imported from {result.before.report['vllm_file']}"
         )
+    apart = result.judged.not_counted if result.judged is not None else {}
     names = [c["name"] for c in (result.before.report or {}).get("checks", [])]
     width = max((len(n) for n in names), default=10) + 2
     lines.append("")
     lines.append(f"{'scenario':<{width}}before (stock)  ->  after (series applied)")
     for name in names:
         lines.append(
-            f"{name:<{width}}{_demo_cell(result.before, name)}\n"
-            f"{'':<{width}}  ->  {_demo_cell(result.after, name)}"
+            f"{name:<{width}}{_demo_cell(result.before, name, apart)}\n"
+            f"{'':<{width}}  ->  {_demo_cell(result.after, name, apart)}"
         )
     lines.append("")
     lines.append(f"series: {result.apply.status}: {result.apply.message}")
     for patch in result.apply.patches:
         detail = f" ({patch.detail})" if patch.detail else ""
         lines.append(f"  {patch.name}: {patch.status}{detail}")
-    if result.before.bug_reproduced:
-        lines.append("before: the crash of vLLM #51585 reproduces on this tree")
+    before_checks = (result.before.report or {}).get("checks", [])
+    bugs = reproduced(counted(before_checks, apart))
+    if bugs:
+        lines.append(f"before: the bug reproduces on this tree ({', '.join(bugs)})")
     elif result.before.fixed:
         lines.append("before: this tree already behaves correctly")
     for report, label in ((result.before, "before"), (result.after, "after")):
         if report is not None and report.report is not None:
-            counts = tally(report.report["checks"])
+            checks = report.report["checks"]
+            counts = tally(counted(checks, apart))
             lines.append(f"{label}: {tally_line(counts)}")
             lines += not_run_lines(counts, f"{label}:   ")
+            lines += set_apart_lines(checks, apart, label)
     lines.extend(result.notes)
     if result.judged is not None:
         lines += fix_lines(result.judged)

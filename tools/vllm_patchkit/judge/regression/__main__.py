@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     from vllm_patchkit.judge.regression.verdict import (
         FAILED,
         FIXED,
-        bug_reproduced,
         fixed_checks,
         judge,
         judge_fixes,
+        reproduced,
         tally,
         tally_line,
     )
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "verdict": verdict,
         "why": why,
         "fixed": verdict == FIXED,
-        "bug_reproduced": bug_reproduced(outcomes),
+        "bug_reproduced": reproduced(checks),
         "counts": counts.to_json(),
         "fixes": {
             fix: {"verdict": v, "why": w} for fix, (v, w) in judge_fixes(checks).items()

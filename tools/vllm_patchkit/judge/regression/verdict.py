@@ -51,12 +51,13 @@ VICTIM_PREFIX = "rocm_then_"
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
 FIXED, NOT_FIXED, CANNOT_JUDGE = Verdict.FIXED, Verdict.NOT_FIXED, Verdict.CANNOT_JUDGE
 """The suite's verdicts: :class:`vllm_patchkit.judgement.Verdict`."""
+NOT_CARRIED = "not carried here"
+"""The word for a fix the series does not carry for the tree's release: its
+checks are counted apart (:func:`set_apart`), never as failures beside the
+verdict."""
 
 FIXES = tuple(fix.pr for fix in REGISTRY)
 """Every fix of the registry, by its PR label (``#51585``): each gets a verdict."""
-HOST_FIX = REGISTRY[0].pr
-"""The first fix (#51585, ROCM_ATTN's capture): the PR's crash is its bug, and
-a scenario no fix names is its."""
 
 MINIMAX_ABSENT = (
     "not applicable: this tree has no MiniMax-M3 (vllm/models/minimax_m3, in "
@@ -69,9 +70,22 @@ def check_name(scenario: str, decode_query_len: int) -> str:
     return f"{scenario}[q={decode_query_len}]"
 
 
+class UnattributedScenarioError(LookupError):
+    """A scenario no fix of the registry names: no fix is judged by it."""
+
+
 def fix_of(scenario: str) -> str:
-    """The fix a scenario judges: the one whose scenarios name it."""
-    return next((f.pr for f in REGISTRY if scenario in f.scenarios), HOST_FIX)
+    """The fix a scenario judges: the one whose ``scenarios`` name it. Every
+    scenario is some fix's; one that no fix names is an error, never a
+    default fix's."""
+    owners = [f.pr for f in REGISTRY if scenario in f.scenarios]
+    if len(owners) != 1:
+        raise UnattributedScenarioError(
+            f"scenario {scenario!r} is named by {len(owners)} fixes "
+            f"({', '.join(owners) or 'none'}); list it in one fix's scenarios "
+            "(vllm_overlay/fixes)"
+        )
+    return owners[0]
 
 
 CORE_BY_FIX = {
@@ -92,8 +106,8 @@ class Check:
     """``passed``, ``failed`` (the behaviour is wrong: a kill, a bad verdict)
     or ``not run`` (the detail says why: absent here, or a harness error)."""
     detail: str
-    fix: str = HOST_FIX
-    """The fix this check judges, by its PR label (#51585, #53821)."""
+    fix: str
+    """The fix this check judges, by its PR label (:func:`fix_of`)."""
     applies: bool = True
     """False when the tree lacks what the check exercises (a tree without
     MiniMax-M3): it still counts as not run, but a core check that does not
@@ -180,6 +194,27 @@ def check_fix(check: Check | Mapping[str, Any]) -> str:
     return as_check(check).fix
 
 
+def counted(
+    checks: Iterable[Check | Mapping[str, Any]], not_counted: Iterable[str]
+) -> list[Any]:
+    """The checks of the fixes that count: all but ``not_counted``'s (fixes
+    the series does not carry for the tree's release)."""
+    skip = set(not_counted)
+    return [c for c in checks if check_fix(c) not in skip]
+
+
+def set_apart(
+    checks: Iterable[Check | Mapping[str, Any]], not_counted: Iterable[str]
+) -> dict[str, int]:
+    """Per fix of ``not_counted`` with checks here, how many: counted apart."""
+    skip = set(not_counted)
+    apart: dict[str, int] = {}
+    for fix in map(check_fix, checks):
+        if fix in skip:
+            apart[fix] = apart.get(fix, 0) + 1
+    return apart
+
+
 def judge_fixes(
     checks: Iterable[Check | Mapping[str, Any]],
 ) -> dict[str, tuple[Verdict, str]]:
@@ -242,38 +277,40 @@ def _check(outcome: Outcome) -> Check:
     if outcome.scenario in FACTS:  # a fix module's scenario: its facts judge it
         return facts_check(outcome)
     name = check_name(outcome.scenario, outcome.decode_query_len)
+    fix = fix_of(outcome.scenario)
     if outcome.status == "unavailable" and not outcome.facts.get("absent"):
         why = (outcome.error or {}).get("message") or "unavailable"
-        return Check(name, NOT_RUN, str(why))
+        return Check(name, NOT_RUN, str(why), fix)
     if outcome.status == "error":
-        return Check(name, NOT_RUN, f"{HARNESS_ERROR}: {describe_error(outcome.error)}")
+        detail = f"{HARNESS_ERROR}: {describe_error(outcome.error)}"
+        return Check(name, NOT_RUN, detail, fix)
     scenario = outcome.scenario
     if scenario.startswith(VICTIM_PREFIX):  # a victim says how it raised
         ok, detail = _victim_verdict(outcome)
-        return Check(name, _status(ok), detail)
+        return Check(name, _status(ok), detail, fix)
     if scenario == "minimax_indexer_after_rocm" and outcome.status == "unavailable":
-        return Check(name, NOT_RUN, MINIMAX_ABSENT, applies=False)  # absent here
+        return Check(name, NOT_RUN, MINIMAX_ABSENT, fix, applies=False)  # absent
     if scenario not in OWN_SCENARIOS and not scenario.startswith("capture_loop_"):
-        return Check(name, NOT_RUN, f"no verdict for scenario {scenario!r}")
+        return Check(name, NOT_RUN, f"no verdict for scenario {scenario!r}", fix)
     if outcome.status == "raised":
-        return Check(name, FAILED, describe_error(outcome.error))
+        return Check(name, FAILED, describe_error(outcome.error), fix)
     if scenario == "capture_effects":
         wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
         detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
         if "host_unchanged" in wrong:
             detail += f" (host offsets after capture: {outcome.facts['host_after']})"
-        return Check(name, _status(not wrong), detail)
+        return Check(name, _status(not wrong), detail, fix)
     if scenario == "minimax_indexer_after_rocm":
         got = outcome.facts.get("decode_query_len")
         ok = got == outcome.decode_query_len
-        return Check(name, _status(ok), f"indexer saw decode query length {got}")
+        return Check(name, _status(ok), f"indexer saw decode query length {got}", fix)
     if scenario == "repeated_capture":
         facts = outcome.facts
         ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
         detail = "ok" if ok else f"host offsets after each capture: {facts}"
-        return Check(name, _status(ok), detail)
+        return Check(name, _status(ok), detail, fix)
     ok, detail = _loop_verdict(outcome)
-    return Check(name, _status(ok), detail)
+    return Check(name, _status(ok), detail, fix)
 
 
 def facts_check(outcome: Outcome) -> Check:
@@ -349,16 +386,9 @@ def _victim_verdict(outcome: Outcome) -> tuple[bool, str]:
     return True, "builds what it builds from the intended metadata"
 
 
-def bug_reproduced(outcomes: list[Outcome]) -> bool:
-    """Stock affected code: host offsets zeroed and the PR's crash raised."""
-    crashes = [o for o in outcomes if o.scenario == "minimax_indexer_after_rocm"]
-    # A release without MiniMax-M3 cannot crash there: the zeroing is the bug.
-    applicable = [o for o in crashes if not o.facts.get("absent")]
-    zeroed = [
-        o
-        for o in outcomes
-        if o.scenario == "capture_effects"
-        and o.status == "ok"
-        and not o.facts.get("host_unchanged")
-    ]
-    return bool(crashes) and all(is_pr_crash(o) for o in applicable) and bool(zeroed)
+def reproduced(checks: Iterable[Check | Mapping[str, Any]]) -> list[str]:
+    """The fixes whose bug this tree shows: each fix with a failed check, in
+    the registry's order (which of them count is the caller's, who knows
+    the series: :meth:`vllm_patchkit.judge.verify.TreeRun.reproduced`)."""
+    failed = {c.fix for c in map(as_check, checks) if c.status == FAILED}
+    return [fix for fix in FIXES if fix in failed]
