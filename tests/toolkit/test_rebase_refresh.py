@@ -508,7 +508,7 @@ def test_upstream_values_do_not_reach_git_as_options(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     versions = patchkit("upstream", f"--versions=--upload-pack=touch {marker};")
     assert versions.returncode == 2
-    assert "not a vLLM release version" in versions.stderr
+    assert "is not a vLLM release such as 0.28.0" in versions.stderr
     # --dest is a directory to create, never a git argument.
     dest = patchkit(
         "upstream",

@@ -23,7 +23,7 @@ from vllm_patchkit.git.carry import read_version
 from vllm_patchkit.git.checkout import PatchReport, classify_path
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.trees.installed import installed_vllm_dir
-from vllm_patchkit.trees.versions import tree_version
+from vllm_patchkit.trees.versions import release_text, tree_version
 
 __all__ = [
     "Diagnosis",
@@ -140,7 +140,7 @@ def fix_statuses(
     statuses = []
     version = read_version(root)
     release = (
-        ".".join(map(str, version.release))
+        release_text(version.release)
         if version.trusted and version.release
         else None
     )
