@@ -68,9 +68,11 @@ class TreeRun:
     vllm_version: str | None = None
     vllm_file: str | None = None
     fixed: bool = False
+    failing_fixes: list[str] = field(default_factory=list)
+    """The fixes whose checks failed here, every fix's (the suite's word)."""
     bug_reproduced: list[str] = field(default_factory=list)
-    """The fixes whose checks failed here, every fix's (the suite's word;
-    :meth:`reproduced` keeps those that count)."""
+    """Of those, the fixes expected here: the bugs this tree shows (a fix
+    not carried here counts for nothing; see :meth:`count_apart`)."""
     suite_verdict: Verdict = CANNOT_JUDGE
     """The suite's own, over every fix (``test --json`` shows it)."""
     suite_why: str = ""
@@ -104,11 +106,12 @@ class TreeRun:
         :attr:`counts` and :attr:`tally` leave them out."""
         self.not_counted = not_counted
         self.counts = self.tally.to_json()
+        self.bug_reproduced = [f for f in self.failing_fixes if f not in not_counted]
 
     def reproduced(self) -> list[str]:
         """The fixes expected here whose checks failed: the bugs this tree
         shows (a fix not carried here counts for nothing)."""
-        return [f for f in self.bug_reproduced if f not in self.not_counted]
+        return self.bug_reproduced
 
     def fix_verdicts(self) -> dict[str, tuple[Verdict, str]]:
         """Each fix's own ``(verdict, why)`` from this run's checks."""
@@ -281,7 +284,8 @@ def tree_run(
     run.vllm_version = data["vllm_version"]
     run.vllm_file = data["vllm_file"]
     run.fixed = data["fixed"]
-    run.bug_reproduced = _reproduced(data["bug_reproduced"], run.checks)
+    run.failing_fixes = _reproduced(data["bug_reproduced"], run.checks)
+    run.bug_reproduced = list(run.failing_fixes)
     run.suite_verdict = Verdict(data["verdict"])
     run.suite_why = data["why"]
     run.checks = data["checks"]
