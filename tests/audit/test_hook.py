@@ -2,7 +2,7 @@
 
 ``pre-commit try-repo`` builds the hook's environment from this repository
 the way a vLLM fork's ``.pre-commit-config.yaml`` would (``pip install .
-./tools --no-deps`` in its own clone, no torch, no vLLM) and runs it on a
+./tools packaging --no-deps`` in its own clone, no torch, no vLLM) and runs it on a
 checkout of stock vLLM 0.28.0, then on the same checkout after ``apply``.
 The repository is taken as committed (HEAD and its tracked changes): commit
 a change to ``.pre-commit-hooks.yaml`` before running this.
