@@ -10,6 +10,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+NOT_INSTALLED = "not installed"
+""":func:`vllm_version` when this environment has no vLLM."""
+
 
 def vllm_version() -> str:
     """The running vLLM's version; metadata lookup only when not imported."""
@@ -21,7 +24,7 @@ def vllm_version() -> str:
     try:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+        return NOT_INSTALLED
 
 
 def source_file(module: str) -> Path | None:

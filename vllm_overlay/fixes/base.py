@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_overlay.arming import warn_when_loaded
+from vllm_overlay.installed import NOT_INSTALLED
 from vllm_overlay.state import Action, InstallState
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
@@ -74,6 +75,8 @@ class Fix:
         older than every release the bug is in: that release never had it."""
         if state.action is not Action.ABSENT:
             return state.affected
+        if release == NOT_INSTALLED:
+            return False  # no vLLM here: nothing to fix
         if release is not None and self.record.predates(release):
             return False
         return None
