@@ -140,9 +140,7 @@ def fix_statuses(
     statuses = []
     version = read_version(root)
     release = (
-        release_text(version.release)
-        if version.trusted and version.release
-        else None
+        release_text(version.release) if version.trusted and version.release else None
     )
     entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
     for fix, state in zip(FIXES, states or assess_tree(root, ""), strict=True):
