@@ -27,25 +27,13 @@ from typing import Any
 import pytest
 
 import vllm_overlay
+from tests.packaging.test_wheels import NOT_SOURCE
 from tests.toolkit.test_workflows import WORKFLOWS, load_workflow, triggers
 from vllm_patchkit.paths import PROJECT_ROOT
 
 RELEASE = WORKFLOWS / "release.yml"
 CI = WORKFLOWS / "ci.yml"
 VERSION = vllm_overlay.__version__
-
-NOT_SOURCE = shutil.ignore_patterns(
-    ".git",
-    ".venv",
-    ".work",
-    "__pycache__",
-    "*.egg-info",
-    "build",
-    "dist",
-    ".pytest_cache",
-    ".ruff_cache",
-    ".hypothesis",
-)
 
 
 def release_jobs() -> dict[str, Any]:
