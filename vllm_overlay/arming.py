@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from types import ModuleType
 
-from vllm_overlay.fix import FixRefused
 from vllm_overlay.import_hook import after_import
+from vllm_overlay.proof import FixRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

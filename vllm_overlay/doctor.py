@@ -24,7 +24,6 @@ from typing import Any
 
 from vllm_overlay import __version__, plugin
 from vllm_overlay.entry_points import ENTRY_POINT_GROUP, entry_point_registered
-from vllm_overlay.fix import FixPlan
 from vllm_overlay.fixes import (
     RECORD,
     assess_installed,
@@ -32,8 +31,12 @@ from vllm_overlay.fixes import (
     disable_setting,
     on_vllm,
 )
+from vllm_overlay.fixes.rocm_capture_host_offsets.install import FixPlan
+from vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch import (
+    KERNEL_ENV,
+    caller_module,
+)
 from vllm_overlay.installed import vllm_version
-from vllm_overlay.kernel_switch import KERNEL_ENV, caller_module
 from vllm_overlay.record import render_record
 from vllm_overlay.settings import (
     DISABLE_ENV,

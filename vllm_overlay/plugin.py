@@ -18,7 +18,8 @@ Environment (:mod:`vllm_overlay.settings`):
 * ``VLLM_OVERLAY_STRICT=1``: raise when the installed vLLM's code is not
   recognised (or the overlay fails), instead of warning.
 * ``VLLM_OVERLAY_PREFIX_PREFILL=1``: opt in to the overlay's capture-safe
-  prefix-prefill Triton kernel (see :mod:`vllm_overlay.kernel_switch`).
+  prefix-prefill Triton kernel (see
+  :mod:`vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch`).
 """
 
 from __future__ import annotations

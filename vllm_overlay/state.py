@@ -12,24 +12,9 @@ from dataclasses import dataclass, field
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Protocol
 
-    class Code(Protocol):
-        """What a fix's shape classifier says about one file (its verdict)."""
-
-        @property
-        def shape(self) -> enum.Enum: ...
-        @property
-        def file(self) -> Path: ...
-        @property
-        def line(self) -> int | None: ...
-        @property
-        def detail(self) -> str: ...
-        @property
-        def affected(self) -> bool: ...
-        @property
-        def judged(self) -> bool: ...
+    from vllm_overlay.code import Code
 
     class Plan(Protocol):
         """What a fix's install step will do."""

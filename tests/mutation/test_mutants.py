@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.capture_shape import Shape, inspect_capture_source
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_source
 from vllm_patchkit.judge.mutation.mutants import (
     DEVICE_ZERO,
     MUTANTS,

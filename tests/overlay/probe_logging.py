@@ -26,8 +26,8 @@ class Recorder(logging.Handler):
         self.records: list[dict[str, Any]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        from vllm_overlay import aiter_fix
-        from vllm_overlay.fix import is_installed_on
+        from vllm_overlay.fixes.rocm_aiter_unified_builder import install as aiter_fix
+        from vllm_overlay.fixes.rocm_capture_host_offsets.install import is_installed_on
 
         module = sys.modules.get(UPSTREAM)
         aiter = sys.modules.get(AITER)

@@ -82,8 +82,8 @@ def main(output: str) -> None:
         RocmAiterUnifiedAttentionBackend,
     )
 
-    from vllm_overlay import aiter_fix
-    from vllm_overlay.fix import is_installed_on
+    from vllm_overlay.fixes.rocm_aiter_unified_builder import install as aiter_fix
+    from vllm_overlay.fixes.rocm_capture_host_offsets.install import is_installed_on
 
     states = plugin.current_states()
     result["fixes"] = {

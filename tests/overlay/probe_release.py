@@ -44,7 +44,7 @@ def main(output: str) -> None:
     if state is not None and state.action == "installed":
         import importlib
 
-        from vllm_overlay.fix import is_installed_on
+        from vllm_overlay.fixes.rocm_capture_host_offsets.install import is_installed_on
         from vllm_patchkit.judge.regression.scenarios import capture_effects
 
         upstream = importlib.import_module(UPSTREAM)
@@ -59,7 +59,7 @@ def main(output: str) -> None:
     # shadow the project's (``tests.overlay.probe_plugin``).
     from probe_plugin import offsets_after_capture
 
-    from vllm_overlay import aiter_fix
+    from vllm_overlay.fixes.rocm_aiter_unified_builder import install as aiter_fix
 
     rocm_attn = importlib.import_module(UPSTREAM)
     aiter = importlib.import_module(AITER)

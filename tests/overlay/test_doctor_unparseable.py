@@ -4,7 +4,7 @@ Real release trees with a real ``git merge`` stopped on a conflict in
 ``rocm_attn.py``: the toolkit's doctor says "cannot judge" and exits 3, no
 patch is called upstreamed, and the overlay would leave the file alone.
 Before, a conflict outside the builder class read as "not affected (fixed)"
-with exit 0, and one inside the method as "no-zeroing".
+with exit 0, and one inside the method as "not-for".
 """
 
 from __future__ import annotations
@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
-from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.code import Shape
 from vllm_overlay.fixes import RECORD, assess_tree
 from vllm_overlay.fixes.rocm_capture_host_offsets import assess_file
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
+    ROCM_ATTN,
+    inspect_capture_tree,
+)
 from vllm_overlay.state import Action
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release

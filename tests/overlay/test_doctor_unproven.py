@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
-from vllm_overlay.capture_shape import ROCM_ATTN
 from vllm_overlay.fixes.rocm_capture_host_offsets import assess_file
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import ROCM_ATTN
 from vllm_overlay.state import Action
 from vllm_patchkit.gitcmd import Git
 
@@ -53,7 +53,8 @@ def test_doctor_and_check_do_not_call_it_fixed(aliased_tree: Path) -> None:
     text = patchkit("doctor", str(aliased_tree))
     assert text.returncode == 3
     assert "affected: cannot judge (unknown)" in text.stdout
-    assert "(fixed)" not in text.stdout
+    assert "#51585: cannot judge (unknown)" in text.stdout
+    assert "#51585: no (fixed)" not in text.stdout
 
     check = patchkit("check", str(aliased_tree))
     first = check.stdout.splitlines()[0]

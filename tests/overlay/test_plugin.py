@@ -105,7 +105,7 @@ def test_each_backend_gets_its_capture_behaviour(enabled: dict[str, Any]) -> Non
     assert aiter["problems"] == []
     assert enabled["aiter_fix_installed"]
     assert enabled["aiter_capture"]["builder"] == (
-        "vllm_overlay.aiter_fix.RocmAiterUnifiedAttentionMetadataBuilder"
+        "vllm_overlay.fixes.rocm_aiter_unified_builder.install.RocmAiterUnifiedAttentionMetadataBuilder"
     )
     assert enabled["aiter_builder_is_generic_subclass"]
     assert_keeps_both_offsets(enabled["aiter_capture"])

@@ -72,7 +72,10 @@ def test_affected_release_gets_the_fix(version: str, tmp_path: Path) -> None:
     assert report["capture_keeps_host"] and report["capture_zeroes_device"]
     assert report["fixes"][AITER_FIX]["action"] == "installed"
     assert report["aiter_fix_installed"]
-    assert report["aiter_builder_module"] == "vllm_overlay.aiter_fix"
+    assert (
+        report["aiter_builder_module"]
+        == "vllm_overlay.fixes.rocm_aiter_unified_builder.install"
+    )
     assert_keeps_both_offsets(report["aiter_capture"])
     assert_zeroes_device_keeps_host(report["rocm_capture"])
 

@@ -15,10 +15,12 @@ import subprocess
 import sys
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
-from vllm_overlay.aiter_shape import AITER_MODULE
-from vllm_overlay.aiter_shape import GENERIC_MODULE as UPSTREAM_MODULE
 from vllm_overlay.doctor import fix_report
 from vllm_overlay.fixes import FIXES, RECORD
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    GENERIC_MODULE as UPSTREAM_MODULE,
+)
 from vllm_overlay.state import Action
 
 
@@ -79,7 +81,7 @@ def test_python_m_vllm_overlay_shows_the_record() -> None:
     )
     assert capture["shape"] == "buggy" and capture["would_do"] == "installed"
     assert capture["related"] == ["vLLM PR #51585", "vLLM issue #25985"]
-    assert aiter["shape"] == "shared" and aiter["would_do"] == "installed"
+    assert aiter["shape"] == "buggy" and aiter["would_do"] == "installed"
     assert aiter["affected"] and aiter["removes"] is None
     assert aiter["related"][0] == "vLLM PR #53821"
     assert aiter["file"].endswith("rocm_aiter_unified_attn.py") and aiter["line"]
@@ -91,7 +93,7 @@ def test_python_m_vllm_overlay_shows_the_record() -> None:
         assert f"target: {target.target}" in text.stdout
         assert f"fix {target.name} (" in text.stdout
     assert "removal: Inert from vLLM 0.29.0" in text.stdout
-    assert "affected: yes (shared)" in text.stdout
+    assert "affected: yes (buggy)" in text.stdout
 
 
 def test_vllm_patchkit_doctor_shows_the_record() -> None:

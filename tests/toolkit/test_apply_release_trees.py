@@ -9,7 +9,8 @@ import pytest
 
 from tests.toolkit.checkout_state import checkout_state, snapshot
 from tests.toolkit.cli_helpers import as_user
-from vllm_overlay.capture_shape import Shape, inspect_capture_tree
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
@@ -84,7 +85,7 @@ def test_0_11_0_is_not_affected_and_the_series_carries_nothing(
     patch is carried, nothing changes."""
     tree = release_clone("0.11.0")
     git = Git(tree)
-    assert inspect_capture_tree(tree).shape is Shape.NO_ZEROING
+    assert inspect_capture_tree(tree).shape is Shape.NOT_FOR
     before = checkout_state(git.root)
 
     result = apply_series(tree, series)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
-from vllm_overlay.capture_shape import Shape, inspect_capture_tree
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR

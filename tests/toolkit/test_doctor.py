@@ -27,7 +27,7 @@ def needs(version: str) -> dict[str, bool]:
     [
         # The fix, its regression test, #53821's backport (0.27.0..0.28.0),
         # the static-sink fix and its test (0.14.0 on, upstream in none).
-        ("0.11.0", "no-zeroing", ["not-carried"] * 5),
+        ("0.11.0", "not-for", ["not-carried"] * 5),
         ("0.12.0", "buggy", ["applies", "applies"] + ["not-carried"] * 3),
         ("0.28.0", "buggy", ["applies"] * 5),
         (

@@ -27,7 +27,8 @@ from tests.toolkit.cli_helpers import (
     snapshot,
     upstream_rewrites_the_zeroing,
 )
-from vllm_overlay.capture_shape import Shape, inspect_capture_tree
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.git.upstream import build_upstream
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR

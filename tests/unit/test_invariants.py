@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.capture_shape import (
-    Shape,
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     inspect_capture_source,
     inspect_capture_tree,
 )
@@ -42,7 +42,7 @@ def shape_of(body: str) -> Shape:
         ),
         ("common_attn_metadata.query_start_loc.zero_()", Shape.FIXED),
         ("common_attn_metadata.query_start_loc.fill_(0)", Shape.FIXED),
-        ("pass", Shape.NO_ZEROING),
+        ("pass", Shape.NOT_FOR),
         ("common_attn_metadata.query_start_loc_cpu.zero_()", Shape.UNKNOWN),
         (
             """
@@ -65,8 +65,8 @@ def shape_of(body: str) -> Shape:
             """,
             Shape.UNKNOWN,
         ),
-        ("common_attn_metadata.query_start_loc.clone().zero_()", Shape.NO_ZEROING),
-        ("common_attn_metadata.query_start_loc[1:].zero_()", Shape.NO_ZEROING),
+        ("common_attn_metadata.query_start_loc.clone().zero_()", Shape.NOT_FOR),
+        ("common_attn_metadata.query_start_loc[1:].zero_()", Shape.NOT_FOR),
         (
             """
             common_attn_metadata.query_start_loc.zero_()

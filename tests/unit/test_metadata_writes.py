@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.aiter_shape import (
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
-    AiterShape,
     inspect_aiter_source,
 )
-from vllm_overlay.capture_shape import (
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     ROCM_ATTN,
-    Shape,
     inspect_capture_source,
     inspect_capture_tree,
 )
@@ -82,7 +81,7 @@ def test_the_aiter_proof_sees_the_aliased_write(
     tree, _, line = aliased
     file = tree / AITER_UNIFIED_ATTN
     code = inspect_aiter_source(file.read_bytes(), file)
-    assert code.shape is AiterShape.UNKNOWN, code
+    assert code.shape is Shape.UNKNOWN, code
     assert f"line {line}: {SEEN}" in code.detail
 
 

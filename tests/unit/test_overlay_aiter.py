@@ -14,23 +14,23 @@ from pathlib import Path
 import pytest
 
 from tests.unit.conftest import ModuleFromSource
-from vllm_overlay.aiter_fix import (
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_aiter_unified_builder import (
+    assess_file as assess_aiter_file,
+)
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    AITER_UNIFIED_ATTN,
+    inspect_aiter_source,
+)
+from vllm_overlay.fixes.rocm_aiter_unified_builder.install import (
     AITER_BUILDER,
     AiterPlan,
     install_on,
     installed_builder,
     is_installed_on,
 )
-from vllm_overlay.aiter_shape import (
-    AITER_UNIFIED_ATTN,
-    AiterShape,
-    inspect_aiter_source,
-)
-from vllm_overlay.capture_shape import ROCM_ATTN, CaptureCode, Shape
-from vllm_overlay.fix import FixRefused
-from vllm_overlay.fixes.rocm_aiter_unified_builder import (
-    assess_file as assess_aiter_file,
-)
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import ROCM_ATTN, CaptureCode
+from vllm_overlay.proof import FixRefused
 from vllm_overlay.state import Action
 from vllm_patchkit.git.invariants import check_invariant
 
@@ -75,22 +75,22 @@ class RocmAiterUnifiedAttentionBackend(RocmAttentionBackend):
 RETURN = "        return RocmAttentionMetadataBuilder\n"
 
 
-def shape(source: str) -> AiterShape:
+def shape(source: str) -> Shape:
     return inspect_aiter_source(source, FILE).shape
 
 
 def test_the_known_shapes() -> None:
     shared = inspect_aiter_source(SHARED, FILE)
-    assert shared.shape is AiterShape.SHARED and shared.affected
+    assert shared.shape is Shape.BUGGY and shared.affected
     assert shared.line == 13 and shared.method is not None
     assert "imported from vllm.v1.attention.backends.rocm_attn at line 1" in (
         shared.detail
     )
     own = inspect_aiter_source(OWN, FILE)
-    assert own.shape is AiterShape.OWN_BUILDER and not own.affected
+    assert own.shape is Shape.FIXED and not own.affected
     assert "leaves query_start_loc and query_start_loc_cpu alone" in own.detail
     docstring = SHARED.replace(RETURN, '        """Vendor doc."""\n' + RETURN)
-    assert shape(docstring) is AiterShape.SHARED
+    assert shape(docstring) is Shape.BUGGY
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_the_known_shapes() -> None:
 )
 def test_anything_else_is_unknown_naming_the_line(source: str, why: str) -> None:
     code = inspect_aiter_source(source, FILE)
-    assert code.shape is AiterShape.UNKNOWN, code
+    assert code.shape is Shape.UNKNOWN, code
     assert not code.judged
     assert why in code.detail
     assert code.line is not None
@@ -179,9 +179,9 @@ def test_unparseable_and_missing() -> None:
     broken = inspect_aiter_source(
         SHARED.replace("class Rocm", "<<<<<<< HEAD\nclass Rocm"), FILE
     )
-    assert broken.shape is AiterShape.UNPARSEABLE and not broken.judged
+    assert broken.shape is Shape.UNPARSEABLE and not broken.judged
     assert broken.line == 7
-    assert shape(HEADER) is AiterShape.MISSING
+    assert shape(HEADER) is Shape.MISSING
 
 
 def rocm_code(shape: Shape) -> CaptureCode:
@@ -193,7 +193,7 @@ def rocm_code(shape: Shape) -> CaptureCode:
     [
         (Shape.BUGGY, Action.INSTALLED),
         (Shape.FIXED, Action.INSTALLED),
-        (Shape.NO_ZEROING, Action.NOT_NEEDED),
+        (Shape.NOT_FOR, Action.NOT_NEEDED),
         (Shape.UNKNOWN, Action.UNRECOGNISED),
         (Shape.UNPARSEABLE, Action.UNRECOGNISED),
     ],
@@ -229,7 +229,7 @@ def installed_aiter_source() -> str:
 
 def plan_for(source: str, file: Path) -> AiterPlan:
     code = inspect_aiter_source(source, file)
-    assert code.shape is AiterShape.SHARED, code.detail
+    assert code.shape is Shape.BUGGY, code.detail
     return AiterPlan(code)
 
 
@@ -297,8 +297,8 @@ def test_install_refuses_a_replaced_method(
 
 def test_each_fix_is_decided_on_its_own_for_a_tree(tmp_path: Path) -> None:
     """``vllm_overlay.fixes.assess_tree``: the reports' one call per tree."""
-    from vllm_overlay.capture_shape import ROCM_ATTN
     from vllm_overlay.fixes import assess_tree
+    from vllm_overlay.fixes.rocm_capture_host_offsets.code import ROCM_ATTN
     from vllm_patchkit.trees.installed import installed_vllm_dir
 
     installed = installed_vllm_dir().parent

@@ -15,22 +15,22 @@ from typing import Any
 import pytest
 
 from tests.unit.conftest import ModuleFromSource
-from vllm_overlay.capture_shape import (
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CaptureCode,
-    Shape,
     classify_method,
     find_capture_method,
     inspect_capture_source,
 )
-from vllm_overlay.fix import (
+from vllm_overlay.fixes.rocm_capture_host_offsets.install import (
     FIX_MARKER,
     ORIGINAL_ATTR,
     FixPlan,
-    FixRefused,
     fixed_function,
     plan_fix,
     removed_statements,
 )
+from vllm_overlay.proof import FixRefused
 
 MODULE = '''\
 from __future__ import annotations

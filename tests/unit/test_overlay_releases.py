@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.aiter_shape import AITER_UNIFIED_ATTN
-from vllm_overlay.capture_shape import (
-    ROCM_ATTN,
-    Shape,
-    classify_method,
-    find_capture_method,
-)
-from vllm_overlay.fix import plan_fix
+from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_aiter_unified_builder import (
     assess_file as assess_aiter_file,
 )
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_UNIFIED_ATTN
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
+    ROCM_ATTN,
+    classify_method,
+    find_capture_method,
+)
+from vllm_overlay.fixes.rocm_capture_host_offsets.install import plan_fix
 from vllm_overlay.state import Action
 from vllm_patchkit.trees.releases import sdist_path
 
@@ -93,7 +93,7 @@ def test_the_plan_gives_the_upstream_fix(version: str, fixed_upstream: str) -> N
 
 
 def test_before_and_after_the_range_nothing_is_planned() -> None:
-    assert classify_method(*capture_method("0.11.0")).shape is Shape.NO_ZEROING
+    assert classify_method(*capture_method("0.11.0")).shape is Shape.NOT_FOR
     assert classify_method(*capture_method("0.29.0")).shape is Shape.FIXED
 
 
@@ -119,10 +119,10 @@ def test_the_aiter_fix_is_planned_exactly_on_the_affected_releases(
     state = assess_aiter_file(aiter, classify_method(method, rocm), version)
     if version in AFFECTED:
         assert state.action is Action.INSTALLED, state.reason
-        assert str(state.code.shape) == "shared"
+        assert str(state.code.shape) == "buggy"
     else:
         assert state.action is Action.NOT_NEEDED, state.reason
-        assert str(state.code.shape) == "own-builder"
+        assert str(state.code.shape) == "fixed"
 
 
 def test_no_aiter_module_before_the_range(tmp_path: Path) -> None:

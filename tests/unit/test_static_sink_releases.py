@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 
 from tests.overlay.sink_vendor_shapes import SHAPES
+from vllm_overlay.code import Shape
 from vllm_overlay.fixes.static_sink_seq_lens import (
     FACTORY,
     FIX,
     KNOWN_BUGGY,
     KNOWN_FIXED,
     STATIC_SINK,
-    SinkShape,
     assess_file,
     factory_digest,
     inspect_static_sink_source,
@@ -78,7 +78,7 @@ def test_every_release_ships_a_listed_buggy_method(version: str) -> None:
     source = released(version)
     assert source is not None
     code = inspect_static_sink_source(source, Path(STATIC_SINK))
-    assert code.shape is SinkShape.BUGGY, code.detail
+    assert code.shape is Shape.BUGGY, code.detail
     assert code.affected and code.judged
     assert code.factory is not None and code.line is not None
 
@@ -127,7 +127,7 @@ def test_patch_0004_gives_the_fixed_variant_on_every_release(tmp_path: Path) -> 
     for version in WITH_STATIC_SINK:
         tree = patched(tmp_path, version, FIX_PATCH)
         code = inspect_static_sink_tree(tree)
-        assert code.shape is SinkShape.FIXED, (version, code.detail)
+        assert code.shape is Shape.FIXED, (version, code.detail)
         assert list(KNOWN_FIXED.values())[0] in code.detail
         assert assess_file(tree / STATIC_SINK, version).action is Action.NOT_NEEDED
         module = ast.parse((tree / STATIC_SINK).read_bytes())
@@ -145,7 +145,7 @@ def test_the_first_0004_is_left_alone(tmp_path: Path) -> None:
     first = FIRST_0004.read_bytes()
     tree = patched(tmp_path, "0.33.0", first)
     code = inspect_static_sink_tree(tree)
-    assert code.shape is SinkShape.UNRECOGNISED, code.detail
+    assert code.shape is Shape.UNKNOWN, code.detail
     state = assess_file(tree / STATIC_SINK, "0.33.0")
     assert state.action is Action.UNRECOGNISED and state.plan is None
 

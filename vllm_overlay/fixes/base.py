@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
+    from vllm_overlay.code import Code
     from vllm_overlay.record import PatchTarget
-    from vllm_overlay.state import Code
 
     Before = Mapping[str, InstallState]
     """The decisions, by fix name, of the fixes this one ``needs``."""

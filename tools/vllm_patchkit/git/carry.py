@@ -27,13 +27,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.aiter_shape import AiterShape, inspect_aiter_tree
-from vllm_overlay.capture_shape import ROCM_ATTN, Shape, inspect_capture_tree
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import inspect_aiter_tree
 from vllm_overlay.fixes.rocm_capture_host_offsets import (
     RECORD as CAPTURE_HOST_OFFSETS,
 )
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
+    ROCM_ATTN,
+    inspect_capture_tree,
+)
 from vllm_overlay.fixes.static_sink_seq_lens import RECORD as STATIC_SINK_SEQ_LENS
-from vllm_overlay.fixes.static_sink_seq_lens import SinkShape, inspect_static_sink_tree
+from vllm_overlay.fixes.static_sink_seq_lens import inspect_static_sink_tree
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
 from vllm_patchkit.git.code_readings import read_cached
@@ -127,7 +131,7 @@ def _sink_contradiction(root: Path, release: Release) -> str | None:
     if release >= first:
         return None
     code = inspect_static_sink_tree(root)
-    if code.shape not in (SinkShape.BUGGY, SinkShape.FIXED):
+    if code.shape not in (Shape.BUGGY, Shape.FIXED):
         return None
     return (
         f"the code contradicts it: {STATIC_SINK_SEQ_LENS.qualname} is "
@@ -144,7 +148,7 @@ def _capture_contradiction(root: Path, release: Release) -> str | None:
         return None
     first, last, fixed_from = _record_range(CAPTURE_HOST_OFFSETS)
     if release < first:
-        shapes, era = (Shape.NO_ZEROING, Shape.MISSING), f"before {release_text(first)}"
+        shapes, era = (Shape.NOT_FOR, Shape.MISSING), f"before {release_text(first)}"
     elif release <= last:
         shapes = (Shape.BUGGY, Shape.FIXED)
         era = f"{release_text(first)}-{release_text(last)}"
@@ -190,7 +194,7 @@ def _host_offsets(root: Path) -> CodeReading:
             return CodeReading(Reading.FIXED, code.detail)
         case Shape.MISSING:
             return CodeReading(Reading.NOT_FOR, f"target missing: {_missing(code)}")
-        case Shape.NO_ZEROING:
+        case Shape.NOT_FOR:
             return CodeReading(
                 Reading.NOT_FOR,
                 f"the shape of a release the patch is not for (0.11.0, before "
@@ -208,7 +212,7 @@ def _regression_test(root: Path) -> CodeReading:
         return CodeReading(
             Reading.NOT_FOR, f"target missing: a test of {_missing(code)}"
         )
-    if code.shape is Shape.NO_ZEROING:
+    if code.shape is Shape.NOT_FOR:
         return CodeReading(
             Reading.NOT_FOR,
             "the shape of a release the patch is not for (0.11.0): nothing "
@@ -236,9 +240,9 @@ def _aiter_offsets(root: Path) -> CodeReading:
             "capture the patch keeps from AITER unified",
         )
     aiter = inspect_aiter_tree(root)
-    if aiter.shape is AiterShape.OWN_BUILDER:
+    if aiter.shape is Shape.FIXED:
         return CodeReading(Reading.FIXED, aiter.detail)
-    if aiter.shape is AiterShape.MISSING:
+    if aiter.shape is Shape.MISSING:
         return CodeReading(Reading.NOT_FOR, f"target missing: {aiter.detail}")
     if not aiter.judged:
         return CodeReading(Reading.UNREADABLE, aiter.detail)
@@ -335,11 +339,11 @@ def _static_sink(root: Path) -> CodeReading:
     """
     code = inspect_static_sink_tree(root)
     match code.shape:
-        case SinkShape.BUGGY:
+        case Shape.BUGGY:
             return CodeReading(Reading.BUG, code.detail)
-        case SinkShape.FIXED:
+        case Shape.FIXED:
             return CodeReading(Reading.FIXED, code.detail)
-        case SinkShape.MISSING:
+        case Shape.MISSING:
             return CodeReading(Reading.NOT_FOR, f"target missing: {code.detail}")
     return CodeReading(Reading.UNREADABLE, code.detail)
 
@@ -347,9 +351,9 @@ def _static_sink(root: Path) -> CodeReading:
 def _static_sink_test(root: Path) -> CodeReading:
     """0005: the test of 0004's fix, for a tree with a static-sink builder."""
     code = inspect_static_sink_tree(root)
-    if code.shape in (SinkShape.BUGGY, SinkShape.FIXED):
+    if code.shape in (Shape.BUGGY, Shape.FIXED):
         return CodeReading(Reading.BUG, f"the test guards {code.detail}")
-    if code.shape is SinkShape.MISSING:
+    if code.shape is Shape.MISSING:
         return CodeReading(Reading.NOT_FOR, f"target missing: a test of {code.detail}")
     return CodeReading(Reading.UNREADABLE, code.detail)
 

@@ -14,19 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.aiter_shape import BACKEND_CLASS, AiterShape, inspect_aiter_tree
-from vllm_overlay.capture_shape import (
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    BACKEND_CLASS,
+    inspect_aiter_tree,
+)
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
     HOST_OFFSETS,
-    Shape,
     inspect_capture_tree,
 )
-from vllm_overlay.fixes.static_sink_seq_lens import (
-    FACTORY,
-    SinkShape,
-    inspect_static_sink_tree,
-)
+from vllm_overlay.fixes.static_sink_seq_lens import FACTORY, inspect_static_sink_tree
 
 
 @dataclass(frozen=True)
@@ -284,8 +283,9 @@ def rocm_aiter_unified_capture_keeps_offsets(tree: Path) -> InvariantResult:
 
     ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` must hand out a
     builder of the module's own whose ``build_for_cudagraph_capture`` provably
-    writes neither offsets tensor (:mod:`vllm_overlay.aiter_shape`'s
-    OWN_BUILDER: the one analysis of metadata writes, aliases followed, which
+    writes neither offsets tensor (FIXED, by
+    :mod:`vllm_overlay.fixes.rocm_aiter_unified_builder.code`: the one analysis
+    of metadata writes, aliases followed, which
     also refuses a capture that hands the metadata on to the ROCm builder's)
     and fills ``seq_lens`` with 1. The ROCm builder itself must still zero
     the device offsets in place and leave the host ones (0001's shape).
@@ -295,13 +295,13 @@ def rocm_aiter_unified_capture_keeps_offsets(tree: Path) -> InvariantResult:
     name = "rocm-aiter-unified-capture-keeps-offsets"
     aiter = inspect_aiter_tree(tree)
     file = aiter.file
-    if aiter.shape is AiterShape.SHARED:
+    if aiter.shape is Shape.BUGGY:
         why = f"{BACKEND_CLASS} hands out {BUILDER_CLASS}, whose capture zeroes"
         return InvariantResult(
             name, False, f"{why} the device offsets", file, aiter.line
         )
     capture = aiter.method
-    if aiter.shape is not AiterShape.OWN_BUILDER or capture is None:
+    if aiter.shape is not Shape.FIXED or capture is None:
         return InvariantResult(name, False, aiter.detail, file, aiter.line)
     if not any(_fills_seq_lens_with_one(n) for n in ast.walk(capture)):
         why = f"{CAPTURE_METHOD} does not fill seq_lens with 1"
@@ -341,7 +341,7 @@ def static_sink_keeps_shared_seq_lens(tree: Path) -> InvariantResult:
     code = inspect_static_sink_tree(tree)
     return InvariantResult(
         name="static-sink-keeps-shared-seq-lens",
-        holds=code.shape is SinkShape.FIXED,
+        holds=code.shape is Shape.FIXED,
         detail=code.detail,
         file=code.file,
         line=code.line,

@@ -51,7 +51,7 @@ from typing import Any
 import vllm_overlay
 import vllm_overlay.fixes
 import vllm_patchkit.judge.regression
-from vllm_overlay.capture_shape import inspect_capture_tree
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.checkout import classify_path, invariant_holds

@@ -303,7 +303,8 @@ def capture_scenario() -> dict[str, Any]:
     """
     import importlib
 
-    from vllm_overlay import aiter_fix, fix
+    from vllm_overlay.fixes.rocm_aiter_unified_builder import install as aiter_fix
+    from vllm_overlay.fixes.rocm_capture_host_offsets import install as fix
     from vllm_patchkit.judge.regression import harness, scenarios
 
     facts = dict(scenarios.capture_effects(1).facts)

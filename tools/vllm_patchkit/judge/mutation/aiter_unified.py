@@ -21,12 +21,18 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.aiter_fix import AITER_BUILDER
-from vllm_overlay.aiter_shape import AITER_MODULE
-from vllm_overlay.aiter_shape import BACKEND_CLASS as AITER_BACKEND
-from vllm_overlay.aiter_shape import GENERIC_MODULE as ROCM_MODULE
-from vllm_overlay.capture_shape import BUILDER_CLASS as ROCM_BUILDER
-from vllm_overlay.capture_shape import CAPTURE_METHOD as CAPTURE
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    BACKEND_CLASS as AITER_BACKEND,
+)
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    GENERIC_MODULE as ROCM_MODULE,
+)
+from vllm_overlay.fixes.rocm_aiter_unified_builder.install import AITER_BUILDER
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
+    BUILDER_CLASS as ROCM_BUILDER,
+)
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import CAPTURE_METHOD as CAPTURE
 from vllm_patchkit.judge.mutation.mutants import Mutant, edit_method, method_lines
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 

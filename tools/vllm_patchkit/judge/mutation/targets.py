@@ -16,8 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.aiter_shape import AITER_UNIFIED_ATTN
-from vllm_overlay.capture_shape import ROCM_ATTN, inspect_capture_source
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_UNIFIED_ATTN
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
+    ROCM_ATTN,
+    inspect_capture_source,
+)
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.git.invariants import (
     InvariantResult,

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from vllm_overlay.aiter_shape import AITER_MODULE
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
 from vllm_patchkit.judge.regression import capture_loop, harness, layout
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
     AITER_CAPTURE,

@@ -1,40 +1,42 @@
 """#51585: ROCM_ATTN's capture zeroes the device query offsets only.
 
 The decision reads the installed ``rocm_attn.py`` by its AST (see
-:mod:`vllm_overlay.capture_shape`) and plans the fix on the method as
-installed (see :mod:`vllm_overlay.fix`): only the known bug is patched, and
+:mod:`.code`) and plans the fix on the method as
+installed (see :mod:`.install`): only the known bug is patched, and
 only by removing its one statement. The patch itself waits until vLLM
 imports ``rocm_attn`` (see :mod:`vllm_overlay.import_hook`); only then, and
 only on the platform that loads it (ROCm), does the overlay log above debug
 level: "installed" once vLLM's class carries the fix, or a warning naming
 the file, the line and why it left the code alone. The opt-in prefix-prefill
-kernel (:mod:`vllm_overlay.kernel_switch`) rides on this fix.
+kernel (:mod:`.kernel_switch`) rides on this fix.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from types import ModuleType
 
 from vllm_overlay.arming import arm_on_import, logger
-from vllm_overlay.capture_shape import (
+from vllm_overlay.code import Shape, parse_source
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     ROCM_ATTN,
-    CaptureCode,
-    Shape,
     classify_module,
-    parse_source,
 )
-from vllm_overlay.fix import (
+from vllm_overlay.fixes.rocm_capture_host_offsets.install import (
     FIX_MARKER,
     FixPlan,
-    FixRefused,
     fixed_function,
     is_installed_on,
     plan_fix,
 )
-from vllm_overlay.fixes.base import Fix
+from vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch import (
+    KERNEL_ENV,
+    arm_kernel,
+)
 from vllm_overlay.installed import source_file, vllm_version
-from vllm_overlay.kernel_switch import KERNEL_ENV, arm_kernel
+from vllm_overlay.proof import FixRefused
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.settings import env_flag
 from vllm_overlay.state import Action, InstallState
@@ -117,7 +119,7 @@ def assess_tree(root: Path, version: str, before: Before | None = None) -> Insta
 def assess_file(source: Path, version: str) -> InstallState:
     """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
     module = parse_source(source.read_bytes(), source)
-    if isinstance(module, CaptureCode):
+    if not isinstance(module, ast.Module):
         return FIX.left_alone(
             version, module, f"{source}:{module.line}: {module.detail}"
         )
@@ -144,7 +146,7 @@ def action_for(shape: Shape) -> Action:
     return {
         Shape.BUGGY: Action.INSTALLED,
         Shape.FIXED: Action.NOT_NEEDED,
-        Shape.NO_ZEROING: Action.NOT_NEEDED,
+        Shape.NOT_FOR: Action.NOT_NEEDED,
         Shape.MISSING: Action.ABSENT,
     }.get(shape, Action.UNRECOGNISED)
 

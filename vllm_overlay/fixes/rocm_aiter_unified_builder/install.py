@@ -26,15 +26,18 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.aiter_shape import (
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     BACKEND_CLASS,
     BUILDER_METHOD,
     GENERIC_MODULE,
     AiterCode,
-    AiterShape,
 )
-from vllm_overlay.capture_shape import BUILDER_CLASS, CAPTURE_METHOD
-from vllm_overlay.fix import FixRefused, prove_compiled_from
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
+    BUILDER_CLASS,
+    CAPTURE_METHOD,
+)
+from vllm_overlay.proof import FixRefused, prove_compiled_from
 
 AITER_BUILDER = "RocmAiterUnifiedAttentionMetadataBuilder"
 """The subclass's name: upstream's name for this backend's builder (0.29.0)."""
@@ -121,7 +124,7 @@ def install_on(module: types.ModuleType, plan: AiterPlan) -> tuple[type, bool]:
     """
     code = plan.code
     where = f"{code.file}:{code.line} {BACKEND_CLASS}.{BUILDER_METHOD}"
-    if code.shape is not AiterShape.SHARED or code.method is None:
+    if code.shape is not Shape.BUGGY or code.method is None:
         raise FixRefused(f"{where}: shape {code.shape}, not the known bug")
     backend = module.__dict__.get(BACKEND_CLASS)
     if not isinstance(backend, type):

@@ -3,11 +3,11 @@
 vLLM 0.11.1 to 0.28.0 hand the AITER unified backend the generic
 ``RocmAttentionMetadataBuilder``, whose capture zeroes the device query
 offsets that AITER unified attention reads on every graph replay; 0.29.0
-(#53821) gives it a builder of its own. Like :mod:`vllm_overlay.capture_shape`
-this reads the source, never imports it: cheap at plugin registration, and
+(#53821) gives it a builder of its own. Like the ROCm capture's
+reader this reads the source, never imports it: cheap at plugin registration, and
 exact about what it saw; the own builder's capture is read by the one
 analysis of metadata writes (:mod:`vllm_overlay.metadata_writes`, through
-``capture_shape.offsets_problems``). Only one shape is the bug (SHARED):
+``offsets_problems``). Only one shape is the bug (BUGGY):
 the backend's ``get_builder_cls`` is a plain static method whose body is exactly
 ``return RocmAttentionMetadataBuilder``, that name bound in the module only
 by its unaliased import from ``rocm_attn``.
@@ -16,18 +16,14 @@ by its unaliased import from ``rocm_attn``.
 from __future__ import annotations
 
 import ast
-import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_overlay.capture_shape import (
+from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
-    CaptureCode,
-    binds,
     offsets_problems,
-    parse_source,
-    top_level_bindings,
 )
 from vllm_overlay.metadata_writes import method_def
 
@@ -38,62 +34,36 @@ BACKEND_CLASS = "RocmAiterUnifiedAttentionBackend"
 BUILDER_METHOD = "get_builder_cls"
 
 
-class AiterShape(enum.StrEnum):
-    """What ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` hands out."""
-
-    SHARED = "shared"
-    """The generic ROCm builder, imported from rocm_attn: 0.11.1-0.28.0."""
-    OWN_BUILDER = "own-builder"
-    """A builder class of this file whose capture leaves both offsets alone
-    (0.29.0+, #53821)."""
-    UNKNOWN = "unknown"
-    """Neither shape can be proven (an alias of the offsets, a rebinding):
-    cannot judge."""
-    UNPARSEABLE = "unparseable"
-    MISSING = "missing"
-    """No such module (0.11.0) or no such backend class in it."""
-
-
 @dataclass(frozen=True)
-class AiterCode:
-    """The verdict on one ``rocm_aiter_unified_attn.py``, with its location."""
+class AiterCode(Code):
+    """What ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` hands out:
+    BUGGY, the generic ROCm builder imported from rocm_attn (0.11.1-0.28.0);
+    FIXED, a builder class of this file whose capture leaves both offsets
+    alone (0.29.0+, #53821); MISSING, no such module (0.11.0) or class."""
 
-    shape: AiterShape
-    file: Path
-    line: int | None
-    detail: str
     method: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
-    """For SHARED: the ``get_builder_cls`` definition that was read; for
-    OWN_BUILDER: the own builder's capture method."""
+    """For BUGGY: the ``get_builder_cls`` definition that was read; for
+    FIXED: the own builder's capture method."""
     builder: str | None = None
-    """For OWN_BUILDER: the name of the builder class handed out."""
-
-    @property
-    def affected(self) -> bool:
-        return self.shape is AiterShape.SHARED
-
-    @property
-    def judged(self) -> bool:
-        """False when the file does not parse or its shape is not proven."""
-        return self.shape not in (AiterShape.UNPARSEABLE, AiterShape.UNKNOWN)
+    """For FIXED: the name of the builder class handed out."""
 
 
 def inspect_aiter_tree(tree: Path) -> AiterCode:
     """The verdict for the vLLM source tree (or install root) at ``tree``."""
     file = tree / AITER_UNIFIED_ATTN
     if not file.is_file():
-        return AiterCode(AiterShape.MISSING, file, None, f"no {AITER_UNIFIED_ATTN}")
+        return AiterCode(Shape.MISSING, file, None, f"no {AITER_UNIFIED_ATTN}")
     return inspect_aiter_source(file.read_bytes(), file)
 
 
 def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
     """Classify the backend's ``get_builder_cls`` in ``source``."""
     module = parse_source(source, file)
-    if isinstance(module, CaptureCode):
-        return AiterCode(AiterShape.UNPARSEABLE, file, module.line, module.detail)
+    if not isinstance(module, ast.Module):
+        return AiterCode(Shape.UNPARSEABLE, file, module.line, module.detail)
     backends = top_level_bindings(module, BACKEND_CLASS)
     if not backends:
-        return AiterCode(AiterShape.MISSING, file, None, f"no {BACKEND_CLASS}")
+        return AiterCode(Shape.MISSING, file, None, f"no {BACKEND_CLASS}")
     backend = backends[0]
     if len(backends) > 1 or not isinstance(backend, ast.ClassDef):
         return _unknown(
@@ -146,7 +116,7 @@ def _shared(
             f"{BUILDER_CLASS}`",
         )
     return AiterCode(
-        AiterShape.SHARED,
+        Shape.BUGGY,
         file,
         method.lineno,
         f"{where} hands out the generic {BUILDER_CLASS} (imported from "
@@ -180,7 +150,7 @@ def _own_builder(
             "offsets alone" + "".join(f"; {p}" for p in problems),
         )
     return AiterCode(
-        AiterShape.OWN_BUILDER,
+        Shape.FIXED,
         file,
         method.lineno,
         f"{where} hands out its own {name} (line {builder.lineno}), whose "
@@ -191,7 +161,7 @@ def _own_builder(
 
 
 def _unknown(file: Path, line: int, detail: str) -> AiterCode:
-    return AiterCode(AiterShape.UNKNOWN, file, line, detail)
+    return AiterCode(Shape.UNKNOWN, file, line, detail)
 
 
 def _returned_name(method: ast.FunctionDef) -> str | None:

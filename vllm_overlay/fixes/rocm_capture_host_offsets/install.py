@@ -20,7 +20,6 @@ message names the file, the line and why. No vLLM import happens here.
 """
 
 from __future__ import annotations
-import __future__
 
 import ast
 import copy
@@ -29,27 +28,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_overlay.capture_shape import (
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
     HOST_OFFSETS,
     CaptureCode,
-    Shape,
     classify_method,
+)
+from vllm_overlay.proof import (
+    FUTURE_FLAGS,
+    FixRefused,
+    compile_method,
+    prove_compiled_from,
 )
 
 FIX_MARKER = "__vllm_overlay_fix__"
 """Attribute set on the fixed method, so an install can tell it is done."""
 ORIGINAL_ATTR = "__vllm_overlay_original__"
 """The method the fix was derived from, kept on the fixed one."""
-
-_FUTURE_FLAGS = 0
-for _feature in __future__.all_feature_names:
-    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
-
-
-class FixRefused(Exception):
-    """The fix cannot be proven safe here; the message says where and why."""
 
 
 @dataclass(frozen=True)
@@ -212,9 +209,9 @@ def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
             "plain function in the file (replaced or wrapped by someone else)"
         )
     code = live.__code__
-    flags = code.co_flags & _FUTURE_FLAGS
+    flags = code.co_flags & FUTURE_FLAGS
     prove_compiled_from(live, plan.method, plan.file, BUILDER_CLASS, where)
-    fixed_code = _compile_method(plan.fixed, plan.file, flags)
+    fixed_code = compile_method(plan.fixed, plan.file, flags, BUILDER_CLASS)
     if fixed_code.co_freevars != code.co_freevars:
         raise FixRefused(f"{where}: removing the statement changed the closure")
     fixed = types.FunctionType(
@@ -229,76 +226,6 @@ def fixed_function(plan: FixPlan, live: Any) -> types.FunctionType:
     setattr(fixed, FIX_MARKER, True)
     setattr(fixed, ORIGINAL_ATTR, live)
     return fixed
-
-
-def prove_compiled_from(
-    live: types.FunctionType,
-    method: ast.FunctionDef,
-    file: Path,
-    owner: str | None,
-    where: str,
-    imports: tuple[ast.stmt, ...] = (),
-) -> None:
-    """Refuse, naming ``where``, unless the loaded function ``live`` was
-    compiled from ``method`` of class ``owner`` (None: a module-level
-    function) as it stands in ``file`` (equal code objects: same byte code,
-    constants, nested code, names and positions). ``imports``: the file's
-    module-level imports, which Python's compiler reads (it calls a module's
-    functions without its method-call shortcut)."""
-    code = live.__code__
-    flags = code.co_flags & _FUTURE_FLAGS
-    if Path(code.co_filename).resolve() != file.resolve() or (
-        _compile_method(method, file, flags, owner, imports) != code
-    ):
-        raise FixRefused(
-            f"{where}: the loaded method was not compiled from this source "
-            f"(it comes from {code.co_filename}:{code.co_firstlineno}; the file "
-            "changed since vLLM imported it, or someone replaced the method)"
-        )
-
-
-def _compile_method(
-    method: ast.FunctionDef,
-    file: Path,
-    flags: int,
-    owner: str | None = BUILDER_CLASS,
-    imports: tuple[ast.stmt, ...] = (),
-) -> types.CodeType:
-    """Compile ``method`` inside a bare class named ``owner`` (None: at
-    module level).
-
-    Only compiled, never run: nothing the class body or the decorators would
-    evaluate is executed. The method's code object comes out as vLLM's own
-    compile of the file made it (same qualname, positions, ``__class__``).
-    """
-    node: ast.stmt = copy.deepcopy(method)
-    if owner is not None:
-        node = ast.ClassDef(
-            name=owner, bases=[], keywords=[], body=[node], decorator_list=[]
-        )
-        if "type_params" in ast.ClassDef._fields:
-            node.type_params = []  # type: ignore[attr-defined]
-        ast.copy_location(node, method)
-    body = [*copy.deepcopy(imports), node]
-    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
-    compiled = compile(module, str(file), "exec", flags=flags, dont_inherit=True)
-    scope = inner_code(compiled, owner) if owner is not None else compiled
-    found = inner_code(scope, method.name) if scope is not None else None
-    if found is not None:
-        return found
-    raise FixRefused(f"{file}:{method.lineno}: compiling the method gave no code")
-
-
-def inner_code(code: types.CodeType, name: str) -> types.CodeType | None:
-    """The code object named ``name`` among ``code``'s constants."""
-    return next(
-        (
-            const
-            for const in code.co_consts
-            if isinstance(const, types.CodeType) and const.co_name == name
-        ),
-        None,
-    )
 
 
 def is_installed_on(module: Any) -> bool:

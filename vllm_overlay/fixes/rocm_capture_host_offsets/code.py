@@ -24,12 +24,19 @@ it, it is read too.
 from __future__ import annotations
 
 import ast
-import enum
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_overlay.code import (
+    Code,
+    Shape,
+    binds,
+    is_name,
+    parse_source,
+    top_level_bindings,
+)
 from vllm_overlay.metadata_writes import (
     EMPTY,
     META,
@@ -52,67 +59,20 @@ BUILD_METHOD = "build"
 metadata to (every release's capture starts with ``self.build(0, m)``)."""
 
 
-class Shape(enum.StrEnum):
-    """How ``build_for_cudagraph_capture`` treats the query offsets."""
-
-    FIXED = "fixed"
-    """Device offsets zeroed in place, host offsets untouched (0.29.0+)."""
-    BUGGY = "buggy"
-    """Both offsets zeroed: the bug of 0.11.1-0.28.0."""
-    NO_ZEROING = "no-zeroing"
-    """Neither zeroed: code from before the #25985 band-aid (0.11.0)."""
-    UNKNOWN = "unknown"
-    """The method exists, but what it does to the offsets cannot be proven:
-    an alias, a call receiving them, unrecognised handling. Cannot judge."""
-    UNPARSEABLE = "unparseable"
-    """The file is not valid Python (conflict markers, a broken edit)."""
-    MISSING = "missing"
-    """No rocm_attn module, builder class or capture method."""
-
-
 @dataclass(frozen=True)
-class CaptureCode:
-    """What the capture method does to the offsets, with source locations."""
+class CaptureCode(Code):
+    """What the capture method does to the offsets (BUGGY: both zeroed, the bug
+    of 0.11.1-0.28.0; FIXED: the device ones only, 0.29.0+; NOT_FOR: neither,
+    code from before the #25985 band-aid, 0.11.0)."""
 
-    shape: Shape
-    file: Path
-    line: int | None
-    detail: str
     host_mutation_lines: tuple[int, ...] = ()
-
-    @property
-    def affected(self) -> bool:
-        return self.shape is Shape.BUGGY
-
-    @property
-    def judged(self) -> bool:
-        """False when the code could not be read or its effect on the
-        offsets could not be proven, so no verdict holds."""
-        return self.shape not in (Shape.UNPARSEABLE, Shape.UNKNOWN)
-
-
-def parse_source(source: str | bytes, file: Path) -> ast.Module | CaptureCode:
-    """The whole module's AST, or an UNPARSEABLE verdict saying where it fails."""
-    try:
-        return ast.parse(source, filename=str(file))
-    except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None)
-        message = getattr(exc, "msg", None) or str(exc)
-        return CaptureCode(
-            Shape.UNPARSEABLE,
-            file,
-            line,
-            f"unparseable: SyntaxError at line {line}: {message}"
-            if line
-            else f"unparseable: {message}",
-        )
 
 
 def inspect_capture_source(source: str | bytes, file: Path) -> CaptureCode:
     """Classify the ROCm builder's capture method in ``source``."""
     module = parse_source(source, file)
-    if isinstance(module, CaptureCode):
-        return module
+    if not isinstance(module, ast.Module):
+        return CaptureCode(module.shape, file, module.line, module.detail)
     return classify_module(module, file)[1]
 
 
@@ -210,12 +170,12 @@ def _bound_parameter(
     for index, arg in enumerate(call.args):
         if isinstance(arg, ast.Starred):
             return None
-        if _is_name(arg, metadata):
+        if is_name(arg, metadata):
             return positional[index] if index < len(positional) else None
     for keyword in call.keywords:
         if keyword.arg is None:
             return None
-        if _is_name(keyword.value, metadata):
+        if is_name(keyword.value, metadata):
             return keyword.arg
     return None
 
@@ -260,7 +220,7 @@ def _verdict(use: _OffsetUse, decorated: bool, where: str) -> tuple[Shape, str]:
         why = f"(line {', '.join(map(str, host))}) as well as {DEVICE_OFFSETS}"
         return Shape.BUGGY, f"{where} zeroes {HOST_OFFSETS} {why}"
     if not zeroed and not host:
-        return Shape.NO_ZEROING, f"{where} does not touch the query offsets"
+        return Shape.NOT_FOR, f"{where} does not touch the query offsets"
     why = f"device zeroed at {list(zeroed)}, host mutated at {list(host)}"
     return Shape.UNKNOWN, f"{where}: unrecognised offset handling ({why})"
 
@@ -304,64 +264,6 @@ def _inspect_file(source: bytes, file: Path) -> CaptureCode:
     return inspect_capture_source(source, file)
 
 
-def top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
-    """Module-level statements that bind ``name`` (inside if/try/with too)."""
-    found: list[ast.stmt] = []
-
-    def visit(statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            if binds(statement, name):
-                found.append(statement)
-            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            if isinstance(statement, ast.ClassDef):
-                continue
-            for attr in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(statement, attr, None)
-                if isinstance(inner, list):
-                    visit([s for s in inner if isinstance(s, ast.stmt)])
-                    for handler in inner:
-                        if isinstance(handler, ast.ExceptHandler):
-                            visit(handler.body)
-
-    visit(module.body)
-    return found
-
-
-def binds(statement: ast.stmt, name: str) -> bool:
-    """Whether the statement itself (not a nested scope) binds ``name``."""
-    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return statement.name == name
-    if isinstance(statement, ast.Import | ast.ImportFrom):
-        return any(
-            (alias.asname or alias.name.split(".")[0]) == name
-            for alias in statement.names
-        )
-    targets: list[ast.AST] = []
-    if isinstance(statement, ast.Assign):
-        targets = list(statement.targets)
-    elif isinstance(statement, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
-        targets = [statement.target]
-    elif isinstance(statement, ast.With | ast.AsyncWith):
-        targets = [i.optional_vars for i in statement.items if i.optional_vars]
-    elif isinstance(statement, ast.Delete):
-        targets = list(statement.targets)
-    for target in targets:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name) and node.id == name:
-                return True
-    # A walrus binds in the enclosing scope; counting nested ones too only
-    # errs towards "unknown".
-    return any(
-        isinstance(node, ast.NamedExpr) and node.target.id == name
-        for node in ast.walk(statement)
-    )
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
 class _OffsetUse(Walker):
     """The one walk of metadata writes from a function's ``<metadata>``
     argument, read for the offsets tensors: the writes spelled on the
@@ -396,8 +298,8 @@ class _OffsetUse(Walker):
         ]
         if dotted(node.func) != f"self.{BUILD_METHOD}":
             return None
-        if not any(_is_name(value, self.metadata) for value, _ in given):
+        if not any(is_name(value, self.metadata) for value, _ in given):
             return None
         self.build_calls.append(node)
-        others = [t for value, t in given if not _is_name(value, self.metadata)]
+        others = [t for value, t in given if not is_name(value, self.metadata)]
         return None if any(others) or receiver else EMPTY

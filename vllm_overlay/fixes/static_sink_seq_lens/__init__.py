@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import enum
 import functools
 import hashlib
 import types
@@ -39,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from vllm_overlay.arming import arm_on_import, logger
-from vllm_overlay.capture_shape import binds, parse_source, top_level_bindings
-from vllm_overlay.fix import FixRefused, inner_code, prove_compiled_from
+from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.metadata_writes import method_def
+from vllm_overlay.proof import FixRefused, inner_code, prove_compiled_from
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState
 
@@ -95,41 +94,19 @@ BLOCK_TABLE_SHORTCUT = "supports_update_block_table"
 block table (without the sink blocks): the fixed builder opts out."""
 
 
-class SinkShape(enum.StrEnum):
-    """What ``create_static_sink_attention_backend`` is, by its AST."""
-
-    BUGGY = "buggy"
-    """A known upstream factory whose builder writes the shared metadata."""
-    FIXED = "fixed"
-    """A known factory whose builder leaves it alone (patch 0004)."""
-    UNRECOGNISED = "unrecognised"
-    """No known factory (a vendor's change, or the first 0004): never touched."""
-    UNPARSEABLE = "unparseable"
-    MISSING = "missing"
-    """No such module (before 0.14.0) or factory."""
-
-
 @dataclass(frozen=True)
-class SinkCode:
-    """The verdict on one ``static_sink_attention.py``, with its location."""
+class SinkCode(Code):
+    """What ``create_static_sink_attention_backend`` is, by its AST: BUGGY, a
+    known upstream factory whose builder writes the shared metadata; FIXED,
+    a known factory whose builder leaves it alone (patch 0004); UNKNOWN, no
+    known factory (a vendor's change, or the first 0004): never touched;
+    MISSING, no such module (before 0.14.0) or factory."""
 
-    shape: SinkShape
-    file: Path
-    line: int | None
-    detail: str
     factory: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
     """For BUGGY: the factory's definition that was read (its code is proven
     against the loaded one before the install)."""
     imports: tuple[ast.stmt, ...] = field(default=(), compare=False, repr=False)
     """For BUGGY: the module-level imports the factory was compiled with."""
-
-    @property
-    def affected(self) -> bool:
-        return self.shape is SinkShape.BUGGY
-
-    @property
-    def judged(self) -> bool:
-        return self.shape not in (SinkShape.UNRECOGNISED, SinkShape.UNPARSEABLE)
 
 
 def factory_digest(factory: ast.FunctionDef) -> str:
@@ -145,7 +122,7 @@ def inspect_static_sink_tree(root: Path) -> SinkCode:
     """The verdict for the vLLM source tree (or install root) at ``root``."""
     file = root / STATIC_SINK
     if not file.is_file():
-        return SinkCode(SinkShape.MISSING, file, None, f"no {STATIC_SINK}")
+        return SinkCode(Shape.MISSING, file, None, f"no {STATIC_SINK}")
     return inspect_static_sink_source(file.read_bytes(), file)
 
 
@@ -158,14 +135,14 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
     """
     module = parse_source(source, file)
     if not isinstance(module, ast.Module):
-        return SinkCode(SinkShape.UNPARSEABLE, file, module.line, module.detail)
+        return SinkCode(Shape.UNPARSEABLE, file, module.line, module.detail)
     bound = top_level_bindings(module, FACTORY)
     if not bound:
-        return SinkCode(SinkShape.MISSING, file, None, f"no {FACTORY}")
+        return SinkCode(Shape.MISSING, file, None, f"no {FACTORY}")
     factory = bound[-1]
     if len(bound) > 1 or not isinstance(factory, ast.FunctionDef):
         why = f"{FACTORY} is not one function definition"
-        return SinkCode(SinkShape.UNRECOGNISED, file, factory.lineno, why)
+        return SinkCode(Shape.UNKNOWN, file, factory.lineno, why)
     digest = factory_digest(factory)
     if digest in KNOWN_BUGGY:
         why = (
@@ -174,15 +151,15 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
         )
         imports = tuple(module_imports(module))
         line = _build_line(factory)
-        return SinkCode(SinkShape.BUGGY, file, line, why, factory, imports)
+        return SinkCode(Shape.BUGGY, file, line, why, factory, imports)
     if digest in KNOWN_FIXED:
         why = f"{FACTORY} leaves the shared metadata alone ({KNOWN_FIXED[digest]})"
-        return SinkCode(SinkShape.FIXED, file, _build_line(factory), why)
+        return SinkCode(Shape.FIXED, file, _build_line(factory), why)
     why = (
         f"{FACTORY} is no known upstream factory (normalised AST {digest[:12]}; "
         f"known: vLLM {', '.join(sorted(KNOWN_BUGGY.values()))}; patch 0004)"
     )
-    return SinkCode(SinkShape.UNRECOGNISED, file, factory.lineno, why)
+    return SinkCode(Shape.UNKNOWN, file, factory.lineno, why)
 
 
 def _build_line(factory: ast.FunctionDef) -> int:
@@ -315,7 +292,7 @@ def assess_tree(root: Path, version: str, before: Before | None = None) -> Insta
 def assess_file(file: Path, version: str) -> InstallState:
     """The decision for one ``static_sink_attention.py``."""
     code = inspect_static_sink_source(file.read_bytes(), file)
-    if code.shape is SinkShape.BUGGY:
+    if code.shape is Shape.BUGGY:
         plan = SinkPlan(code)
         return FIX.state(
             Action.INSTALLED,
@@ -325,9 +302,9 @@ def assess_file(file: Path, version: str) -> InstallState:
             covered=RECORD.reaches,
             plan=plan,
         )
-    if code.shape is SinkShape.FIXED:
+    if code.shape is Shape.FIXED:
         return FIX.state(Action.NOT_NEEDED, version, code.detail, code)
-    if code.shape is SinkShape.MISSING:
+    if code.shape is Shape.MISSING:
         return FIX.state(Action.ABSENT, version, code.detail, code)
     where = f"{code.file}:{code.line}" if code.line else str(code.file)
     return FIX.left_alone(

@@ -1,7 +1,7 @@
 """#53821: ROCM_AITER_UNIFIED_ATTN gets a capture builder of its own.
 
 The decision reads two files by their AST, imports neither: the AITER
-module (:mod:`vllm_overlay.aiter_shape`) and ``rocm_attn.py``, whose capture
+module (:mod:`.code`) and ``rocm_attn.py``, whose capture
 method the new builder inherits and must be a known shape that zeroes the
 device offsets in place (buggy or #51585-fixed), so that putting them back is
 exactly what 0.29.0's builder leaves. That capture is the #51585 fix's
@@ -17,26 +17,25 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from vllm_overlay.aiter_fix import (
+from vllm_overlay.arming import arm_on_import, logger
+from vllm_overlay.code import Shape
+from vllm_overlay.fixes import rocm_capture_host_offsets as capture
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    AITER_UNIFIED_ATTN,
+    inspect_aiter_source,
+)
+from vllm_overlay.fixes.rocm_aiter_unified_builder.install import (
     AITER_BUILDER,
     AiterPlan,
     install_on,
     is_installed_on,
 )
-from vllm_overlay.aiter_shape import (
-    AITER_UNIFIED_ATTN,
-    AiterShape,
-    inspect_aiter_source,
-)
-from vllm_overlay.arming import arm_on_import, logger
-from vllm_overlay.capture_shape import (
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CaptureCode,
-    Shape,
     inspect_capture_source,
     inspect_capture_tree,
 )
-from vllm_overlay.fixes import rocm_capture_host_offsets as capture
-from vllm_overlay.fixes.base import Fix
 from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState
@@ -158,16 +157,16 @@ def assess_tree(root: Path, version: str, before: Before | None = None) -> Insta
 def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
     """The decision for one AITER module and the ``rocm_attn.py`` it imports."""
     code = inspect_aiter_source(file.read_bytes(), file)
-    if code.shape is AiterShape.OWN_BUILDER:
+    if code.shape is Shape.FIXED:
         return FIX.state(Action.NOT_NEEDED, version, code.detail, code)
-    if code.shape is AiterShape.MISSING:
+    if code.shape is Shape.MISSING:
         return FIX.state(Action.ABSENT, version, code.detail, code)
-    if code.shape is not AiterShape.SHARED:
+    if code.shape is not Shape.BUGGY:
         why = code.detail
         if code.line and not why.startswith(str(code.file)):
             why = f"{code.file}:{code.line}: {why}"
         return FIX.left_alone(version, code, f"unrecognised {code.shape} code: {why}")
-    if rocm.shape is Shape.NO_ZEROING:
+    if rocm.shape is Shape.NOT_FOR:
         return FIX.state(
             Action.NOT_NEEDED,
             version,

@@ -1,0 +1,142 @@
+"""How a fix reads the code it patches: one type and one set of words for all.
+
+Every fix reads one place of vLLM by its AST, never by importing it (cheap
+at plugin registration, safe on a tree that cannot be imported, exact about
+what it saw), and says what it found as a :class:`Code`: a :class:`Shape`,
+the file and line, and why. The words are the same for every fix, so the
+overlay (:attr:`Code.affected`), the toolkit's carry rules and invariants,
+and the doctors read any fix's verdict the same way. A fix's reader may
+subclass :class:`Code` to keep what its install needs (the definition it
+read); the shared AST helpers of the readers are here too.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class Shape(enum.StrEnum):
+    """What a fix's reader found where the fix applies."""
+
+    FIXED = "fixed"
+    """The fixed code: upstream's fix, or the series' patch, is in it."""
+    BUGGY = "buggy"
+    """The known bug the fix removes."""
+    NOT_FOR = "not-for"
+    """Code of a release the fix is not for: the bug cannot happen there
+    (0.11.0's ROCm capture zeroes no offsets), or the patch does not fit it."""
+    UNKNOWN = "unknown"
+    """The code is there, but neither shape can be proven (a vendor's change,
+    an alias, a rebinding): cannot judge, so never touched."""
+    UNPARSEABLE = "unparseable"
+    """The file is not valid Python (conflict markers, a broken edit)."""
+    MISSING = "missing"
+    """No such file, class or method: the release predates it, or a fork
+    moved it."""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the code could be read and proven one way or the other."""
+        return self not in (Shape.UNKNOWN, Shape.UNPARSEABLE)
+
+
+@dataclass(frozen=True)
+class Code:
+    """A fix's verdict on the code it patches, with where it looked."""
+
+    shape: Shape
+    file: Path
+    line: int | None
+    detail: str
+
+    @property
+    def affected(self) -> bool:
+        """The code has the bug (the overlay installs the fix)."""
+        return self.shape is Shape.BUGGY
+
+    @property
+    def judged(self) -> bool:
+        """False when the code could not be read or proven, so no verdict holds."""
+        return self.shape.judged
+
+    def where(self) -> str:
+        """``file:line`` (or the file alone) for messages."""
+        return f"{self.file}:{self.line}" if self.line is not None else str(self.file)
+
+
+def parse_source(source: str | bytes, file: Path) -> ast.Module | Code:
+    """The whole module's AST, or an UNPARSEABLE verdict saying where it fails."""
+    try:
+        return ast.parse(source, filename=str(file))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        message = getattr(exc, "msg", None) or str(exc)
+        return Code(
+            Shape.UNPARSEABLE,
+            file,
+            line,
+            f"unparseable: SyntaxError at line {line}: {message}"
+            if line
+            else f"unparseable: {message}",
+        )
+
+
+def top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
+    """Module-level statements that bind ``name`` (inside if/try/with too)."""
+    found: list[ast.stmt] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if binds(statement, name):
+                found.append(statement)
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(statement, ast.ClassDef):
+                continue
+            for attr in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(statement, attr, None)
+                if isinstance(inner, list):
+                    visit([s for s in inner if isinstance(s, ast.stmt)])
+                    for handler in inner:
+                        if isinstance(handler, ast.ExceptHandler):
+                            visit(handler.body)
+
+    visit(module.body)
+    return found
+
+
+def binds(statement: ast.stmt, name: str) -> bool:
+    """Whether the statement itself (not a nested scope) binds ``name``."""
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return statement.name == name
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return any(
+            (alias.asname or alias.name.split(".")[0]) == name
+            for alias in statement.names
+        )
+    targets: list[ast.AST] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+        targets = [statement.target]
+    elif isinstance(statement, ast.With | ast.AsyncWith):
+        targets = [i.optional_vars for i in statement.items if i.optional_vars]
+    elif isinstance(statement, ast.Delete):
+        targets = list(statement.targets)
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and node.id == name:
+                return True
+    # A walrus binds in the enclosing scope; counting nested ones too only
+    # errs towards "unknown".
+    return any(
+        isinstance(node, ast.NamedExpr) and node.target.id == name
+        for node in ast.walk(statement)
+    )
+
+
+def is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
