@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
+from vllm_overlay.code import Shape
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.git.carry import (
     NEAR_TAG,
-    Reading,
     TreeVersion,
     contradiction,
     decide,
@@ -67,9 +67,9 @@ def test_version_rule_and_code_rule_agree_on_every_release(
     for patch in series.patches:
         code = read_code(patch, root)
         assert code is not None, f"{patch.name} has no code rule"
-        assert code.reading is not Reading.UNREADABLE, code.why
-        by_code = code.reading is Reading.BUG
-        assert by_code == patch.carried_for(release), (patch.name, code.why)
+        assert code.judged, code.detail
+        by_code = code.shape is Shape.BUGGY
+        assert by_code == patch.carried_for(release), (patch.name, code.detail)
         # Decided by the code alone, the verdict is the version's.
         carry = decide(patch, root, untrusted)
         assert carry.carried == by_code and not carry.overrides, carry

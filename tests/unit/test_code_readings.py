@@ -36,7 +36,7 @@ from vllm_patchkit.git.series import load_series
 
 patch = next(p for p in load_series().patches if p.name.startswith("0003"))
 code = read_code(patch, Path(sys.argv[1]))
-print(json.dumps({"parsed": len(parsed), "reading": code.reading, "why": code.why}))
+print(json.dumps({"parsed": len(parsed), "reading": code.shape, "why": code.detail}))
 """
 
 
@@ -67,7 +67,7 @@ def _entries(cache: Path) -> list[Path]:
 
 def test_a_second_run_reads_the_runner_from_the_cache(tmp_path: Path) -> None:
     first = _read_code(tmp_path)
-    assert first["parsed"] == 1 and first["reading"] == "bug"
+    assert first["parsed"] == 1 and first["reading"] == "buggy"
     assert len(_entries(tmp_path)) == 1
     second = _read_code(tmp_path)
     assert second == {**first, "parsed": 0}
@@ -105,7 +105,7 @@ def test_a_bad_entry_is_ignored_and_replaced(tmp_path: Path, entry: str) -> None
 
 def test_an_unwritable_cache_still_reads(tmp_path: Path) -> None:
     (tmp_path / "code-readings").write_text("a file where the directory goes")
-    assert _read_code(tmp_path)["reading"] == "bug"
+    assert _read_code(tmp_path)["reading"] == "buggy"
 
 
 def test_the_key_is_git_s_blob_id(tmp_path: Path) -> None:

@@ -58,6 +58,11 @@ class Fix:
     on it); a failure is the fix's, as for :attr:`arm`."""
     what: str = ""
     """Names the fix in shared log messages ("" for the first fix)."""
+    rules: str = ""
+    """The module of its folder that reads its patches on a source tree
+    (``RULES``, one :class:`~vllm_overlay.patch_rules.PatchRule` per
+    ``Invariant:``): the toolkit's carry rules and invariants derive from
+    them. Named, not imported: the plugin never needs them."""
 
     @property
     def name(self) -> str:

@@ -5,8 +5,8 @@ The one place that decides it (apply, check, doctor, rebase, refresh and
 
 * the version rule: the tree's release is inside the patch's ``Affects:``
   range (:meth:`vllm_patchkit.git.series.Patch.carried_for`);
-* the code rule: the patch's fix finds the bug's shape in the tree (per
-  patch, keyed by its ``Invariant:``; see :data:`CODE_RULES`).
+* the code rule: the patch's fix finds the bug's shape in the tree (the
+  fix's rule for the patch's ``Invariant:``; see :func:`read_code`).
 
 On every release tree the two agree (a test reads 0.11.0 to 0.33.0). A
 version the tree can vouch for decides (:func:`read_version`: a
@@ -21,26 +21,19 @@ rename), the reason says so too, carried or not.
 
 from __future__ import annotations
 
-import ast
-import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.code import Shape
-from vllm_overlay.fixes.rocm_aiter_unified_builder.code import inspect_aiter_tree
+from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets import (
     RECORD as CAPTURE_HOST_OFFSETS,
 )
-from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
-    ROCM_ATTN,
-    inspect_capture_tree,
-)
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_overlay.fixes.static_sink_seq_lens import RECORD as STATIC_SINK_SEQ_LENS
 from vllm_overlay.fixes.static_sink_seq_lens import inspect_static_sink_tree
-from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
 from vllm_patchkit.git.code_readings import read_cached
+from vllm_patchkit.git.invariants import INVARIANTS
 from vllm_patchkit.git.series import Patch
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.versions import (
@@ -164,219 +157,26 @@ def _capture_contradiction(root: Path, release: Release) -> str | None:
     )
 
 
-class Reading(enum.StrEnum):
-    """What a patch's code rule finds in a tree."""
-
-    BUG = "bug"
-    """The bug's shape the patch fixes: carried."""
-    FIXED = "fixed"
-    """The fixed shape: upstream carries it."""
-    NOT_FOR = "not-for"
-    """The patch's target is missing, or the code has the shape of a release
-    the patch is not for."""
-    UNREADABLE = "unreadable"
-    """The code cannot be read or judged."""
+def read_code(patch: Patch, root: Path) -> Code | None:
+    """The patch's code rule on ``root`` (its fix's rule for its
+    ``Invariant:``, :mod:`vllm_patchkit.git.invariants`); None for a patch
+    without one. Large files' readings are kept by their content."""
+    rule = INVARIANTS.get(patch.invariant or "")
+    return rule.carry(root, read_cached) if rule is not None else None
 
 
-@dataclass(frozen=True)
-class CodeReading:
-    reading: Reading
-    why: str
+NOT_FOR = (Shape.NOT_FOR, Shape.MISSING)
+"""The shapes of code a patch is not for."""
 
 
-def _host_offsets(root: Path) -> CodeReading:
-    """0001 (#51585): the ROCm capture zeroes the host offsets."""
-    code = inspect_capture_tree(root)
+def _why(code: Code) -> str:
+    """What the code rule found, in the words of a carry decision."""
     match code.shape:
-        case Shape.BUGGY:
-            return CodeReading(Reading.BUG, code.detail)
-        case Shape.FIXED:
-            return CodeReading(Reading.FIXED, code.detail)
         case Shape.MISSING:
-            return CodeReading(Reading.NOT_FOR, f"target missing: {_missing(code)}")
+            return f"target missing: {code.detail}"
         case Shape.NOT_FOR:
-            return CodeReading(
-                Reading.NOT_FOR,
-                f"the shape of a release the patch is not for (0.11.0, before "
-                f"the #25983 zeroing): {code.detail}",
-            )
-    return CodeReading(Reading.UNREADABLE, code.detail)
-
-
-def _regression_test(root: Path) -> CodeReading:
-    """0002: the test of 0001's fix, for a tree whose capture zeroes offsets."""
-    code = inspect_capture_tree(root)
-    if code.shape in (Shape.BUGGY, Shape.FIXED):
-        return CodeReading(Reading.BUG, f"the test guards {code.detail}")
-    if code.shape is Shape.MISSING:
-        return CodeReading(
-            Reading.NOT_FOR, f"target missing: a test of {_missing(code)}"
-        )
-    if code.shape is Shape.NOT_FOR:
-        return CodeReading(
-            Reading.NOT_FOR,
-            "the shape of a release the patch is not for (0.11.0): nothing "
-            f"zeroes the offsets for the test to guard: {code.detail}",
-        )
-    return CodeReading(Reading.UNREADABLE, code.detail)
-
-
-RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
-RUNNER_CLASS = "GPUModelRunner"
-DUMMY_RUN = "_dummy_run"
-BUILD_METADATA = "_build_attention_metadata"
-
-
-def _aiter_offsets(root: Path) -> CodeReading:
-    """0003 (#53821), its record's rule: ROCM_AITER_UNIFIED_ATTN is handed
-    the generic ROCm builder, on a runner that replays FULL graphs on
-    capture-built metadata (its dummy run builds with
-    ``for_cudagraph_capture`` when the runtime mode is FULL: 0.27.0 on)."""
-    rocm = inspect_capture_tree(root)
-    if rocm.shape is Shape.MISSING:
-        return CodeReading(
-            Reading.NOT_FOR,
-            f"target missing: {_missing(rocm)}, the generic builder whose "
-            "capture the patch keeps from AITER unified",
-        )
-    aiter = inspect_aiter_tree(root)
-    if aiter.shape is Shape.FIXED:
-        return CodeReading(Reading.FIXED, aiter.detail)
-    if aiter.shape is Shape.MISSING:
-        return CodeReading(Reading.NOT_FOR, f"target missing: {aiter.detail}")
-    if not aiter.judged:
-        return CodeReading(Reading.UNREADABLE, aiter.detail)
-    return _runner_replays_full(root, aiter.detail)
-
-
-_FLAG: dict[str, type] = {"text": str, "line": int, "full": bool, "true": bool}
-"""One ``for_cudagraph_capture=`` argument of the dummy run's metadata build:
-its source, its line, whether it names ``FULL``, whether it is ``True``."""
-
-
-def _capture_flags(source: bytes) -> list[dict[str, object]]:
-    """Every ``for_cudagraph_capture=`` argument of the
-    :data:`BUILD_METADATA` calls in ``GPUModelRunner._dummy_run``."""
-    module = ast.parse(source, filename=str(RUNNER))
-    methods = [
-        method_def(node, DUMMY_RUN)
-        for node in ast.walk(module)
-        if isinstance(node, ast.ClassDef) and node.name == RUNNER_CLASS
-    ]
-    return [
-        {
-            "text": ast.unparse(flag),
-            "line": flag.lineno,
-            "full": any(
-                isinstance(n, ast.Attribute) and n.attr == "FULL"
-                for n in ast.walk(flag)
-            ),
-            "true": isinstance(flag, ast.Constant) and flag.value is True,
-        }
-        for method in methods
-        if method is not None
-        for call in ast.walk(method)
-        if isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == BUILD_METADATA
-        for keyword in call.keywords
-        if keyword.arg == "for_cudagraph_capture"
-        for flag in (keyword.value,)
-    ]
-
-
-def _runner_replays_full(root: Path, shared: str) -> CodeReading:
-    """The runner's half of 0003's rule; its reading is kept by the file's
-    blob id (:mod:`~vllm_patchkit.git.code_readings`): the runner is the
-    largest file any rule parses, and it changes only between releases."""
-    file = root / RUNNER
-    where = f"{RUNNER}: {RUNNER_CLASS}.{DUMMY_RUN}"
-    reader = (Path(__file__), Path(method_def.__code__.co_filename))
-    try:
-        flags = read_cached(
-            "carry.runner-capture-flags",
-            file.read_bytes(),
-            reader,
-            _FLAG,
-            _capture_flags,
-        )
-    except (OSError, SyntaxError, ValueError) as exc:
-        return CodeReading(Reading.UNREADABLE, f"cannot read {RUNNER}: {exc}")
-    if len(flags) != 1:
-        return CodeReading(
-            Reading.UNREADABLE,
-            f"{where}: {len(flags)} calls of {BUILD_METADATA} with "
-            "for_cudagraph_capture, not one",
-        )
-    flag = flags[0]
-    text, line = flag["text"], flag["line"]
-    if flag["full"]:
-        return CodeReading(
-            Reading.BUG,
-            f"{shared}, and {where} builds FULL-graph replays with "
-            f"for_cudagraph_capture={text} (line {line})",
-        )
-    if flag["true"]:
-        return CodeReading(
-            Reading.NOT_FOR,
-            f"the shape of a release the patch is not for (0.11.1-0.11.2): "
-            f"{where} builds every dummy run for capture (line {line}), "
-            "code the patch does not apply to as it is; the overlay covers it",
-        )
-    return CodeReading(
-        Reading.NOT_FOR,
-        f"the shape of a release the patch is not for (0.12.0-0.26.0): {where} "
-        f"builds for capture only when capturing (for_cudagraph_capture="
-        f"{text}, line {line}), so no replay reads the zeroed offsets",
-    )
-
-
-def _static_sink(root: Path) -> CodeReading:
-    """0004: ``StaticSinkAttentionBuilder.build`` writes the shared seq_lens.
-
-    No upstream release fixes it, so the fixed shape means 0004 (or the same
-    change) is in the tree; before 0.14.0 there is no static-sink builder.
-    """
-    code = inspect_static_sink_tree(root)
-    match code.shape:
-        case Shape.BUGGY:
-            return CodeReading(Reading.BUG, code.detail)
-        case Shape.FIXED:
-            return CodeReading(Reading.FIXED, code.detail)
-        case Shape.MISSING:
-            return CodeReading(Reading.NOT_FOR, f"target missing: {code.detail}")
-    return CodeReading(Reading.UNREADABLE, code.detail)
-
-
-def _static_sink_test(root: Path) -> CodeReading:
-    """0005: the test of 0004's fix, for a tree with a static-sink builder."""
-    code = inspect_static_sink_tree(root)
-    if code.shape in (Shape.BUGGY, Shape.FIXED):
-        return CodeReading(Reading.BUG, f"the test guards {code.detail}")
-    if code.shape is Shape.MISSING:
-        return CodeReading(Reading.NOT_FOR, f"target missing: a test of {code.detail}")
-    return CodeReading(Reading.UNREADABLE, code.detail)
-
-
-def _missing(code: object) -> str:
-    detail = getattr(code, "detail", "")
-    return detail if str(ROCM_ATTN) in detail else f"{ROCM_ATTN}: {detail}"
-
-
-CODE_RULES: dict[str, Callable[[Path], CodeReading]] = {
-    "rocm-capture-zeroes-device-offsets-only": _host_offsets,
-    "rocm-capture-regression-test-present": _regression_test,
-    "rocm-aiter-unified-capture-keeps-offsets": _aiter_offsets,
-    "static-sink-keeps-shared-seq-lens": _static_sink,
-    "static-sink-regression-test-present": _static_sink_test,
-}
-"""Each patch's code rule, by its ``Invariant:`` (the fix it carries)."""
-
-
-def read_code(patch: Patch, root: Path) -> CodeReading | None:
-    """The patch's code rule on ``root``; None for a patch without one."""
-    rule = CODE_RULES.get(patch.invariant or "")
-    return rule(root) if rule is not None else None
+            return f"the shape of a release the patch is not for: {code.detail}"
+    return code.detail
 
 
 @dataclass(frozen=True)
@@ -407,20 +207,20 @@ def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
     """
     by_version = patch.carried_for(version.release)
     code = read_code(patch, root)
-    readable = code is not None and code.reading is not Reading.UNREADABLE
+    readable = code is not None and code.judged
     if version.trusted or not readable:
         if code is not None and not readable and not version.trusted:
             return Carry(
                 False,
-                f"skipped: its code cannot be judged ({code.why}) and the "
+                f"skipped: its code cannot be judged ({_why(code)}) and the "
                 f"version cannot be trusted ({version.why}); apply it by hand "
                 "if you know better",
             )
         fixed = _upstream_since(patch, version.release) or bool(
-            code and code.reading is Reading.FIXED
+            code and code.shape is Shape.FIXED
         )
         unread = (
-            f"; its code could not be read, so the version decided: {code.why}"
+            f"; its code could not be read, so the version decided: {_why(code)}"
             if code is not None and not readable
             else ""
         )
@@ -428,24 +228,24 @@ def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
             said = f"{BY_VERSION} (Affects: {patch.affects}){unread}"
             return Carry(True, said if unread else "", fixed)
         detail = not_carried_detail(patch, version.version) + unread
-        if code is not None and code.reading in (Reading.FIXED, Reading.NOT_FOR):
-            detail += f": {code.why}"  # the code agrees
+        if code is not None and code.shape in (Shape.FIXED, *NOT_FOR):
+            detail += f": {_why(code)}"  # the code agrees
         return Carry(False, detail, fixed)
     assert code is not None
-    by_code = code.reading is Reading.BUG
-    fixed = code.reading is Reading.FIXED
+    by_code = code.shape is Shape.BUGGY
+    fixed = code.shape is Shape.FIXED
     if version.release is None or by_code == by_version:
         if by_code:
             return Carry(True, "", fixed)
         said = f"vLLM {version.version}: {version.why}"
-        return Carry(False, f"by its code ({said}): {code.why}", fixed)
+        return Carry(False, f"by its code ({said}): {_why(code)}", fixed)
     said = "carries" if by_version else "does not carry"
     affects = f"Affects: {patch.affects}" if patch.affects else "no Affects"
     return Carry(
         by_code,
         f"the code decides, not the version: by its version (vLLM "
         f"{version.version}; {version.why}) the series {said} it ({affects}), "
-        f"but {code.why}",
+        f"but {_why(code)}",
         fixed,
         overrides=True,
     )

@@ -222,4 +222,5 @@ FIX = Fix(
     needs=(capture.NAME,),
     scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),
     core_scenarios=("aiter_unified_capture",),
+    rules=f"{__name__}.series",
 )

@@ -248,4 +248,5 @@ FIX = Fix(
     ),
     core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
     also=kernel_opt_in,
+    rules=f"{__name__}.series",
 )

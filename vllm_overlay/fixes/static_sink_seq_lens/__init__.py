@@ -535,4 +535,5 @@ FIX = Fix(
         "static_sink_twice",
         "static_sink_proposer_rebuilds",
     ),
+    rules=f"{__name__}.series",
 )

@@ -22,11 +22,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     inspect_capture_source,
 )
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
-from vllm_patchkit.git.invariants import (
-    InvariantResult,
-    rocm_aiter_unified_capture_keeps_offsets,
-    static_sink_keeps_shared_seq_lens,
-)
+from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.judge.mutation.aiter_unified import (
     AITER_MODULE,
     PAIR_MUTANTS,
@@ -65,11 +61,11 @@ def _capture_shape(directory: Path) -> str:
     return inspect_capture_source(file.read_text(), file).shape.value
 
 
-def _holds(check: Callable[[Path], InvariantResult]) -> Callable[[Path], str]:
+def _holds(invariant: str) -> Callable[[Path], str]:
     """The fix's invariant (the one ``verify`` runs), as a shape."""
 
     def shape(directory: Path) -> str:
-        return "fixed" if check(directory).holds else "not-fixed"
+        return "fixed" if check_invariant(invariant, directory).holds else "not-fixed"
 
     return shape
 
@@ -78,13 +74,13 @@ ROCM = Target("rocm-attn", ROCM_ATTN, _capture_shape)
 AITER = Target(
     "aiter-unified",
     AITER_UNIFIED_ATTN,
-    _holds(rocm_aiter_unified_capture_keeps_offsets),
+    _holds("rocm-aiter-unified-capture-keeps-offsets"),
     partners=(ROCM_ATTN,),
 )
 SINK = Target(
     "static-sink",
     STATIC_SINK,
-    _holds(static_sink_keeps_shared_seq_lens),
+    _holds("static-sink-keeps-shared-seq-lens"),
     forks=False,
 )
 TARGETS: tuple[Target, ...] = (ROCM, AITER, SINK)

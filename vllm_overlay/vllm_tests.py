@@ -1,0 +1,78 @@
+"""Reading vLLM's own tests by their AST: which test does what, in order.
+
+A patch that adds a regression test is in place when some test of the tree
+does what that test does, whatever its name or file (an upstream version of
+the test counts; a file that only names the code does not). The fixes'
+test readers (their ``series`` modules) share these helpers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+from vllm_overlay.code import Code, Shape
+
+ATTENTION_TESTS = Path("tests/v1/attention")
+"""Where vLLM keeps the attention builders' tests."""
+
+
+def find_test(tree: Path, line_of: Callable[[Path], int | None], absent: str) -> Code:
+    """FIXED at the first test under :data:`ATTENTION_TESTS` for which
+    ``line_of`` gives a line; else BUGGY (the tree lacks it), saying ``absent``."""
+    for path in sorted((tree / ATTENTION_TESTS).glob("test_*.py")):
+        line = line_of(path)
+        if line is not None:
+            return Code(Shape.FIXED, path, line, f"{path.relative_to(tree)} tests it")
+    return Code(Shape.BUGGY, tree / ATTENTION_TESTS, None, absent)
+
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def test_functions(module: ast.Module) -> list[Function]:
+    """Module-level ``test*`` functions and ``test*`` methods of ``Test*`` classes."""
+    found: list[Function] = []
+    for node in module.body:
+        if isinstance(node, Function) and node.name.startswith("test"):
+            found.append(node)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            found += [
+                item
+                for item in node.body
+                if isinstance(item, Function) and item.name.startswith("test")
+            ]
+    return found
+
+
+def calls(node: ast.AST, name: str) -> bool:
+    """A call of ``name(...)`` or ``<anything>.name(...)``."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == name) or (
+        isinstance(func, ast.Attribute) and func.attr == name
+    )
+
+
+def asserts_on(node: ast.AST, field: str) -> bool:
+    """An ``assert``, or an ``assert*(...)`` call statement, reading ``field``."""
+    if isinstance(node, ast.Assert):
+        checked: list[ast.expr] = [node.test]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = node.value
+        func = call.func
+        called = (
+            func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        )
+        if not called.startswith("assert"):
+            return False
+        checked = [*call.args, *(k.value for k in call.keywords)]
+    else:
+        return False
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == field
+        for expr in checked
+        for n in ast.walk(expr)
+    )
