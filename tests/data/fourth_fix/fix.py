@@ -1,0 +1,100 @@
+"""A scratch fourth fix (tests/overlay/test_fourth_fix.py): one folder, one file.
+
+``vllm.utils.math_utils`` lacks ``SCRATCH_FIXED`` (the "bug"); the patch
+adds it, the overlay sets it when the module loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from pathlib import Path
+
+from vllm_overlay.arming import arm_on_import
+from vllm_overlay.code import Code, Shape, parse_source, top_level_bindings
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.installed import source_file, vllm_version
+from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch
+from vllm_overlay.record import PatchTarget
+from vllm_overlay.state import Action, InstallState
+
+MATH_UTILS = Path("vllm/utils/math_utils.py")
+MARK = "SCRATCH_FIXED"
+
+RECORD = PatchTarget(
+    name="scratch-fourth-fix",
+    module="vllm.utils.math_utils",
+    qualname=MARK,
+    source_file=str(MATH_UTILS),
+    why="a scratch fix: the module lacks SCRATCH_FIXED",
+    how="sets SCRATCH_FIXED when the module loads",
+    related=("vllm-overlay patch 0099: scratch",),
+    affected="0.27.0-0.28.0",
+    inert_from="none yet",
+    removal="with the test",
+)
+
+
+def read(file: Path) -> Code:
+    """BUGGY without the mark, FIXED with it."""
+    if not file.is_file():
+        return Code(Shape.MISSING, file, None, f"no {MATH_UTILS}")
+    module = parse_source(file.read_bytes(), file)
+    if not isinstance(module, ast.Module):
+        return module
+    bound = top_level_bindings(module, MARK)
+    if bound:
+        return Code(Shape.FIXED, file, bound[0].lineno, f"{MARK} is set")
+    return Code(Shape.BUGGY, file, None, f"{MATH_UTILS} lacks {MARK}")
+
+
+def decide(code: Code, version: str) -> InstallState:
+    action = {
+        Shape.BUGGY: Action.INSTALLED,
+        Shape.FIXED: Action.NOT_NEEDED,
+        Shape.MISSING: Action.ABSENT,
+    }.get(code.shape, Action.UNRECOGNISED)
+    return FIX.state(action, version, code.detail, code)
+
+
+def assess(before: object = None) -> InstallState:
+    file = source_file(RECORD.module)
+    version = vllm_version()
+    if file is None:
+        return FIX.state(Action.ABSENT, version, f"no {RECORD.module}")
+    return decide(read(file), version)
+
+
+def assess_tree(root: Path, version: str, before: object = None) -> InstallState:
+    return decide(read(root / MATH_UTILS), version)
+
+
+def _mark(module: types.ModuleType, state: InstallState) -> None:
+    setattr(module, MARK, True)
+    state.applied_to_class = True
+
+
+def arm(state: InstallState) -> None:
+    arm_on_import(state, RECORD.module, lambda module: _mark(module, state))
+
+
+def tree_reading(tree: Path, cache: Cache) -> Code:
+    return read(tree / MATH_UTILS)
+
+
+RULES: tuple[PatchRule, ...] = (fix_patch("scratch-fourth-fix-marks", tree_reading),)
+
+FIX = Fix(
+    order=40,
+    record=RECORD,
+    pr="Scratch",
+    patches=("0099-Scratch-mark-math_utils.patch",),
+    assess=assess,
+    assess_tree=assess_tree,
+    arm=arm,
+    installed_on=lambda module: getattr(module, MARK, False) is True,
+    scenarios=("scratch_fourth_fix",),
+    core_scenarios=("scratch_fourth_fix",),
+    what=" (scratch)",
+    rules=__name__,
+)
