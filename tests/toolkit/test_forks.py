@@ -156,11 +156,13 @@ def test_fork_without_rocm_attn_carries_nothing(tmp_path: Path) -> None:
         assert "target missing" in report["detail"], report
         assert "rocm_attn.py" in report["detail"], report
     assert (states[SINK], states[SINK_TEST]) == ("applies", "applies"), proc.stdout
-    # Near its v0.9.2 tag, yet the static-sink builder (0.14.0 on) says the
-    # tag is not its release: the code decides, and says so.
+    # Near its v0.9.2 tag, yet its code (the AITER unified backend, 0.11.1
+    # on; the static-sink builder, 0.14.0 on) says the tag is not its
+    # release: the code decides, and says so.
     sink = next(p for p in patches if p["name"] == SINK)
     assert sink["carry"].startswith("the code decides, not the version"), sink
-    assert "no release before 0.14.0 has it" in sink["carry"], sink
+    assert "the code contradicts it" in sink["carry"], sink
+    assert "not what releases before 0.11.1 ship" in sink["carry"], sink
 
 
 def test_apply_skip_is_recorded(tmp_path: Path, series: Series) -> None:

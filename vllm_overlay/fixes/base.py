@@ -46,6 +46,10 @@ class Fix:
     """Install the fix when vLLM imports :attr:`module` (INSTALLED only)."""
     installed_on: Callable[[ModuleType], bool]
     """Whether vLLM's loaded module carries the fix."""
+    read_tree: Callable[[Path], Code] | None = None
+    """How its code reads in the vLLM source tree at a path (what
+    :attr:`assess_tree` decides on): the toolkit checks it against the
+    releases its record names, to tell a fork's stale tag."""
     needs: tuple[str, ...] = ()
     """Fixes whose decisions this one reads (decided first, passed in)."""
     scenarios: tuple[str, ...] = ()

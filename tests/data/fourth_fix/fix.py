@@ -91,6 +91,7 @@ FIX = Fix(
     patches=("0099-Scratch-mark-math_utils.patch",),
     assess=assess,
     assess_tree=assess_tree,
+    read_tree=lambda root: read(root / MATH_UTILS),
     arm=arm,
     installed_on=lambda module: getattr(module, MARK, False) is True,
     scenarios=("scratch_fourth_fix",),

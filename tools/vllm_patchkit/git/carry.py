@@ -25,12 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_overlay.code import Code, Shape
-from vllm_overlay.fixes.rocm_capture_host_offsets import (
-    RECORD as CAPTURE_HOST_OFFSETS,
-)
-from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
-from vllm_overlay.fixes.static_sink_seq_lens import RECORD as STATIC_SINK_SEQ_LENS
-from vllm_overlay.fixes.static_sink_seq_lens import inspect_static_sink_tree
+from vllm_overlay.fixes import FIXES
 from vllm_overlay.record import PatchTarget
 from vllm_patchkit.git.code_readings import read_cached
 from vllm_patchkit.git.invariants import INVARIANTS
@@ -42,11 +37,12 @@ from vllm_patchkit.trees.versions import (
     parse_release,
     record_range,
     release_text,
-    require_release,
     tag_release,
     tree_release,
 )
 
+NOT_FOR = (Shape.NOT_FOR, Shape.MISSING)
+"""The shapes of code a fix or a patch is not for."""
 NEAR_TAG = 100
 """Commits past its release tag within which a checkout is still that
 release (a user's own commits, the series): vLLM makes hundreds of commits
@@ -99,61 +95,41 @@ def read_version(root: Path) -> TreeVersion:
     return TreeVersion(version, release, True, "")
 
 
-def _record_range(target: PatchTarget) -> tuple[Release, Release, Release]:
-    """The record's ``affected`` range (closed) and its ``inert_from``."""
-    span = record_range(target.affected)
-    assert span.last is not None, target
-    return span.first, span.last, require_release(target.inert_from)
-
-
 def contradiction(root: Path, release: Release) -> str | None:
     """Why the tree's code is not what ``release`` ships, if it is not.
 
-    The overlay's records tie code to releases: the ROCm capture's shape
-    (:func:`_capture_contradiction`) and the static-sink builder, which no
-    release before its ``affected`` range has (:func:`_sink_contradiction`).
-    Code that cannot be judged contradicts nothing.
+    Each fix's record ties its code (:attr:`Fix.read_tree
+    <vllm_overlay.fixes.base.Fix.read_tree>`) to releases: before its
+    ``affected`` range the code is absent or of a release the fix is not
+    for; within it, buggy (or fixed, once the series is applied); from its
+    ``inert_from``, fixed. Code that cannot be judged contradicts nothing.
     """
-    return _capture_contradiction(root, release) or _sink_contradiction(root, release)
+    for fix in FIXES:
+        if fix.read_tree is not None:
+            why = _against_record(fix.record, fix.read_tree(root), release)
+            if why is not None:
+                return why
+    return None
 
 
-def _sink_contradiction(root: Path, release: Release) -> str | None:
-    """A static-sink builder (buggy or fixed) in a tree whose release is
-    older than every release that ships one (a fork's old tag)."""
-    first = record_range(STATIC_SINK_SEQ_LENS.affected).first
-    if release >= first:
-        return None
-    code = inspect_static_sink_tree(root)
-    if code.shape not in (Shape.BUGGY, Shape.FIXED):
-        return None
-    return (
-        f"the code contradicts it: {STATIC_SINK_SEQ_LENS.qualname} is "
-        f"{code.shape}, and no release before {release_text(first)} has it"
-    )
-
-
-def _capture_contradiction(root: Path, release: Release) -> str | None:
-    """The ROCm capture's record: before its ``affected`` range no zeroing
-    (or no ROCm builder), within it both offsets zeroed (or, once 0001 is
-    applied, the fixed shape), from ``inert_from`` the fixed shape."""
-    code = inspect_capture_tree(root)
+def _against_record(record: PatchTarget, code: Code, release: Release) -> str | None:
     if not code.judged:
         return None
-    first, last, fixed_from = _record_range(CAPTURE_HOST_OFFSETS)
-    if release < first:
-        shapes, era = (Shape.NOT_FOR, Shape.MISSING), f"before {release_text(first)}"
-    elif release <= last:
-        shapes = (Shape.BUGGY, Shape.FIXED)
-        era = f"{release_text(first)}-{release_text(last)}"
-    elif release >= fixed_from:
+    span = record_range(record.affected)
+    fixed_from = parse_release(record.inert_from)
+    if release < span.first:
+        shapes, era = NOT_FOR, f"before {release_text(span.first)}"
+    elif span.last is None or release <= span.last:
+        shapes, era = (Shape.BUGGY, Shape.FIXED), record.affected
+    elif fixed_from is not None and release >= fixed_from:
         shapes, era = (Shape.FIXED,), f"{release_text(fixed_from)} on"
     else:
         return None
     if code.shape in shapes:
         return None
     return (
-        f"the code contradicts it: {CAPTURE_HOST_OFFSETS.qualname} is "
-        f"{code.shape}, not what releases {era} ship"
+        f"the code contradicts it: {record.qualname} is {code.shape}, not what "
+        f"releases {era} ship"
     )
 
 
@@ -163,10 +139,6 @@ def read_code(patch: Patch, root: Path) -> Code | None:
     without one. Large files' readings are kept by their content."""
     rule = INVARIANTS.get(patch.invariant or "")
     return rule.carry(root, read_cached) if rule is not None else None
-
-
-NOT_FOR = (Shape.NOT_FOR, Shape.MISSING)
-"""The shapes of code a patch is not for."""
 
 
 def _why(code: Code) -> str:

@@ -24,6 +24,7 @@ from vllm_overlay.fixes.base import Fix
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
     inspect_aiter_source,
+    inspect_aiter_tree,
 )
 from vllm_overlay.fixes.rocm_aiter_unified_builder.install import (
     AITER_BUILDER,
@@ -216,6 +217,7 @@ FIX = Fix(
     patches=("0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch",),
     assess=assess,
     assess_tree=assess_tree,
+    read_tree=inspect_aiter_tree,
     arm=arm,
     what=WHAT,
     installed_on=is_installed_on,

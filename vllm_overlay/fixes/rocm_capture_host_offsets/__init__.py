@@ -23,6 +23,7 @@ from vllm_overlay.fixes.base import Fix
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     ROCM_ATTN,
     classify_module,
+    inspect_capture_tree,
 )
 from vllm_overlay.fixes.rocm_capture_host_offsets.install import (
     FIX_MARKER,
@@ -209,6 +210,7 @@ FIX = Fix(
     ),
     assess=assess,
     assess_tree=assess_tree,
+    read_tree=inspect_capture_tree,
     arm=arm,
     installed_on=is_installed_on,
     scenarios=(

@@ -521,6 +521,7 @@ FIX = Fix(
     ),
     assess=assess,
     assess_tree=assess_tree,
+    read_tree=inspect_static_sink_tree,
     arm=arm,
     what=WHAT,
     installed_on=is_installed_on,
