@@ -62,10 +62,6 @@ class Code:
         """False when the code could not be read or proven, so no verdict holds."""
         return self.shape.judged
 
-    def where(self) -> str:
-        """``file:line`` (or the file alone) for messages."""
-        return f"{self.file}:{self.line}" if self.line is not None else str(self.file)
-
 
 def parse_source(source: str | bytes, file: Path) -> ast.Module | Code:
     """The whole module's AST, or an UNPARSEABLE verdict saying where it fails."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from vllm_overlay.code import Shape
+
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
     from typing import Protocol
@@ -71,3 +73,14 @@ class InstallState:
         if self.code is None:
             return False if self.action is Action.ABSENT else None
         return self.code.affected if self.code.judged else None
+
+
+def action_for(shape: Shape) -> Action:
+    """The overlay's decision for the shape of a fix's code, before planning:
+    only the known bug is patched, and code it cannot prove is left alone."""
+    return {
+        Shape.BUGGY: Action.INSTALLED,
+        Shape.FIXED: Action.NOT_NEEDED,
+        Shape.NOT_FOR: Action.NOT_NEEDED,
+        Shape.MISSING: Action.ABSENT,
+    }.get(shape, Action.UNRECOGNISED)

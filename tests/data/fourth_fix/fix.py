@@ -16,7 +16,7 @@ from vllm_overlay.fixes.base import Fix
 from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch
 from vllm_overlay.record import PatchTarget
-from vllm_overlay.state import Action, InstallState
+from vllm_overlay.state import Action, InstallState, action_for
 
 MATH_UTILS = Path("vllm/utils/math_utils.py")
 MARK = "SCRATCH_FIXED"
@@ -49,12 +49,7 @@ def read(file: Path) -> Code:
 
 
 def decide(code: Code, version: str) -> InstallState:
-    action = {
-        Shape.BUGGY: Action.INSTALLED,
-        Shape.FIXED: Action.NOT_NEEDED,
-        Shape.MISSING: Action.ABSENT,
-    }.get(code.shape, Action.UNRECOGNISED)
-    return FIX.state(action, version, code.detail, code)
+    return FIX.state(action_for(code.shape), version, code.detail, code)
 
 
 def assess(before: object = None) -> InstallState:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from vllm_overlay.arming import arm_on_import, logger
-from vllm_overlay.code import Shape, parse_source
+from vllm_overlay.code import parse_source
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     ROCM_ATTN,
@@ -40,7 +40,7 @@ from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.proof import FixRefused
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.settings import env_flag
-from vllm_overlay.state import Action, InstallState
+from vllm_overlay.state import Action, InstallState, action_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -140,16 +140,6 @@ def assess_file(source: Path, version: str) -> InstallState:
             version, code, f"unrecognised {code.shape} code: {code.detail}"
         )
     return FIX.state(action, version, code.detail, code)
-
-
-def action_for(shape: Shape) -> Action:
-    """The overlay's decision for a capture-method shape (before planning)."""
-    return {
-        Shape.BUGGY: Action.INSTALLED,
-        Shape.FIXED: Action.NOT_NEEDED,
-        Shape.NOT_FOR: Action.NOT_NEEDED,
-        Shape.MISSING: Action.ABSENT,
-    }.get(shape, Action.UNRECOGNISED)
 
 
 def arm(state: InstallState) -> None:

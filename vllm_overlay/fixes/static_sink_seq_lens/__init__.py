@@ -44,7 +44,7 @@ from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.proof import FixRefused, inner_code, prove_compiled_from
 from vllm_overlay.record import PatchTarget
-from vllm_overlay.state import Action, InstallState
+from vllm_overlay.state import Action, InstallState, action_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -302,10 +302,9 @@ def assess_file(file: Path, version: str) -> InstallState:
             covered=RECORD.reaches,
             plan=plan,
         )
-    if code.shape is Shape.FIXED:
-        return FIX.state(Action.NOT_NEEDED, version, code.detail, code)
-    if code.shape is Shape.MISSING:
-        return FIX.state(Action.ABSENT, version, code.detail, code)
+    action = action_for(code.shape)
+    if action is not Action.UNRECOGNISED:
+        return FIX.state(action, version, code.detail, code)
     where = f"{code.file}:{code.line}" if code.line else str(code.file)
     return FIX.left_alone(
         version, code, f"unrecognised {code.shape} code: {where}: {code.detail}"
