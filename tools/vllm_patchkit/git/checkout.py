@@ -326,7 +326,9 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
         _seed_index(git, {name for p in patches for name in p.files}, env)
         if len(patches) > 1 and _disjoint(patches):
             paths = [str(p.path) for p in patches]
-            together = git.run("apply", "--cached", *paths, check=False, env=env)
+            together = git.run(
+                "apply", "--cached", *paths, check=False, env=env, hooks=False
+            )
             if together.returncode == 0:
                 clean = (PatchState.APPLIES, "applies cleanly")
                 if not any(p.invariant for p in patches):
@@ -383,12 +385,16 @@ def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
         ).stdout
         kept = [e for e in above.split("\0") if e and e.split(" ", 2)[1] != "tree"]
         listing += "".join(f"{entry}\0" for entry in kept)
-    git.run("update-index", "-z", "--index-info", input_text=listing, env=env)
+    git.run(
+        "update-index", "-z", "--index-info", input_text=listing, env=env, hooks=False
+    )
 
 
 def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
     """An index and an object directory in ``scratch``; the repository's
-    objects are read through an alternate, never written."""
+    objects are read through an alternate, never written. Commands that
+    write that index run with ``hooks=False``: the user's
+    ``post-index-change`` hook is for the checkout's own index."""
     objects = scratch / "objects"
     objects.mkdir()
     alternates = [str(git.objects_dir())]
@@ -403,10 +409,12 @@ def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
 
 
 def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, str]:
-    clean = git.run("apply", "--cached", str(patch), check=False, env=env)
+    clean = git.run("apply", "--cached", str(patch), check=False, env=env, hooks=False)
     if clean.returncode == 0:
         return PatchState.APPLIES, "applies cleanly"
-    merged = git.run("apply", "--cached", "--3way", str(patch), check=False, env=env)
+    merged = git.run(
+        "apply", "--cached", "--3way", str(patch), check=False, env=env, hooks=False
+    )
     if merged.returncode == 0:
         return PatchState.APPLIES, "applies with a 3-way merge"
     errors = [
