@@ -68,3 +68,19 @@ def test_check_runs_no_hook_and_starts_no_watchdog(
     assert any("update-index" in argv for argv in argvs)  # it did write one
     assert not ran.exists(), f"check ran the user's hook: {ran.read_text()}"
     assert "watchdog False" in stderr
+
+
+def test_check_reads_the_series_history_with_one_git_log(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """One ``git log -p`` over every patch's files, split per patch
+    (:mod:`vllm_patchkit.git.recent_diffs`), not one per patch; then one
+    ``git patch-id`` for them all."""
+    tree = release_clone("0.28.0")
+
+    code, stderr, argvs = traced_check(tree, tmp_path / "trace")
+
+    assert code == 0, stderr
+    commands = [argv[0] for argv in argvs]
+    assert commands.count("log") == 1, argvs
+    assert commands.count("patch-id") == 1, argvs

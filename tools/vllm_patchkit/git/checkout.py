@@ -27,6 +27,7 @@ from vllm_patchkit.git.carry import (
     read_version,
 )
 from vllm_patchkit.git.invariants import check_invariant
+from vllm_patchkit.git.recent_diffs import recent_diffs
 from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.git.trial_tree import TrialTree
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
@@ -189,23 +190,23 @@ class History:
 def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
     """Each patch's patch-id, and whether a recent commit carries it.
 
-    One ``git log -p`` per patch (its last ``limit`` commits touching the
-    patch's files, each diff limited to those files) and one ``git
-    patch-id`` for all patches and their candidate commits: the check stays
-    fast on a real vLLM history. Each patch's own mail gets a marker commit
-    id, so that the output splits back into patches by position.
+    Each patch's last ``limit`` commits touching its files, each diff
+    limited to those files (one ``git log -p`` for the series, split per
+    patch: :func:`~vllm_patchkit.git.recent_diffs.recent_diffs`), and one
+    ``git patch-id`` for all patches and their candidate commits: the check
+    stays fast on a real vLLM history. Each patch's own mail gets a marker
+    commit id, so that the output splits back into patches by position.
     """
+    found = History({}, set())
+    if not patches:
+        return found
+    recent = recent_diffs(git, patches, limit)
     chunks, markers = [], {}
     for number, patch in enumerate(patches):
         marker = f"{number + 1:040x}"
         markers[marker] = patch.name
         chunks.append(as_commit(patch.path, marker))
-        chunks.append(
-            git.commit_diffs(f"--max-count={limit}", "HEAD", "--", *patch.files)
-        )
-    found = History({}, set())
-    if not patches:
-        return found
+        chunks.append(recent[patch.name])
     current = None
     for pid, commit in git.patch_ids("".join(chunks)):
         if commit in markers:
