@@ -21,7 +21,8 @@ process group of its own (so that an interrupt stops it whole):
   done, so a recycled group id is never signalled.
 
 Elsewhere than Linux the first does nothing; the second works on any POSIX
-system.
+system. git plumbing that runs no hook and ends on its own gets neither
+(:data:`vllm_patchkit.gitcmd.HOOKLESS`).
 """
 
 from __future__ import annotations

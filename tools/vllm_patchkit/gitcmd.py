@@ -5,10 +5,10 @@ pager, no user config surprises, C locale) so that output can be parsed, and
 starts git in a process group of its own: on an interrupt the whole group
 (git and any hook it runs) is stopped, so the toolkit returns within seconds
 whatever a hook does; a SIGKILL of the toolkit stops git too
-(:mod:`vllm_patchkit.child_death`), and the hooks it runs: a command that can
-run one has its group registered with the watchdog; the plumbing of
-:data:`HOOKLESS`, and a command run with ``hooks=False``, runs none, and
-starts no watchdog. Inside :func:`deferred_interrupts` a signal does not
+(:mod:`vllm_patchkit.child_death`: the parent-death signal), and the hooks it
+runs (the watchdog). The plumbing of :data:`HOOKLESS`, and a command run
+with ``hooks=False``, needs neither guard: it runs no hook and ends on its
+own. Inside :func:`deferred_interrupts` a signal does not
 raise at an arbitrary point: it stops the running git, and the next
 :func:`Git.run` raises :class:`Interrupted`; :func:`shielded` lets a rollback
 run to its end however many signals arrive.
@@ -83,12 +83,16 @@ HOOKLESS = frozenset(
         "write-tree",
     }
 )
-"""git commands that run no hook: on a SIGKILL of the toolkit nothing of
-theirs outlives git, which the parent-death signal stops, so their group is
-not registered with the watchdog (a Python process of its own, a tenth of
-``check``'s CPU). Any other command (``update-index`` and ``apply`` write an
-index, which runs ``post-index-change``) is registered, unless run with
-``hooks=False``."""
+"""git commands that run no hook and end on their own: they change nothing
+a run would have to undo, and after a SIGKILL of the toolkit their next
+write to its closed pipe ends them (``patch-id`` reads the end of its
+input). They start without either guard of :mod:`~vllm_patchkit.child_death`:
+the watchdog is a Python process of its own (a tenth of ``check``'s CPU),
+and the parent-death request makes Python ``fork`` the toolkit instead of
+``vfork`` (another tenth, over ``check``'s git processes). Any other command
+gets both (``update-index`` and ``apply`` write an index, which runs
+``post-index-change``), unless run with ``hooks=False``, which is for the
+toolkit's own scratch index."""
 
 NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
 """Options that keep git from running any hook: for commands on the
@@ -202,9 +206,9 @@ class Git:
         }
         INTERRUPTS.raise_pending()
         command = [git_executable(), *(() if hooks else NO_HOOKS), *args]
-        watch = hooks and args[0] not in HOOKLESS
+        guard = hooks and args[0] not in HOOKLESS
         stdout, stderr, returncode = _run_in_own_group(
-            command, self.root, full_env, input_text, watch=watch
+            command, self.root, full_env, input_text, guard=guard
         )
         INTERRUPTS.raise_pending()
         proc = subprocess.CompletedProcess(list(args), returncode, stdout, stderr)
@@ -292,10 +296,11 @@ def _run_in_own_group(
     env: dict[str, str],
     input_text: str | None,
     *,
-    watch: bool = True,
+    guard: bool = True,
 ) -> tuple[str, str, int]:
     """Run ``command`` in a new process group; stop the group on an interrupt.
-    ``watch``: register the group with the watchdog (a hook it may run).
+    ``guard``: stop it if the toolkit dies (:data:`HOOKLESS` says which need
+    not be).
 
     On a signal the group gets SIGTERM (git removes its lock files), then
     SIGKILL after STOP_GRACE_S; output that a stray child keeps open is
@@ -312,9 +317,9 @@ def _run_in_own_group(
         process_group=0,
         # A SIGKILL of the toolkit runs none of the code above: the kernel
         # sends git SIGTERM then, on which it removes its lock files.
-        preexec_fn=dies_with_parent(signal.SIGTERM),
+        preexec_fn=dies_with_parent(signal.SIGTERM) if guard else None,
     )
-    if not watch:
+    if not guard:
         return _wait_in_group(proc, input_text)
     with watched(proc.pid):  # and a hook it runs, by the watchdog
         return _wait_in_group(proc, input_text)
