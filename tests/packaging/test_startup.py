@@ -88,3 +88,14 @@ def test_the_probe_sees_torch_when_a_command_imports_it() -> None:
     modules = imported_modules("-c", "import vllm_patchkit.judge.regression.harness")
 
     assert "torch" in packages(modules)
+
+
+def test_check_imports_no_other_command(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """``check`` (a pre-commit hook, issue #38) builds its own parser alone:
+    no other command's module is imported."""
+    added = added_by("check", str(release_clone("0.28.0")))
+
+    commands = {m for m in added if m.startswith("vllm_patchkit.commands.")}
+    assert commands == {"vllm_patchkit.commands.check", "vllm_patchkit.commands.common"}

@@ -14,13 +14,15 @@ process group of its own (so that an interrupt stops it whole):
   ends; every launcher here waits for its child in that thread.
 * :func:`watched`: the child's whole group (a hook git runs, a worker a
   test starts) is registered with a watchdog, one small process per
-  toolkit process that reads a pipe only the toolkit holds. When the pipe
+  toolkit process, started with the first such child (git plumbing that
+  runs no hook starts none), that reads a pipe only the toolkit holds. When the pipe
   closes (the toolkit exited, however) it sends SIGTERM, then SIGKILL, to
   every group still registered. A group is unregistered once its child is
   done, so a recycled group id is never signalled.
 
 Elsewhere than Linux the first does nothing; the second works on any POSIX
-system.
+system. git plumbing that runs no hook and ends on its own gets neither
+(:data:`vllm_patchkit.gitcmd.HOOKLESS`).
 """
 
 from __future__ import annotations
@@ -131,6 +133,9 @@ class _Watchdog:
         )
         atexit.register(self.close)
 
+    def running(self) -> bool:
+        return self._proc is not None and self._pid == os.getpid()
+
     def close(self) -> None:
         """At a normal exit: close the pipe and reap the watchdog (every
         group is unregistered by then, so it stops nothing)."""
@@ -145,6 +150,12 @@ class _Watchdog:
 
 
 _WATCH = _Watchdog()
+
+
+def watchdog_running() -> bool:
+    """Whether this process has started its watchdog: only a child that can
+    run a hook or code of its own needs one (``gitcmd.HOOKLESS``)."""
+    return _WATCH.running()
 
 
 @contextlib.contextmanager

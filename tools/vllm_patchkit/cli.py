@@ -18,22 +18,6 @@ import sys
 from pathlib import Path
 
 from vllm_overlay import __version__
-from vllm_patchkit.commands import (
-    apply,
-    audit,
-    check,
-    demo,
-    doctor,
-    matrix,
-    metadata_writes,
-    pr,
-    precommit,
-    rebase,
-    refresh,
-    test,
-    upstream,
-)
-from vllm_patchkit.commands import memcheck as memcheck_command
 from vllm_patchkit.commands.common import EXIT_CODES_HELP, emit_json
 from vllm_patchkit.errors import EXIT_ERROR, EXIT_INTERRUPTED, PatchkitError
 from vllm_patchkit.paths import PATCHES_DIR
@@ -43,26 +27,29 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-COMMANDS = (
-    demo,
-    apply,
-    check,
-    rebase,
-    refresh,
-    upstream,
-    doctor,
-    audit,
-    metadata_writes,
-    matrix,
-    test,
-    precommit,
-    pr,
-    memcheck_command,
-)
+COMMANDS = {
+    "demo": "demo",
+    "apply": "apply",
+    "check": "check",
+    "rebase": "rebase",
+    "refresh": "refresh",
+    "upstream": "upstream",
+    "doctor": "doctor",
+    "audit": "audit",
+    "metadata-writes": "metadata_writes",
+    "matrix": "matrix",
+    "test": "test",
+    "precommit": "precommit",
+    "pr": "pr",
+    "memcheck": "memcheck",
+}
+"""Each subcommand, in ``--help``'s order, and its module in
+:mod:`vllm_patchkit.commands` (whose ``add_parser`` defines it)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The toolkit's parser, every command's arguments defined."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The toolkit's parser, every command's arguments defined; with
+    ``only``, that command's alone (the other modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="vllm-patchkit",
         description="Keep the vllm-overlay patch series (its fixes of vLLM) "
@@ -86,9 +73,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="the patch series directory (default: %(default)s)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
-        command.add_parser(commands)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            # __import__, not importlib.import_module: -X importtime (the
+            # start-up tests and benchmarks) sees only the former.
+            path = f"vllm_patchkit.commands.{module}"
+            __import__(path, fromlist=("add_parser",)).add_parser(commands)
     return parser
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` runs, when that is plain before parsing: its
+    parser alone is then built (``check`` in a pre-commit hook does not
+    import, nor build, the thirteen others). None for anything else
+    (``--help``, ``--version``, an unknown or missing command), which builds
+    them all, for argparse to answer as it does."""
+    value_next = False
+    for token in argv:
+        if value_next:
+            if token.startswith("-"):
+                return None
+            value_next = False
+        elif token.startswith("--pa") and "--patches".startswith(token.split("=")[0]):
+            value_next = "=" not in token  # --patches DIR, or its abbreviation
+        elif token.startswith("-"):
+            return None
+        else:
+            return token if token in COMMANDS else None
+    return None
 
 
 def _top_level_formatter(prog: str) -> argparse.HelpFormatter:
@@ -115,7 +127,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    args = build_parser(named_command(argv)).parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     return error_handler(args, args.handler)

@@ -5,7 +5,10 @@ pager, no user config surprises, C locale) so that output can be parsed, and
 starts git in a process group of its own: on an interrupt the whole group
 (git and any hook it runs) is stopped, so the toolkit returns within seconds
 whatever a hook does; a SIGKILL of the toolkit stops git too
-(:mod:`vllm_patchkit.child_death`). Inside :func:`deferred_interrupts` a signal does not
+(:mod:`vllm_patchkit.child_death`: the parent-death signal), and the hooks it
+runs (the watchdog). The plumbing of :data:`HOOKLESS`, and a command run
+with ``hooks=False``, needs neither guard: it runs no hook and ends on its
+own. Inside :func:`deferred_interrupts` a signal does not
 raise at an arbitrary point: it stops the running git, and the next
 :func:`Git.run` raises :class:`Interrupted`; :func:`shielded` lets a rollback
 run to its end however many signals arrive.
@@ -63,6 +66,37 @@ def git_executable() -> str:
         raise GitMissingError("git was not found on PATH; install git and retry")
     return path
 
+
+HOOKLESS = frozenset(
+    {
+        "cat-file",
+        "checkout-index",
+        "describe",
+        "for-each-ref",
+        "hash-object",
+        "log",
+        "ls-tree",
+        "merge-base",
+        "patch-id",
+        "rev-list",
+        "rev-parse",
+        "write-tree",
+    }
+)
+"""git commands that run no hook and end on their own: they change nothing
+a run would have to undo, and after a SIGKILL of the toolkit their next
+write to its closed pipe ends them (``patch-id`` reads the end of its
+input). They start without either guard of :mod:`~vllm_patchkit.child_death`:
+the watchdog is a Python process of its own (a tenth of ``check``'s CPU),
+and the parent-death request makes Python ``fork`` the toolkit instead of
+``vfork`` (another tenth, over ``check``'s git processes). Any other command
+gets both (``update-index`` and ``apply`` write an index, which runs
+``post-index-change``), unless run with ``hooks=False``, which is for the
+toolkit's own scratch index."""
+
+NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
+"""Options that keep git from running any hook: for commands on the
+toolkit's own scratch index, which no hook of the user's is for."""
 
 STOP_GRACE_S = 2.0
 """After SIGTERM to a git process group, how long before SIGKILL."""
@@ -158,7 +192,10 @@ class Git:
         check: bool = True,
         input_text: str | None = None,
         env: dict[str, str] | None = None,
+        hooks: bool = True,
     ) -> subprocess.CompletedProcess[str]:
+        """``git ARGS`` in :attr:`root`; ``hooks=False`` runs it with no hook
+        (:data:`NO_HOOKS`)."""
         full_env = {
             **os.environ,
             "GIT_PAGER": "cat",
@@ -168,12 +205,13 @@ class Git:
             **(env or {}),
         }
         INTERRUPTS.raise_pending()
-        command = [git_executable(), *args]
+        command = [git_executable(), *(() if hooks else NO_HOOKS), *args]
+        guard = hooks and args[0] not in HOOKLESS
         stdout, stderr, returncode = _run_in_own_group(
-            command, self.root, full_env, input_text
+            command, self.root, full_env, input_text, guard=guard
         )
         INTERRUPTS.raise_pending()
-        proc = subprocess.CompletedProcess(command[1:], returncode, stdout, stderr)
+        proc = subprocess.CompletedProcess(list(args), returncode, stdout, stderr)
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stdout, proc.stderr)
         return proc
@@ -253,9 +291,16 @@ class Git:
 
 
 def _run_in_own_group(
-    command: list[str], cwd: Path, env: dict[str, str], input_text: str | None
+    command: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    input_text: str | None,
+    *,
+    guard: bool = True,
 ) -> tuple[str, str, int]:
     """Run ``command`` in a new process group; stop the group on an interrupt.
+    ``guard``: stop it if the toolkit dies (:data:`HOOKLESS` says which need
+    not be).
 
     On a signal the group gets SIGTERM (git removes its lock files), then
     SIGKILL after STOP_GRACE_S; output that a stray child keeps open is
@@ -272,8 +317,10 @@ def _run_in_own_group(
         process_group=0,
         # A SIGKILL of the toolkit runs none of the code above: the kernel
         # sends git SIGTERM then, on which it removes its lock files.
-        preexec_fn=dies_with_parent(signal.SIGTERM),
+        preexec_fn=dies_with_parent(signal.SIGTERM) if guard else None,
     )
+    if not guard:
+        return _wait_in_group(proc, input_text)
     with watched(proc.pid):  # and a hook it runs, by the watchdog
         return _wait_in_group(proc, input_text)
 

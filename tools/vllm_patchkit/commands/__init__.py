@@ -1,11 +1,13 @@
 """One module per ``vllm-patchkit`` subcommand; each has ``add_parser``.
 
-Every invocation builds every subcommand's parser, so a command module
-imports only the standard library, :mod:`.common` and the exit codes
-(:mod:`vllm_patchkit.errors`) at module level; the library it drives is
-imported in its handler. That keeps ``--help`` and the git-only commands
-at the cost of Python's start, not of yaml, the package index client, or
-(through the regression suite) torch and vLLM.
+``--help`` builds every subcommand's parser (a run that names its command
+builds that one alone: ``cli.named_command``; a new module is listed in
+``cli.COMMANDS``), so a command module imports only the standard library,
+:mod:`.common` and the exit codes (:mod:`vllm_patchkit.errors`) at module
+level; the library it drives is imported in its handler. That keeps
+``--help`` and the git-only commands at the cost of Python's start, not of
+yaml, the package index client, or (through the regression suite) torch and
+vLLM.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Nothing changes, in the work tree or under ``.git``: the states come from
 scratch index and a temporary object directory, patch after patch, so later
 patches are checked on top of earlier ones, each with its invariant read on
 a trial tree as apply reads it after ``git am``. It works on a read-only
-repository and gives the same answer there.
+repository and gives the same answer there, and runs none of the
+checkout's hooks (the scratch index is the toolkit's own).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from vllm_patchkit.git.carry import (
     read_version,
 )
 from vllm_patchkit.git.invariants import check_invariant
+from vllm_patchkit.git.recent_diffs import recent_diffs
 from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.git.trial_tree import TrialTree
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
@@ -189,23 +190,23 @@ class History:
 def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
     """Each patch's patch-id, and whether a recent commit carries it.
 
-    One ``git log -p`` per patch (its last ``limit`` commits touching the
-    patch's files, each diff limited to those files) and one ``git
-    patch-id`` for all patches and their candidate commits: the check stays
-    fast on a real vLLM history. Each patch's own mail gets a marker commit
-    id, so that the output splits back into patches by position.
+    Each patch's last ``limit`` commits touching its files, each diff
+    limited to those files (one ``git log -p`` for the series, split per
+    patch: :func:`~vllm_patchkit.git.recent_diffs.recent_diffs`), and one
+    ``git patch-id`` for all patches and their candidate commits: the check
+    stays fast on a real vLLM history. Each patch's own mail gets a marker
+    commit id, so that the output splits back into patches by position.
     """
+    found = History({}, set())
+    if not patches:
+        return found
+    recent = recent_diffs(git, patches, limit)
     chunks, markers = [], {}
     for number, patch in enumerate(patches):
         marker = f"{number + 1:040x}"
         markers[marker] = patch.name
         chunks.append(as_commit(patch.path, marker))
-        chunks.append(
-            git.commit_diffs(f"--max-count={limit}", "HEAD", "--", *patch.files)
-        )
-    found = History({}, set())
-    if not patches:
-        return found
+        chunks.append(recent[patch.name])
     current = None
     for pid, commit in git.patch_ids("".join(chunks)):
         if commit in markers:
@@ -326,7 +327,9 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
         _seed_index(git, {name for p in patches for name in p.files}, env)
         if len(patches) > 1 and _disjoint(patches):
             paths = [str(p.path) for p in patches]
-            together = git.run("apply", "--cached", *paths, check=False, env=env)
+            together = git.run(
+                "apply", "--cached", *paths, check=False, env=env, hooks=False
+            )
             if together.returncode == 0:
                 clean = (PatchState.APPLIES, "applies cleanly")
                 if not any(p.invariant for p in patches):
@@ -383,12 +386,16 @@ def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
         ).stdout
         kept = [e for e in above.split("\0") if e and e.split(" ", 2)[1] != "tree"]
         listing += "".join(f"{entry}\0" for entry in kept)
-    git.run("update-index", "-z", "--index-info", input_text=listing, env=env)
+    git.run(
+        "update-index", "-z", "--index-info", input_text=listing, env=env, hooks=False
+    )
 
 
 def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
     """An index and an object directory in ``scratch``; the repository's
-    objects are read through an alternate, never written."""
+    objects are read through an alternate, never written. Commands that
+    write that index run with ``hooks=False``: the user's
+    ``post-index-change`` hook is for the checkout's own index."""
     objects = scratch / "objects"
     objects.mkdir()
     alternates = [str(git.objects_dir())]
@@ -403,10 +410,12 @@ def scratch_env(git: Git, scratch: Path) -> dict[str, str]:
 
 
 def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, str]:
-    clean = git.run("apply", "--cached", str(patch), check=False, env=env)
+    clean = git.run("apply", "--cached", str(patch), check=False, env=env, hooks=False)
     if clean.returncode == 0:
         return PatchState.APPLIES, "applies cleanly"
-    merged = git.run("apply", "--cached", "--3way", str(patch), check=False, env=env)
+    merged = git.run(
+        "apply", "--cached", "--3way", str(patch), check=False, env=env, hooks=False
+    )
     if merged.returncode == 0:
         return PatchState.APPLIES, "applies with a 3-way merge"
     errors = [

@@ -67,7 +67,9 @@ class TrialTree:
         if done.returncode == 0:
             return
         # A path the index does not hold (a patch deleted it): the others.
-        listed = self._git.run("ls-files", "-z", "--", *paths, env=literal).stdout
+        listed = self._git.run(
+            "ls-files", "-z", "--", *paths, env=literal, hooks=False
+        ).stdout
         present = [name for name in listed.split("\0") if name]
         if present:
             self._git.run("checkout-index", "--force", prefix, "--", *present, env=env)

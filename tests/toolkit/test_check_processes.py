@@ -1,0 +1,86 @@
+"""What ``vllm-patchkit check`` starts: its git processes, and nothing else.
+
+``check`` runs in a contributor's pre-commit hook, at most the CPU of
+``pre-commit --version`` (issue #38, ``benchmarks/check_cost.py``); each
+process it starts is a good part of that. Counted here with git's own
+trace (``GIT_TRACE2_EVENT``: one file per git process), on a real release
+checkout, through the real command line in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.release_trees
+
+RUN_CHECK = """
+import sys
+from vllm_patchkit import child_death
+from vllm_patchkit.cli import main
+code = main(["check", sys.argv[1]])
+print(f"watchdog {child_death.watchdog_running()}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def traced_check(tree: Path, trace: Path) -> tuple[int, str, list[list[str]]]:
+    """Run check on ``tree``: its exit code, stderr, and the argv of every
+    git process it started (git's trace2 events)."""
+    trace.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_CHECK, str(tree)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_TRACE2_EVENT": str(trace)},
+        timeout=300,
+    )
+    argvs = []
+    for path in sorted(trace.iterdir()):
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("event") == "start":
+                argvs.append(event["argv"][1:])
+    return proc.returncode, proc.stderr, argvs
+
+
+def test_check_runs_no_hook_and_starts_no_watchdog(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """check's scratch index is its own: the user's ``post-index-change``
+    hook (which git runs for any index it writes) is not run for it, and
+    with no child that can run a hook, no watchdog process is started."""
+    tree = release_clone("0.28.0")
+    ran = tmp_path / "hook-ran"
+    hook = tree / ".git" / "hooks" / "post-index-change"
+    hook.write_text(f'#!/bin/sh\necho "$GIT_INDEX_FILE" >> "{ran}"\n')
+    hook.chmod(0o755)
+
+    code, stderr, argvs = traced_check(tree, tmp_path / "trace")
+
+    assert code == 0, stderr
+    assert any("update-index" in argv for argv in argvs)  # it did write one
+    assert not ran.exists(), f"check ran the user's hook: {ran.read_text()}"
+    assert "watchdog False" in stderr
+
+
+def test_check_reads_the_series_history_with_one_git_log(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """One ``git log -p`` over every patch's files, split per patch
+    (:mod:`vllm_patchkit.git.recent_diffs`), not one per patch; then one
+    ``git patch-id`` for them all."""
+    tree = release_clone("0.28.0")
+
+    code, stderr, argvs = traced_check(tree, tmp_path / "trace")
+
+    assert code == 0, stderr
+    commands = [argv[0] for argv in argvs]
+    assert commands.count("log") == 1, argvs
+    assert commands.count("patch-id") == 1, argvs
