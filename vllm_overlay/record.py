@@ -63,17 +63,14 @@ class PatchTarget:
 
 
 def _release(text: str) -> Any:
-    """The release ``text`` names, comparable (None: no release). vLLM
-    depends on ``packaging``, so it is there wherever the overlay has a vLLM
-    to judge; without it, nothing is comparable (so nothing predates)."""
+    """The release ``text`` names (a development version: its tag's; None:
+    no release). Without ``packaging`` nothing is comparable (so nothing
+    predates)."""
     try:
-        from packaging.version import InvalidVersion, Version
+        from vllm_overlay.releases import version_release
     except ImportError:
         return None
-    try:
-        return Version(text.strip()).release
-    except InvalidVersion:
-        return None
+    return version_release(text.strip())
 
 
 def render_record(targets: tuple[PatchTarget, ...]) -> list[str]:

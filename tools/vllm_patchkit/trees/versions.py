@@ -16,8 +16,8 @@ never outside a range, so a patch is tried there (or recognised as
 upstreamed by its invariant) rather than skipped.
 
 The one reader of release strings in the toolkit (trailers, records, tags,
-``--from``/``--to``, the index's file names), on :mod:`packaging.version`
-so that ordering is PEP 440's; the syntax it takes is narrower (vLLM's).
+``--from``/``--to``, the index's file names); a release string itself is
+read by :mod:`vllm_overlay.releases`, which the overlay's records share.
 """
 
 from __future__ import annotations
@@ -26,50 +26,26 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
+from vllm_overlay.releases import (
+    Release,
+    parse_release,
+    release_text,
+    version_release,
+)
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git
+
+__all__ = [
+    "Release",
+    "parse_release",
+    "release_text",
+    "version_release",
+]
 
 _NOT_RELEASE_TAGS = ("*rc*", "*dev*", "*post*", "*[ab][0-9]*")
 """Tags ``git describe`` skips at once; any other tag that is not a release
 is skipped by name, one describe each (:func:`tag_release`)."""
 _MAX_DESCRIBES = 20
-_PARTS = (3, 4)
-"""A vLLM release has three numbers, or four (``0.10.1.1``)."""
-
-Release = Version
-"""A final release (``0.28.0``, ``0.10.1.1``): no epoch, pre-, post-,
-development or local part. packaging orders them (``0.10.1 < 0.10.1.1 <
-0.10.2``) and prints them back as they are written."""
-
-
-def _pep440(text: str) -> Version | None:
-    """``text`` as PEP 440 reads it, only if written the way vLLM writes its
-    versions (PEP 440 also takes ``v1.0``, ``01.0``, ``1.0-2``; their
-    normal forms differ from the text, so they are refused here)."""
-    try:
-        version = Version(text)
-    except InvalidVersion:
-        return None
-    if version.public != text.partition("+")[0] or version.epoch != 0:
-        return None
-    final = version.pre is None and version.post is None  # post0 is one too
-    if len(version.release) not in _PARTS or not final:
-        return None
-    return version
-
-
-def parse_release(text: str) -> Release | None:
-    """The release ``0.28.0`` (or ``0.28.0+rocm700``; the local part is
-    dropped) or ``0.10.1.1`` names; None for anything else: a tag (see
-    :func:`parse_tag`), a pre-release, a development version (see
-    :func:`version_release`), ``git describe`` output, two numbers, text
-    with anything around it."""
-    version = _pep440(text)
-    if version is None or version.dev is not None:
-        return None
-    return Version(version.public)
 
 
 def parse_tag(tag: str) -> Release | None:
@@ -77,24 +53,6 @@ def parse_tag(tag: str) -> Release | None:
     if not tag.startswith("v") or "+" in tag:
         return None
     return parse_release(tag.removeprefix("v"))
-
-
-def release_text(release: Release) -> str:
-    return str(release)
-
-
-def version_release(text: str) -> Release | None:
-    """The release a version string is: a release is itself; a
-    setuptools-scm development version (``0.17.1.dev2+gabc1234``, guessed
-    one past its tag) is its tag's release (0.17.0); anything else None."""
-    release = parse_release(text)
-    if release is not None:
-        return release
-    version = _pep440(text)
-    if version is None or version.dev is None or version.release[-1] == 0:
-        return None
-    *head, last = version.release
-    return Version(".".join(map(str, (*head, last - 1))))
 
 
 def require_release(text: str, what: str = "version") -> Release:
