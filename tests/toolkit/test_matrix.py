@@ -277,8 +277,11 @@ def _checkers() -> dict[str, tuple[str, ...]]:
     everywhere = ALL
     checkers = {
         "tools/vllm_patchkit/git/invariants.py": everywhere,
-        "vllm_overlay/capture_shape.py": everywhere,
-        "vllm_overlay/fixes/rocm_capture_host_offsets.py": everywhere,
+        "vllm_overlay/code.py": everywhere,
+        "vllm_overlay/fixes/rocm_capture_host_offsets/code.py": everywhere,
+        "vllm_overlay/fixes/rocm_capture_host_offsets/__init__.py": everywhere,
+        # Named by its fix, imported by no statement: a patch's rules.
+        "vllm_overlay/fixes/static_sink_seq_lens/series.py": everywhere,
         # Wherever the series' invariant check lives (checkout.py today).
         str(Path(inspect.getsourcefile(invariant_holds) or "").relative_to(ROOT)): (
             everywhere
