@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.code_readings import known_tree, read_cached, read_tree_cached
 from vllm_patchkit.git.invariants import INVARIANTS
@@ -115,3 +116,43 @@ def test_kept_readings_are_the_readings(
     assert filled == read
     assert kept == read
     assert len(list((tmp_path / "cache" / "code-readings").glob("*.json"))) >= len(read)
+
+
+def _entry(**fields: object) -> str:
+    record = {"shape": "fixed", "file": "f", "line": 1, "detail": "", **fields}
+    return json.dumps({"value": {k: v for k, v in record.items() if v != "drop"}})
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "not json {",
+        json.dumps({"value": [["fixed"]]}),
+        _entry(shape=["x"]),
+        _entry(line="1"),
+        _entry(file="../f"),
+        _entry(detail="drop"),
+    ],
+    ids=["not-json", "not-a-record", "bad-shape", "bad-line", "outside", "short"],
+)
+def test_a_bad_entry_is_read_again(
+    entry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree's path comes back where it was; a bad entry is replaced."""
+    monkeypatch.setenv("VLLM_OVERLAY_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "tree"
+    calls: list[int] = []
+
+    def read() -> Code:
+        calls.append(1)
+        return Code(Shape.BUGGY, root / "vllm" / "f.py", 3, f"in {root}/vllm/f.py")
+
+    with known_tree(root, "a tree id"):
+        first = read_tree_cached("k", root, read)
+        (stored,) = (tmp_path / "cache" / "code-readings").glob("*.json")
+        assert str(root) not in stored.read_text()
+        assert read_tree_cached("k", root, read) == first and len(calls) == 1
+        stored.write_text(entry)
+        assert read_tree_cached("k", root, read) == first and len(calls) == 2
+        assert read_tree_cached("k", root, read) == first and len(calls) == 2
+    assert read_tree_cached("k", root, read) == first and len(calls) == 3

@@ -159,7 +159,8 @@ def _loaded(stored: object, root: Path) -> Code | None:
         return None
     shape, file, line, detail = (stored[k] for k in ("shape", "file", "line", "detail"))
     if not (
-        shape in set(Verdict)
+        isinstance(shape, str)
+        and shape in set(Verdict)
         and isinstance(file, str)
         and (line is None or type(line) is int)
         and isinstance(detail, str)
