@@ -21,13 +21,14 @@ rename), the reason says so too, carried or not.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.record import PatchTarget
-from vllm_patchkit.git.code_readings import read_cached
+from vllm_patchkit.git.code_readings import read_cached, read_tree_cached
 from vllm_patchkit.git.invariants import INVARIANTS
 from vllm_patchkit.git.series import Patch
 from vllm_patchkit.gitcmd import Git
@@ -106,7 +107,10 @@ def contradiction(root: Path, release: Release) -> str | None:
     """
     for fix in FIXES:
         if fix.read_tree is not None:
-            why = _against_record(fix.record, fix.read_tree(root), release)
+            code = read_tree_cached(
+                f"fix:{fix.name}", root, functools.partial(fix.read_tree, root)
+            )
+            why = _against_record(fix.record, code, release)
             if why is not None:
                 return why
     return None
@@ -136,9 +140,14 @@ def _against_record(record: PatchTarget, code: Code, release: Release) -> str | 
 def read_code(patch: Patch, root: Path) -> Code | None:
     """The patch's code rule on ``root`` (its fix's rule for its
     ``Invariant:``, :mod:`vllm_patchkit.git.invariants`); None for a patch
-    without one. Large files' readings are kept by their content."""
+    without one. Readings are kept by their content (large files', and the
+    whole reading's where the tree's content is known)."""
     rule = INVARIANTS.get(patch.invariant or "")
-    return rule.carry(root, read_cached) if rule is not None else None
+    if rule is None:
+        return None
+    return read_tree_cached(
+        f"carry:{rule.invariant}", root, lambda: rule.carry(root, read_cached)
+    )
 
 
 def _why(code: Code) -> str:

@@ -26,6 +26,7 @@ from vllm_patchkit.git.carry import (
     decide,
     read_version,
 )
+from vllm_patchkit.git.code_readings import known_tree
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.recent_diffs import recent_diffs
 from vllm_patchkit.git.series import Patch, Series, as_commit
@@ -436,7 +437,10 @@ def classify_path(root: Path, series: Series) -> list[PatchReport]:
         return classify_tree(root, series)
     if dirty_reason(git) is not None:
         return classify_tree(root, series)
-    return classify(git, series)
+    # Clean: HEAD's tree is the tree's content, so its readings are kept.
+    tree = git.run("rev-parse", "HEAD^{tree}").stdout.strip()
+    with known_tree(root, tree):
+        return classify(git, series)
 
 
 def classify_tree(root: Path, series: Series) -> list[PatchReport]:

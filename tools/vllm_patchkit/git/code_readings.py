@@ -11,6 +11,16 @@ without a git process, and for a tree that is no checkout, or a checkout's
 uncommitted file), by a digest of the reader's source files and by the
 interpreter's version.
 
+A fix's whole verdict on a tree (a carry rule, an invariant, the reading a
+fork's stale tag is told by) is kept the same way where the tree's content
+is known exactly (:func:`known_tree`: a clean checkout by its HEAD tree id,
+a trial tree by that and the files it took), keyed by the reading's name,
+that content id, a digest of the overlay's reading code and the
+interpreter; only the :class:`~vllm_overlay.code.Code`'s own fields are
+kept, its file relative to the tree and the tree's path in its words
+replaced by a placeholder (:func:`read_tree_cached`). Elsewhere it is read
+every time.
+
 A stored reading is data, never code (JSON), and is checked against what
 the reader writes before it is used: an entry that is corrupt, of another
 shape, or planted is ignored, recomputed and replaced.
@@ -19,12 +29,16 @@ shape, or planted is ignored, recomputed and replaced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import vllm_overlay
+from vllm_overlay.code import Code
+from vllm_overlay.code import Shape as Verdict
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.run_cache import CacheKey, RunCache
 
@@ -84,3 +98,95 @@ def read_cached(
     with contextlib.suppress(OSError):  # a read-only cache: kept nowhere
         cache.store(key, found)
     return found
+
+
+_KNOWN: dict[Path, str] = {}
+"""Trees whose content is known exactly, by path: their content id."""
+
+ROOT = "\0root\0"
+"""Stands for the tree's path in a stored reading's words."""
+
+
+@contextlib.contextmanager
+def known_tree(root: Path, content: str) -> Iterator[None]:
+    """Within it, ``root`` holds exactly ``content`` (a git tree id, or a
+    digest naming one and the files laid over it): its readings are kept.
+    The caller vouches for it (a checkout ``git status`` found clean)."""
+    before = _KNOWN.get(root)
+    _KNOWN[root] = content
+    try:
+        yield
+    finally:
+        if before is None:
+            del _KNOWN[root]
+        else:
+            _KNOWN[root] = before
+
+
+def tree_content(root: Path) -> str | None:
+    """The content id :func:`known_tree` gave ``root``, if it is known."""
+    return _KNOWN.get(root)
+
+
+@functools.cache
+def _overlay_digest() -> str:
+    """Every fix's reading is the overlay's code (its folder, the shared AST
+    helpers, metadata_writes...): all of the package's sources."""
+    package = Path(vllm_overlay.__file__).parent
+    return _code_digest(tuple(sorted(package.rglob("*.py"))))
+
+
+def _stored(code: Code, root: Path) -> dict[str, Any] | None:
+    try:
+        file = code.file.relative_to(root)
+    except ValueError:
+        return None  # a file outside the tree: its content is not known
+    return {
+        "shape": code.shape.value,
+        "file": file.as_posix(),
+        "line": code.line,
+        "detail": code.detail.replace(str(root), ROOT),
+    }
+
+
+def _loaded(stored: object, root: Path) -> Code | None:
+    if not isinstance(stored, dict) or stored.keys() != {
+        "shape",
+        "file",
+        "line",
+        "detail",
+    }:
+        return None
+    shape, file, line, detail = (stored[k] for k in ("shape", "file", "line", "detail"))
+    if not (
+        isinstance(shape, str)
+        and shape in set(Verdict)
+        and isinstance(file, str)
+        and (line is None or type(line) is int)
+        and isinstance(detail, str)
+    ):
+        return None
+    relative = Path(file)
+    if relative.is_absolute() or ".." in relative.parts:
+        return None
+    return Code(Verdict(shape), root / relative, line, detail.replace(ROOT, str(root)))
+
+
+def read_tree_cached(kind: str, root: Path, read: Callable[[], Code]) -> Code:
+    """``read()`` (a fix's reading of the tree at ``root``), or, where the
+    tree's content is known (:func:`known_tree`), what it found before on
+    the same content with the same overlay code: a plain :class:`Code`."""
+    content = _KNOWN.get(root)
+    if content is None:
+        return read()
+    cache = RunCache(cache_dir() / "code-readings")
+    key = CacheKey(f"tree:{kind}", content, _overlay_digest(), {"python": sys.version})
+    found = _loaded(cache.load(key), root)
+    if found is not None:
+        return found
+    code = read()
+    stored = _stored(code, root)
+    if stored is not None:
+        with contextlib.suppress(OSError):  # a read-only cache: kept nowhere
+            cache.store(key, stored)
+    return code

@@ -25,6 +25,7 @@ from pathlib import Path
 from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.patch_rules import PatchRule
+from vllm_patchkit.git.code_readings import read_tree_cached
 
 
 @dataclass(frozen=True)
@@ -81,4 +82,5 @@ def check_invariant(name: str, tree: Path) -> InvariantResult:
     except KeyError:
         known = ", ".join(sorted(INVARIANTS))
         raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
-    return result(name, rule.holds(tree))
+    code = read_tree_cached(f"holds:{name}", tree, lambda: rule.holds(tree))
+    return result(name, code)

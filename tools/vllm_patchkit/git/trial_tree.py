@@ -8,14 +8,21 @@ directories, except the files the patches tried so far change, which hold
 the scratch index's content, and the directories above them, which are
 real directories of links. Only those few directories are built, so a
 trial costs a handful of links, not a copy of vLLM.
+
+Where the checkout's content is known
+(:func:`~vllm_patchkit.git.code_readings.known_tree`), so is the trial
+tree's: that content with the files taken laid over it, so its
+invariants' readings are kept too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path, PurePosixPath
 
+from vllm_patchkit.git.code_readings import blob_id, known_tree, tree_content
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.gitcmd import Git
 
@@ -28,6 +35,7 @@ class TrialTree:
         self.root = scratch / "tree"
         self._staged = scratch / "staged"
         self._own: set[PurePosixPath] = set()
+        self._taken: set[str] = set()
 
     def take_from_index(self, paths: list[str], env: dict[str, str]) -> None:
         """``paths`` as the scratch index (``env``) has them now; a path it
@@ -52,11 +60,28 @@ class TrialTree:
     def broken(self, invariant: str) -> str | None:
         """Why ``invariant`` would not hold on the trial tree, if it would not,
         with this tree's paths named as the checkout's."""
-        result = check_invariant(invariant, self.root)
+        base = tree_content(self._git.root)
+        if base is None:
+            result = check_invariant(invariant, self.root)
+        else:
+            with known_tree(self.root, self._content(base)):
+                result = check_invariant(invariant, self.root)
         if result.holds:
             return None
         detail = result.detail.replace(str(self.root), str(self._git.root))
         return f"applies, but invariant {invariant} would not hold: {detail}"
+
+    def _content(self, base: str) -> str:
+        """The checkout's content id ``base`` with the files taken over it."""
+        digest = hashlib.sha256(base.encode())
+        for name in sorted(self._taken):
+            path = self.root / name
+            if path.is_symlink():
+                held = f"link {os.readlink(path)}"
+            else:
+                held = blob_id(path.read_bytes()) if path.is_file() else "absent"
+            digest.update(f"\0{name}\0{held}".encode())
+        return f"trial:{digest.hexdigest()}"
 
     def _checkout(self, paths: list[str], dest: Path, env: dict[str, str]) -> None:
         literal = {**env, "GIT_LITERAL_PATHSPECS": "1"}
@@ -77,6 +102,7 @@ class TrialTree:
     def _make_room(self, paths: list[str]) -> None:
         """Each path's directories made the trial's own, the path itself
         removed, for the caller to fill."""
+        self._taken.update(paths)
         for name in paths:
             path = PurePosixPath(name)
             for directory in reversed(path.parents):
