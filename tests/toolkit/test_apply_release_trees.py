@@ -9,6 +9,7 @@ import pytest
 
 from tests.toolkit.checkout_state import checkout_state, snapshot
 from tests.toolkit.cli_helpers import as_user
+from tests.toolkit.series_expectations import applied_statuses, carried
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.git.apply import Status, apply_series
@@ -19,17 +20,12 @@ from vllm_patchkit.trees.releases import release_tree, sdist_path
 pytestmark = pytest.mark.release_trees
 
 A, U, N = "applied", "upstreamed", "not-carried"
-EXPECTED = {
-    # 0003 (#53821's backport) is carried for 0.27.0..0.28.0 only; 0004 and
-    # 0005 (the static-sink fix and its test) from 0.14.0 on.
-    "0.12.0": [A, A, N, N, N],
-    "0.20.0": [A, A, N, A, A],
-    "0.25.0": [A, A, N, A, A],
-    "0.28.0": [A, A, A, A, A],
-}
+SINK_CARRIED = {"0.12.0": False, "0.20.0": True, "0.25.0": True, "0.28.0": True}
+"""0004 (the static-sink fix) by hand: carried from 0.14.0 on. Every
+patch's state follows its trailers (series_expectations)."""
 
 
-@pytest.mark.parametrize("version", sorted(EXPECTED))
+@pytest.mark.parametrize("version", sorted(SINK_CARRIED))
 def test_series_applies_with_git_am_3(
     release_clone: Callable[[str], Path], series: Series, version: str
 ) -> None:
@@ -37,12 +33,13 @@ def test_series_applies_with_git_am_3(
     git = Git(tree)
     before = git.head()
     assert inspect_capture_tree(tree).shape is Shape.BUGGY
-    expected = EXPECTED[version]
+    expected = applied_statuses(version, series)
 
     result = apply_series(tree, series)
 
     assert result.status is Status.APPLIED, result.message
     assert [p.status for p in result.patches] == expected
+    assert (result.patches[3].status == A) is SINK_CARRIED[version]
     applied = [p for p, s in zip(series.patches, expected, strict=True) if s == A]
     assert git.out("rev-list", "--count", f"{before}..HEAD") == str(len(applied))
     assert git.out("log", "-1", "--format=%s") == applied[-1].subject
@@ -73,9 +70,10 @@ def test_0_29_applies_only_what_upstream_lacks(
     result = apply_series(tree, series)
 
     assert result.status is Status.APPLIED, result.message
-    assert [p.status for p in result.patches] == [U, A, U, A, A]
+    assert [p.status for p in result.patches] == applied_statuses("0.29.0", series)
+    assert [p.status for p in result.patches[:3]] == [U, A, U]
     subjects = git.out("log", "--reverse", "--format=%s", f"{before}..HEAD")
-    assert subjects.splitlines() == [series.patches[i].subject for i in (1, 3, 4)]
+    assert subjects.splitlines() == [p.subject for p in carried("0.29.0", series)]
 
 
 def test_0_11_0_is_not_affected_and_the_series_carries_nothing(

@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
+from tests.toolkit.series_expectations import (
+    applied_statuses,
+    carried,
+    stock_statuses,
+)
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
-from vllm_patchkit.git.series import Series
+from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR
 
@@ -24,32 +29,28 @@ TEST_PATCH = "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch"
 AITER_PATCH = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
 SINK_PATCH = "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
 SINK_TEST_PATCH = "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch"
-# What check says before apply, and apply after: 0003 is carried for
-# 0.27.0..0.28.0 only, 0004 and 0005 from 0.14.0 (0.12.0 has no static-sink
-# builder).
-CARRIED = {
-    "0.12.0": (["applies", "applies", "not-carried", "not-carried", "not-carried"], 2),
-    "0.20.0": (["applies", "applies", "not-carried", "applies", "applies"], 4),
-    "0.25.0": (["applies", "applies", "not-carried", "applies", "applies"], 4),
-    "0.28.0": (["applies"] * 5, 5),
-}
+# What check says before apply, and apply after, follows each patch's
+# Affects: (series_expectations); 0003 is carried for 0.27.0..0.28.0 only.
+AITER_CARRIED = {"0.12.0": False, "0.20.0": False, "0.25.0": False, "0.28.0": True}
 
 
-@pytest.mark.parametrize("version", sorted(CARRIED))
+@pytest.mark.parametrize("version", sorted(AITER_CARRIED))
 def test_apply_on_affected_releases(
     release_clone: Callable[[str], Path], version: str
 ) -> None:
     tree = release_clone(version)
-    states, count = CARRIED[version]
+    states, count = stock_statuses(version), len(carried(version))
     code, checked = patchkit_json("check", str(tree))
     assert code == 0
     assert [p["status"] for p in checked["patches"]] == states
+    aiter = next(p for p in checked["patches"] if p["name"] == AITER_PATCH)
+    assert (aiter["status"] == "applies") is AITER_CARRIED[version]
 
     code, result = patchkit_json("apply", str(tree))
 
     assert code == 0, result
     assert result["status"] == "applied"
-    after = [s.replace("applies", "applied") for s in states]
+    after = applied_statuses(version)
     assert [p["status"] for p in result["patches"]] == after
     if "not-carried" in states:
         assert (
@@ -90,32 +91,20 @@ def test_fixed_releases_get_only_the_regression_test(
 
     assert code == 0, result
     statuses = {p["name"]: p["status"] for p in result["patches"]}
-    assert statuses == {
-        PATCH: "upstreamed",
-        TEST_PATCH: "applied",
-        AITER_PATCH: "upstreamed",
-        SINK_PATCH: "applied",
-        SINK_TEST_PATCH: "applied",
-    }
+    assert list(statuses.values()) == applied_statuses(version)
+    assert (statuses[PATCH], statuses[SINK_PATCH]) == ("upstreamed", "applied")
     assert PATCH in result["message"] and AITER_PATCH in result["message"]
-    assert git.out("rev-list", "--count", f"{before}..HEAD") == "3"
-    assert git.out("diff", "--name-only", before, "HEAD").split() == [
-        "tests/v1/attention/test_rocm_attn_cudagraph_capture.py",
-        "tests/v1/attention/test_static_sink_shared_state.py",
-        "vllm/model_executor/layers/attention/static_sink_attention.py",
-    ]
+    applied = carried(version)
+    assert git.out("rev-list", "--count", f"{before}..HEAD") == str(len(applied))
+    changed = git.out("diff", "--name-only", before, "HEAD").split()
+    assert changed == sorted({name for p in applied for name in p.files})
+    assert "tests/v1/attention/test_rocm_attn_cudagraph_capture.py" in changed
     after = snapshot(tree)
     code, again = patchkit_json("apply", str(tree))
     assert (code, again["status"]) == (0, "already-applied")
     assert snapshot(tree) == after
     code, checked = patchkit_json("check", str(tree))
-    assert [p["status"] for p in checked["patches"]] == [
-        "upstreamed",
-        "applied",
-        "upstreamed",
-        "applied",
-        "applied",
-    ]
+    assert [p["status"] for p in checked["patches"]] == applied_statuses(version)
 
 
 def test_a_fully_upstreamed_series_changes_nothing(
@@ -167,13 +156,9 @@ def test_upstreamed_and_not_carried_is_upstreamed(
     code, result = patchkit_json("--patches", str(patches), "apply", str(tree))
 
     assert (code, result["status"]) == (5, "upstreamed"), result
-    assert [p["status"] for p in result["patches"]] == [
-        "upstreamed",
-        "not-carried",
-        "upstreamed",
-        "not-carried",
-        "not-carried",
-    ]
+    states = {p["name"]: p["status"] for p in result["patches"]}
+    assert list(states.values()) == applied_statuses("0.29.0", load_series(patches))
+    assert (states[PATCH], states[TEST_PATCH]) == ("upstreamed", "not-carried")
     assert "every patch the series carries for this release" in result["message"]
     assert snapshot(tree) == before
 
@@ -217,7 +202,9 @@ def test_a_development_version_is_its_tag_s_release(
     code, checked = patchkit_json("check", str(tree))
 
     assert code == 0, checked
-    assert [p["status"] for p in checked["patches"]] == CARRIED["0.25.0"][0]
+    assert [p["status"] for p in checked["patches"]] == stock_statuses("0.25.0")
+    assert checked["patches"][2]["name"] == AITER_PATCH
+    assert checked["patches"][2]["status"] == "not-carried"
 
 
 def test_a_tree_of_unknown_release_is_decided_by_its_code(
@@ -237,24 +224,13 @@ def test_a_tree_of_unknown_release_is_decided_by_its_code(
     code, checked = patchkit_json("check", str(tree))
 
     assert code == 0, checked
-    assert [p["status"] for p in checked["patches"]] == [
-        "applies",
-        "applies",
-        "not-carried",
-        "applies",
-        "applies",
-    ]
+    assert [p["status"] for p in checked["patches"]] == stock_statuses("0.25.0")
+    assert checked["patches"][2]["status"] == "not-carried"
     assert "by its code" in checked["patches"][2]["detail"]
     assert "only when capturing" in checked["patches"][2]["detail"]
     code, result = patchkit_json("apply", str(tree))
     assert (code, result["status"]) == (0, "applied"), result
-    assert [p["status"] for p in result["patches"]] == [
-        "applied",
-        "applied",
-        "not-carried",
-        "applied",
-        "applied",
-    ]
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.25.0")
 
 
 @pytest.mark.parametrize("affects", ["0.27..0.28.0", "0.28.0..0.27.0", "0.27.0"])

@@ -26,6 +26,12 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit_json, snapshot, user_commit
+from tests.toolkit.series_expectations import (
+    SERIES,
+    applied_statuses,
+    carried,
+    stock_statuses,
+)
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
@@ -42,24 +48,19 @@ MATRIX = {
     "bug reproduced": "not-fixed",
     CANNOT_JUDGE: CANNOT_JUDGE,
 }
-NOT_CARRIED_0003 = ["applies", "applies", "not-carried", "applies", "applies"]
 EXPECTED = {
-    # release: (stock states, stock verdict, states once applied: then fixed)
-    # Patches 0001..0005 in series order; every stock release here has the
-    # StaticSink bug (0004 affects 0.14.0..0.33.0), so none is fixed stock.
-    "0.17.0": (
-        NOT_CARRIED_0003,
-        "not-fixed",
-        ["applied", "applied", "not-carried", "applied", "applied"],
-    ),
-    "0.28.0": (["applies"] * 5, "not-fixed", ["applied"] * 5),
-    "0.29.0": (
-        # upstream has #51585's and #53821's fixes, not 0002's test
-        ["upstreamed", "applies", "upstreamed", "applies", "applies"],
-        "not-fixed",
-        ["upstreamed", "applied", "upstreamed", "applied", "applied"],
-    ),
+    # release: stock verdict (states once applied: then fixed). The states
+    # before and after apply follow each patch's Affects: and
+    # Applied-Upstream: (series_expectations). Every stock release here has
+    # the StaticSink bug (0004 affects 0.14.0..0.33.0), so none is fixed
+    # stock; 0.29.0 has #51585's and #53821's fixes, not 0002's test.
+    "0.17.0": "not-fixed",
+    "0.28.0": "not-fixed",
+    "0.29.0": "not-fixed",
 }
+AITER = next(p.name for p in SERIES.patches if p.name.startswith("0003"))
+AITER_STATE = {"0.17.0": "not-carried", "0.28.0": "applies", "0.29.0": "upstreamed"}
+"""0003 (#53821's backport, 0.27.0..0.28.0) by hand: checks the helper."""
 
 
 def verdict_of(tree: Path, series: Series) -> str:
@@ -107,10 +108,13 @@ def test_every_command_gives_one_verdict_and_one_state_per_tree(
     series: Series,
     version: str,
 ) -> None:
-    stock_states, stock_verdict, applied_states = EXPECTED[version]
+    stock_verdict = EXPECTED[version]
+    stock_states, applied_states = stock_statuses(version), applied_statuses(version)
     stock = release_clone(version)
     assert not (stock / "vllm/_version.py").exists()
     assert states_of(stock) == stock_states
+    names = [p.name for p in SERIES.patches]
+    assert stock_states[names.index(AITER)] == AITER_STATE[version]
     assert verdict_of(stock, series) == stock_verdict
     by_apply = clone(stock, tmp_path / "by-apply").root
     code, applied = patchkit_json("apply", str(by_apply))
@@ -119,7 +123,7 @@ def test_every_command_gives_one_verdict_and_one_state_per_tree(
     trees = {"apply": by_apply}
     if version == "0.17.0":
         by_am = clone(stock, tmp_path / "by-am")
-        git_am(by_am, ["0001", "0002", "0004", "0005"])
+        git_am(by_am, [patch.name.split("-")[0] for patch in carried(version)])
         trees["git am"] = by_am.root
         on_top = clone(by_am.root, tmp_path / "am-and-user")
         user_commit(on_top)

@@ -27,6 +27,7 @@ from tests.toolkit.cli_helpers import (
     snapshot,
     upstream_rewrites_the_zeroing,
 )
+from tests.toolkit.series_expectations import applied_statuses, carried
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.git.upstream import build_upstream
@@ -63,7 +64,8 @@ def fork(tmp_path: Path, upstream: Path) -> Path:
     code, result = patchkit_json("apply", str(tree))
     assert (code, result["status"]) == (0, "applied")
     states = [p["status"] for p in result["patches"]]
-    assert states == ["applied", "applied", "not-carried", "applied", "applied"]
+    assert states == applied_statuses("0.20.0")
+    assert states[2] == "not-carried"  # 0003, by hand
     return tree
 
 
@@ -82,15 +84,15 @@ def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
     assert result["status"] == "rebased"
     # 0003 comes from its file, at its place in the series.
     assert [p["name"] for p in result["patches"]] == [FIX, TEST, AITER, SINK, SINK_TEST]
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.28.0")
+    assert result["patches"][2]["status"] == "applied"  # 0003, by hand
     git = Git(fork)
     assert git.branch() == "rocm-fixes"
-    assert git.out("rev-parse", "HEAD~5") == result["onto"]
-    subjects = git.out("log", "-5", "--format=%s").splitlines()
-    assert len(subjects) == 5
-    assert all(s.startswith("[Bugfix] ") for s in subjects[:2]), subjects
-    assert all(s.startswith("[Bugfix][ROCm] ") for s in subjects[2:]), subjects
-    assert "AITER" in subjects[2]
+    applied = carried("0.28.0")
+    assert git.out("rev-parse", f"HEAD~{len(applied)}") == result["onto"]
+    subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
+    assert subjects == [p.subject for p in reversed(applied)]
+    assert "AITER" in subjects[-3], subjects
     assert inspect_capture_tree(fork).shape is Shape.FIXED
     assert git.is_clean()
 
@@ -102,19 +104,15 @@ def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
         "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
     )
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == [
-        "upstreamed",
-        "applied",
-        "upstreamed",
-        "applied",
-        "applied",
-    ]
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.29.0")
     assert f"dropped as upstreamed: {FIX}, {AITER}" in result["message"]
     git = Git(fork)
-    assert git.out("rev-parse", "HEAD~3") == result["onto"]
-    assert git.out("diff", "--name-only", "HEAD~3", "HEAD~2") == TEST_FILE
-    changed = git.out("diff", "--name-only", "HEAD~2", "HEAD").splitlines()
-    assert sorted(changed) == [SINK_TEST_FILE, SINK_FILE]
+    applied = carried("0.29.0")
+    assert git.out("rev-parse", f"HEAD~{len(applied)}") == result["onto"]
+    changed = git.out("diff", "--name-only", result["onto"], "HEAD").splitlines()
+    assert changed == sorted({name for p in applied for name in p.files})
+    assert {TEST_FILE, SINK_FILE, SINK_TEST_FILE} <= set(changed)
+    assert ROCM_ATTN not in changed
     assert inspect_capture_tree(fork).shape is Shape.FIXED
 
 
@@ -248,15 +246,10 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == [
-        "applied",
-        "applied",
-        "not-carried",
-        "applied",
-        "applied",
-    ]
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.20.0")
     assert "not carried for v0.20.0's release" in result["message"]
-    assert git.out("rev-parse", "HEAD~4") == result["onto"]
+    assert git.out("rev-parse", f"HEAD~{len(carried('0.20.0'))}") == result["onto"]
+    assert AITER not in [p.name for p in carried("0.20.0")]
 
 
 def test_refresh_refuses_to_write_an_empty_series(
@@ -322,14 +315,13 @@ def test_rebase_replays_your_own_commits_in_order(fork: Path, upstream: Path) ->
     assert code == 0, result
     # 0003, not carried for 0.20.0, goes in from its file after 0002; the
     # static-sink pair (0004, 0005) is replayed after it.
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.28.0")
     assert [c["status"] for c in result["commits"]] == ["applied"] * 3
     assert "and 3 of your commit(s)" in result["message"]
     subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
     assert subjects[:3] == ["Mark the fork", "Say it is my fork", "Add my tool"]
-    assert all(s.startswith("[Bugfix]") for s in subjects[3:])
+    assert subjects[3:] == [p.subject for p in reversed(carried("0.28.0"))]
     assert sum(s.startswith("[Bugfix][ROCm] ") for s in subjects[3:]) == 3
-    assert len(subjects) == 8
     replayed = git.out("rev-list", "--reverse", "HEAD~3..HEAD").splitlines()
     for old, new in zip(mine, replayed, strict=True):
         # Same author, date and message; the same change.
@@ -355,10 +347,11 @@ def test_rebase_keeps_an_edited_series_commit_as_you_edited_it(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.28.0")
     assert result["commits"] == []
     assert test.read_text().endswith("# Checked on our MI300X boxes too.\n")
-    assert Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD") == "5"
+    count = Git(fork).out("rev-list", "--count", f"{result['onto']}..HEAD")
+    assert count == str(len(carried("0.28.0")))
 
 
 def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
@@ -375,7 +368,7 @@ def test_a_conflict_in_your_commit_leaves_the_checkout_as_it_was(
 
     assert code == 4, result
     assert result["status"] == "conflict"
-    assert [p["status"] for p in result["patches"]] == ["applied"] * 5
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.28.0")
     [commit] = result["commits"]
     assert commit["name"] == f"{mine[:12]} Use my build"
     assert (commit["status"], commit["files"]) == ("conflict", ["setup.py"])
@@ -611,8 +604,9 @@ def test_sigkill_mid_replay_is_cleaned_up_by_the_next_rebase(
     # with a reason that names it.
     assert scratch.parent == fork / ".git" / "vllm-patchkit" / "rebase"
     assert "vllm-patchkit rebase" in left.get("locked", "")
-    # The five patches 0.28.0 carries and your commit.
-    assert git.out("rev-list", "--count", f"{result['onto']}..HEAD") == "6"
+    # The patches 0.28.0 carries and your commit.
+    count = git.out("rev-list", "--count", f"{result['onto']}..HEAD")
+    assert count == str(len(carried("0.28.0")) + 1)
     assert git.head() != head and git.is_clean()
 
 
@@ -740,13 +734,8 @@ def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
     )
 
     assert code == 0, result
-    assert [p["status"] for p in result["patches"]] == [
-        "upstreamed",
-        "applied",
-        "upstreamed",
-        "applied",
-        "applied",
-    ]
+    assert [p["status"] for p in result["patches"]] == applied_statuses("0.29.0")
+    assert result["patches"][1]["status"] == "applied"  # 0002, by hand
     assert (fork / TEST_FILE).is_file()
 
 
@@ -767,9 +756,12 @@ def test_an_edited_upstream_copy_of_0002s_test_drops_it(
 
     assert code == 0, result
     # 0004 and 0005, which upstream does not carry, stay on the branch.
-    assert [p["status"] for p in result["patches"]] == ["upstreamed"] * 3 + [
-        "applied",
-        "applied",
+    states = {p["name"]: p["status"] for p in result["patches"]}
+    assert list(states.values()) == [
+        "upstreamed" if name == TEST else status
+        for name, status in zip(states, applied_statuses("0.29.0"), strict=True)
     ]
+    assert (states[TEST], states[SINK]) == ("upstreamed", "applied")
     assert not (fork / TEST_FILE).exists()
-    assert Git(fork).out("rev-parse", "HEAD~2") == result["onto"]
+    kept = [p for p in carried("0.29.0") if p.name != TEST]
+    assert Git(fork).out("rev-parse", f"HEAD~{len(kept)}") == result["onto"]

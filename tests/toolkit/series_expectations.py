@@ -1,0 +1,70 @@
+"""What the real series must do on a stock release tree, read from its trailers.
+
+Tests compare the toolkit's per-patch states with these instead of a
+literal list per release, so a patch added to the series moves the
+expectation with it. Derived from the trailers (``Affects:``,
+``Applied-Upstream:``), not from the toolkit's deciding code, so a wrong
+decision still fails the tests; each test also pins one fact by hand
+(tests/toolkit/test_series_expectations.py checks this module the same way).
+"""
+
+from __future__ import annotations
+
+from vllm_patchkit.git.series import Patch, Series, load_series
+from vllm_patchkit.trees.versions import Release, parse_release
+
+APPLIES, APPLIED, UPSTREAMED, NOT_CARRIED = (
+    "applies",
+    "applied",
+    "upstreamed",
+    "not-carried",
+)
+SERIES = load_series()
+
+
+def release_of(version: str | Release) -> Release:
+    """``version`` as a :data:`Release`; a test naming no release is a bug."""
+    if isinstance(version, str):
+        parsed = parse_release(version)
+        assert parsed is not None, f"{version!r} is not a release"
+        return parsed
+    return version
+
+
+def upstream_since(patch: Patch) -> Release | None:
+    """The release of the patch's ``Applied-Upstream: 0.29.0, <PR>``; None
+    for a patch upstream has not taken."""
+    text = patch.trailer("Applied-Upstream")
+    return None if text is None else parse_release(text.split(",")[0].strip())
+
+
+def stock_status(patch: Patch, version: str | Release) -> str:
+    """``check``'s state of ``patch`` on the stock tree of ``version``:
+    upstreamed from its Applied-Upstream release, else applies inside its
+    Affects range, else not-carried."""
+    release = release_of(version)
+    since = upstream_since(patch)
+    if since is not None and release >= since:
+        return UPSTREAMED
+    if patch.affects is None or release in patch.affects:
+        return APPLIES
+    return NOT_CARRIED
+
+
+def stock_statuses(version: str | Release, series: Series = SERIES) -> list[str]:
+    """Every patch's :func:`stock_status`, in series order."""
+    return [stock_status(patch, version) for patch in series.patches]
+
+
+def applied_statuses(version: str | Release, series: Series = SERIES) -> list[str]:
+    """The states once the series is applied (by ``apply`` or a rebase onto
+    ``version``): what applies is applied, the rest as on stock."""
+    return [
+        APPLIED if status == APPLIES else status
+        for status in stock_statuses(version, series)
+    ]
+
+
+def carried(version: str | Release, series: Series = SERIES) -> list[Patch]:
+    """The patches applying the series to the stock tree commits, in order."""
+    return [p for p in series.patches if stock_status(p, version) == APPLIES]
