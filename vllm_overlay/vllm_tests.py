@@ -22,7 +22,12 @@ def find_test(tree: Path, line_of: Callable[[Path], int | None], absent: str) ->
     """FIXED at the first test under :data:`ATTENTION_TESTS` for which
     ``line_of`` gives a line; else BUGGY (the tree lacks it), saying ``absent``."""
     for path in sorted((tree / ATTENTION_TESTS).glob("test_*.py")):
-        line = line_of(path)
+        if not path.is_file():
+            continue  # a directory of that name (a user's) holds no test
+        try:
+            line = line_of(path)
+        except OSError:
+            continue  # unreadable: it cannot be the test either
         if line is not None:
             return Code(Shape.FIXED, path, line, f"{path.relative_to(tree)} tests it")
     return Code(Shape.BUGGY, tree / ATTENTION_TESTS, None, absent)

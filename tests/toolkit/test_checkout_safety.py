@@ -334,19 +334,24 @@ def test_an_ignored_file_where_a_patch_creates_one_is_refused(tree: Path) -> Non
 
 
 def test_a_conflict_rollback_leaves_nothing_behind(tree: Path) -> None:
-    """The AITER unified module became a directory on a 0.28.0 checkout (its
-    version vouches for it, so 0003 is carried): 0001 and 0002 apply, git am
-    -3 of 0003 leaves 'rocm_aiter_unified_attn.py~<patch subject>' beside it;
-    the rollback removes it, takes 0001 and 0002 back and keeps the user's
-    files."""
+    """A user's change where 0003 edits the AITER unified module, on a 0.28.0
+    checkout (its code is still 0.28.0's, so its version vouches for it and
+    0003 is carried): 0001 and 0002 apply, git am -3 of 0003 conflicts; the
+    rollback takes 0001 and 0002 back and keeps the user's files, ignored
+    ones included. (A module turned into a directory, which once drove this
+    test, now tells the version apart: the code decides, and 0003 is
+    skipped as "target missing".)"""
     user = as_user(tree)
-    user.run("rm", "--quiet", AITER_UNIFIED)
-    (tree / AITER_UNIFIED).mkdir()
-    (tree / AITER_UNIFIED / "mine.py").write_text("mine\n")
+    module = tree / AITER_UNIFIED
+    stock = "from vllm.v1.attention.backend import AttentionLayer, AttentionType, "
+    text = module.read_text()
+    assert stock + "MultipleOf\n" in text
+    module.write_text(
+        text.replace(stock + "MultipleOf\n", stock + "MultipleOf  # mine\n")
+    )
     (tree / ".git" / "info" / "exclude").write_text("*.local\n")
     (tree / "vllm" / "notes.local").write_text("ignored, mine\n")
-    user.run("add", AITER_UNIFIED)
-    user.run("commit", "--quiet", "-m", "rocm_aiter_unified_attn as a package")
+    user.run("commit", "--quiet", "-a", "-m", "a note on the AITER imports")
     before = snapshot(tree)
 
     proc = patchkit("apply", str(tree))

@@ -309,3 +309,17 @@ def test_the_invariant_does_not_hold_for_an_aliased_host_zeroing(
     result = check_invariant("rocm-capture-zeroes-device-offsets-only", tmp_path)
     assert not result.holds
     assert "line 9: common_attn_metadata.query_start_loc_cpu escapes" in result.detail
+
+
+@pytest.mark.parametrize(
+    "invariant",
+    ["rocm-capture-regression-test-present", "static-sink-regression-test-present"],
+)
+def test_a_directory_named_like_a_test_is_no_test(
+    tmp_path: Path, invariant: str
+) -> None:
+    """A user's directory ``tests/v1/attention/test_*.py`` is skipped, not
+    read (it raised IsADirectoryError through apply and check)."""
+    (tmp_path / "tests/v1/attention/test_mine.py").mkdir(parents=True)
+    result = check_invariant(invariant, tmp_path)
+    assert not result.holds and "no test in tests/v1/attention" in result.detail
