@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.release_pool import ReleasePool
 from tests.toolkit.cli_helpers import user_commit
 from tests.vllm_in_process import import_vllm
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.judge.regression import report_cache
@@ -282,22 +285,60 @@ def scenario_reports(patched_installed_tree: Path) -> dict[str, TreeReport]:
     return reports
 
 
+@pytest.fixture(scope="session")
+def release_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReleasePool]:
+    """This process's working clones of release trees, reused by
+    ``release_clone`` from one test to the next (:mod:`tests.release_pool`)."""
+    pool = ReleasePool(tmp_path_factory.mktemp("release-pool"))
+    yield pool
+    pool.close()
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[None]:
+    report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
 @pytest.fixture
-def release_clone(tmp_path: Path):
+def release_clone(
+    tmp_path: Path, release_pool: ReleasePool, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Path]]:
     """Factory: a fresh working clone of vLLM ``version`` as its users have
     it: a git checkout of the tag ``v<version>`` (vLLM's ``.gitignore`` keeps
     ``vllm/_version.py`` out), with a commit of the user's own on top.
     ``shape="release"``: the release tree as its sdist ships it
     (``_version.py`` committed), ``shape="tag"``: the checkout without the
-    user's commit."""
+    user's commit. The clone comes from ``release_pool`` (one made earlier,
+    put back as new), so a test pays for a reset, not for a clone; a failed
+    test's trees stay in its ``tmp_path``."""
+    taken = []
 
     def make(version: str, shape: str = "checkout") -> Path:
         if shape not in ("checkout", "tag", "release"):
             raise ValueError(f"unknown tree shape {shape!r}")
         dest = tmp_path / f"vllm-{version}"
-        git = clone_release(version, dest, checkout=shape != "release")
-        if shape == "checkout":
-            user_commit(git)
+        if dest.exists():
+            raise InputError(f"{dest} exists and is not empty")
+
+        def build(at: Path) -> None:
+            git = clone_release(version, at, checkout=shape != "release")
+            if shape == "checkout":
+                user_commit(git)
+
+        key = f"{version}-{shape}"
+        taken.append((key, release_pool.take(key, dest, build), dest))
         return dest
 
-    return make
+    yield make
+    if request.node.stash.get(_FAILED, False):
+        return
+    for key, pooled, dest in taken:
+        release_pool.give_back(key, pooled, dest)
