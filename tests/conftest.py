@@ -38,15 +38,20 @@ _OWN_REPORTS = pytest.StashKey[bool]()
 EXTENDED_TIERS = {
     "overlay_eras": "the overlay through vLLM's plugin loader on four release trees",
     "audit_sweep": "the audit's dynamic pass on more trees and seeded copies",
+    "mutation": "every mutant of every fix against the whole regression suite",
     "slow": "200 hypothesis batches, the compile matrix, memcheck on "
-    "upstream's kernel, the audit's reproductions",
+    "upstream's kernel, the audit's reproductions, whole journeys "
+    "through several commands (every command on 0.17.0 and 0.29.0, "
+    "the README's commands, the nightly gate's run)",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }
 """Tiers the default run leaves out to stay within its time budget (each
 costs a minute or more of CPU; the default run keeps a smaller check of the
 same kind: 20 hypothesis batches, the default compile variants, the audit
-on 0.28.0 and 0.29.0, the overlay on 0.27.0 to 0.32.0). They run with
+on 0.28.0 and 0.29.0, the overlay on 0.27.0 to 0.32.0, one mutant through
+the mutation runner and a wrong fix failing ``test``, every command on
+0.28.0, each command and the gate's script on their own). They run with
 ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when ``-m``
 names them; otherwise each of their tests is reported skipped, with that
 command, never left out silently."""
