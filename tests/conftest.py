@@ -313,37 +313,50 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture
+def pooled_tree(
+    release_pool: ReleasePool, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str, Path, Callable[[Path], None]], Path]]:
+    """Factory: ``(key, dest, build)`` gives a git tree at ``dest`` as
+    ``build`` makes one (given the path to build at), from ``release_pool``:
+    built once per process and key, then put back as new after each test
+    that took it, so a test pays for a reset, not for the build. A failed
+    test's trees stay where they are, for a look."""
+    taken = []
+
+    def take(key: str, dest: Path, build: Callable[[Path], None]) -> Path:
+        if dest.exists():
+            raise InputError(f"{dest} exists and is not empty")
+        taken.append((key, release_pool.take(key, dest, build), dest))
+        return dest
+
+    yield take
+    if request.node.stash.get(_FAILED, False):
+        return
+    for key, pooled, dest in taken:
+        release_pool.give_back(key, pooled, dest)
+
+
+@pytest.fixture
 def release_clone(
-    tmp_path: Path, release_pool: ReleasePool, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., Path]]:
+    tmp_path: Path, pooled_tree: Callable[[str, Path, Callable[[Path], None]], Path]
+) -> Callable[..., Path]:
     """Factory: a fresh working clone of vLLM ``version`` as its users have
     it: a git checkout of the tag ``v<version>`` (vLLM's ``.gitignore`` keeps
     ``vllm/_version.py`` out), with a commit of the user's own on top.
     ``shape="release"``: the release tree as its sdist ships it
     (``_version.py`` committed), ``shape="tag"``: the checkout without the
-    user's commit. The clone comes from ``release_pool`` (one made earlier,
-    put back as new), so a test pays for a reset, not for a clone; a failed
-    test's trees stay in its ``tmp_path``."""
-    taken = []
+    user's commit. From ``pooled_tree``: a clone made for an earlier test of
+    this process, put back as new."""
 
     def make(version: str, shape: str = "checkout") -> Path:
         if shape not in ("checkout", "tag", "release"):
             raise ValueError(f"unknown tree shape {shape!r}")
-        dest = tmp_path / f"vllm-{version}"
-        if dest.exists():
-            raise InputError(f"{dest} exists and is not empty")
 
         def build(at: Path) -> None:
             git = clone_release(version, at, checkout=shape != "release")
             if shape == "checkout":
                 user_commit(git)
 
-        key = f"{version}-{shape}"
-        taken.append((key, release_pool.take(key, dest, build), dest))
-        return dest
+        return pooled_tree(f"{version}-{shape}", tmp_path / f"vllm-{version}", build)
 
-    yield make
-    if request.node.stash.get(_FAILED, False):
-        return
-    for key, pooled, dest in taken:
-        release_pool.give_back(key, pooled, dest)
+    return make

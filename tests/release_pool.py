@@ -61,7 +61,7 @@ class ReleasePool:
             pooled = free.pop()
         else:
             self._made += 1
-            home = self._root / f"{key}-{self._made}"
+            home = self._root / str(self._made)
             home.mkdir(parents=True)
             make(home / "tree")
             git_dir = home / "tree" / ".git"
