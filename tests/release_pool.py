@@ -14,6 +14,7 @@ test failed and its tree is kept for a look) is never handed out again.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -25,16 +26,25 @@ PRISTINE_GIT = "pristine-git"
 """Beside each pooled tree: its ``.git`` as it was new, objects left out."""
 
 
-def _objects_state(git_dir: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``objects`` by path: (size, mtime). Git never
-    rewrites an object file, so any change means the tree was damaged."""
+SMALL = 1 << 16
+"""Object files up to this size (loose objects) are compared by content."""
+
+
+def _objects_state(git_dir: Path) -> dict[str, int | str]:
+    """Every file under ``objects`` by path: its content's hash if small,
+    else its size. Git never rewrites an object file (it may touch one to
+    keep it from being pruned), so any change means the tree was damaged."""
     objects = git_dir / "objects"
-    state = {}
+    state: dict[str, int | str] = {}
     for top, _, files in os.walk(objects):
         for name in files:
             path = Path(top) / name
-            stat = path.lstat()
-            state[str(path.relative_to(objects))] = (stat.st_size, stat.st_mtime_ns)
+            size = path.lstat().st_size
+            key = str(path.relative_to(objects))
+            if size <= SMALL and not path.is_symlink():
+                state[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                state[key] = size
     return state
 
 
@@ -42,7 +52,7 @@ def _objects_state(git_dir: Path) -> dict[str, tuple[int, int]]:
 class _Pooled:
     home: Path
     """Where the tree waits between tests (``home / "tree"``)."""
-    objects: dict[str, tuple[int, int]]
+    objects: dict[str, int | str]
 
 
 class ReleasePool:
@@ -101,18 +111,7 @@ def _restore(tree: Path, pooled: _Pooled) -> bool:
     try:
         for path in now.keys() - pooled.objects.keys():
             (git_dir / "objects" / path).unlink()  # what the test added
-        for entry in git_dir.iterdir():
-            if entry.name == "objects":
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        for entry in (pooled.home / PRISTINE_GIT).iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.copytree(entry, git_dir / entry.name, symlinks=True)
-            else:
-                shutil.copy2(entry, git_dir / entry.name, follow_symlinks=False)
+        _copy_git_dir(pooled.home / PRISTINE_GIT, git_dir, keep=("objects",))
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         for args in (("reset", "--quiet", "--hard"), ("clean", "-ffdxq")):
             subprocess.run(
@@ -123,6 +122,27 @@ def _restore(tree: Path, pooled: _Pooled) -> bool:
                 capture_output=True,
                 timeout=120,
             )
+        # The reset wrote ORIG_HEAD and a reflog entry: back as new, but for
+        # the index, whose entries are the same and whose stat data is now.
+        _copy_git_dir(pooled.home / PRISTINE_GIT, git_dir, keep=("objects", "index"))
     except (OSError, subprocess.SubprocessError):
         return False
     return True
+
+
+def _copy_git_dir(pristine: Path, git_dir: Path, keep: tuple[str, ...]) -> None:
+    """``git_dir`` made the ``pristine`` copy again, ``keep`` aside."""
+    for entry in git_dir.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    for entry in pristine.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, git_dir / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, git_dir / entry.name, follow_symlinks=False)
