@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.release_pool import ReleasePool
 from tests.toolkit.cli_helpers import user_commit
 from tests.vllm_in_process import import_vllm
+from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.judge.regression import report_cache
@@ -35,15 +38,20 @@ _OWN_REPORTS = pytest.StashKey[bool]()
 EXTENDED_TIERS = {
     "overlay_eras": "the overlay through vLLM's plugin loader on four release trees",
     "audit_sweep": "the audit's dynamic pass on more trees and seeded copies",
+    "mutation": "every mutant of every fix against the whole regression suite",
     "slow": "200 hypothesis batches, the compile matrix, memcheck on "
-    "upstream's kernel, the audit's reproductions",
+    "upstream's kernel, the audit's reproductions, whole journeys "
+    "through several commands (every command on 0.17.0 and 0.29.0, "
+    "the README's commands, the nightly gate's run)",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }
 """Tiers the default run leaves out to stay within its time budget (each
 costs a minute or more of CPU; the default run keeps a smaller check of the
 same kind: 20 hypothesis batches, the default compile variants, the audit
-on 0.28.0 and 0.29.0, the overlay on 0.27.0 to 0.32.0). They run with
+on 0.28.0 and 0.29.0, the overlay on 0.27.0 to 0.32.0, one mutant through
+the mutation runner and a wrong fix failing ``test``, every command on
+0.28.0, each command and the gate's script on their own). They run with
 ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when ``-m``
 names them; otherwise each of their tests is reported skipped, with that
 command, never left out silently."""
@@ -129,7 +137,6 @@ LONGEST_FIRST = (
     "tests/audit/test_dynamic.py",
     "tests/audit/test_cli.py",
     "tests/toolkit/test_precommit.py",
-    "tests/mutation/test_mutation_power.py",
     "tests/vllm/test_aiter_unified_capture.py",
     "tests/vllm/test_victims_and_capture_loop.py",
     "tests/toolkit/test_cli_apply_check.py",
@@ -142,7 +149,8 @@ LONGEST_FIRST = (
     "tests/toolkit/test_demo.py",
 )
 """Scheduling only (what runs is unchanged): the files that took longest in
-a measured default run (1,088 s of test time on 2026-12-01), longest first,
+a measured default run (1,088 s of test time on 2026-12-01; the mutation
+tier, an extended tier since 2026-12-02, left out), longest first,
 so that no worker is left alone with a long file at the end. pr and the
 demos come after verify: they judge the same trees, and by then those runs
 are in the report cache. Other files follow in collection order."""
@@ -282,22 +290,73 @@ def scenario_reports(patched_installed_tree: Path) -> dict[str, TreeReport]:
     return reports
 
 
+@pytest.fixture(scope="session")
+def release_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReleasePool]:
+    """This process's working clones of release trees, reused by
+    ``release_clone`` from one test to the next (:mod:`tests.release_pool`)."""
+    pool = ReleasePool(tmp_path_factory.mktemp("release-pool"))
+    yield pool
+    pool.close()
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[None]:
+    report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
 @pytest.fixture
-def release_clone(tmp_path: Path):
+def pooled_tree(
+    release_pool: ReleasePool, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str, Path, Callable[[Path], None]], Path]]:
+    """Factory: ``(key, dest, build)`` gives a git tree at ``dest`` as
+    ``build`` makes one (given the path to build at), from ``release_pool``:
+    built once per process and key, then put back as new after each test
+    that took it, so a test pays for a reset, not for the build. A failed
+    test's trees stay where they are, for a look."""
+    taken = []
+
+    def take(key: str, dest: Path, build: Callable[[Path], None]) -> Path:
+        if dest.exists():
+            raise InputError(f"{dest} exists and is not empty")
+        taken.append((key, release_pool.take(key, dest, build), dest))
+        return dest
+
+    yield take
+    if request.node.stash.get(_FAILED, False):
+        return
+    for key, pooled, dest in taken:
+        release_pool.give_back(key, pooled, dest)
+
+
+@pytest.fixture
+def release_clone(
+    tmp_path: Path, pooled_tree: Callable[[str, Path, Callable[[Path], None]], Path]
+) -> Callable[..., Path]:
     """Factory: a fresh working clone of vLLM ``version`` as its users have
     it: a git checkout of the tag ``v<version>`` (vLLM's ``.gitignore`` keeps
     ``vllm/_version.py`` out), with a commit of the user's own on top.
     ``shape="release"``: the release tree as its sdist ships it
     (``_version.py`` committed), ``shape="tag"``: the checkout without the
-    user's commit."""
+    user's commit. From ``pooled_tree``: a clone made for an earlier test of
+    this process, put back as new."""
 
     def make(version: str, shape: str = "checkout") -> Path:
         if shape not in ("checkout", "tag", "release"):
             raise ValueError(f"unknown tree shape {shape!r}")
-        dest = tmp_path / f"vllm-{version}"
-        git = clone_release(version, dest, checkout=shape != "release")
-        if shape == "checkout":
-            user_commit(git)
-        return dest
+
+        def build(at: Path) -> None:
+            git = clone_release(version, at, checkout=shape != "release")
+            if shape == "checkout":
+                user_commit(git)
+
+        return pooled_tree(f"{version}-{shape}", tmp_path / f"vllm-{version}", build)
 
     return make

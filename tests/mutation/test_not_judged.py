@@ -6,18 +6,18 @@ the fix does; the only scenario that looks at the return value,
 ``None``), not in a behavioural check. Such a run is neither killed nor
 survived: it is "not judged", it counts against the kill rate, and the
 command exits 1.
+
+One mutant through the runner: the default run's check of the mutation
+tier's accounting (the tier itself, ``test_mutation_power.py``, is an
+extended tier).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from vllm_patchkit.judge.mutation.mutants import Mutant
 from vllm_patchkit.judge.mutation.runner import format_report, run_mutation
-
-pytestmark = pytest.mark.mutation
 
 RETURNS_NONE = Mutant(
     "returns_none",

@@ -101,7 +101,20 @@ def git_am(git: Git, names: list[str]) -> None:
     git.run("am", "--quiet", "-3", *paths)
 
 
-@pytest.mark.parametrize("version", sorted(EXPECTED))
+DEFAULT_TIER = "0.28.0"
+"""The release the default run takes every command through (its suite runs
+are shared with the other 0.28.0 tests through the report cache); the
+others, each a journey of several minutes over three to five trees, run in
+the extended tier ``slow`` (CI's ``--all-tiers``)."""
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param(v, marks=() if v == DEFAULT_TIER else pytest.mark.slow)
+        for v in sorted(EXPECTED)
+    ],
+)
 def test_every_command_gives_one_verdict_and_one_state_per_tree(
     release_clone: Callable[[str], Path],
     tmp_path: Path,

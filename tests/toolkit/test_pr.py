@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot
+from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot, user_commit
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 
@@ -35,18 +35,24 @@ PR = ("pr", "--fix", "rocm-capture-keeps-host-offsets")
 
 
 @pytest.fixture
-def checkout(release_clone: Callable[[str], Path]) -> Path:
-    """0.28.0 with the series applied by a user whose git identity is ME."""
-    tree = release_clone("0.28.0")
-    git = Git(tree)
-    git.run("config", "user.name", "Fork Maintainer")
-    git.run("config", "user.email", "fork@example.invalid")
-    git.run("switch", "--quiet", "-c", "rocm-fixes")
-    # Its origin is the shared release cache: nothing may be pushed there.
-    git.run("remote", "remove", "origin")
-    code, result = patchkit_json("apply", str(tree))
-    assert code == 0, result
-    return tree
+def checkout(
+    tmp_path: Path, pooled_tree: Callable[[str, Path, Callable[[Path], None]], Path]
+) -> Path:
+    """0.28.0 with the series applied by a user whose git identity is ME
+    (built once per process, put back as new for each test)."""
+
+    def build(tree: Path) -> None:
+        user_commit(clone_release("0.28.0", tree, checkout=True))
+        git = Git(tree)
+        git.run("config", "user.name", "Fork Maintainer")
+        git.run("config", "user.email", "fork@example.invalid")
+        git.run("switch", "--quiet", "-c", "rocm-fixes")
+        # Its origin is the shared release cache: nothing may be pushed there.
+        git.run("remote", "remove", "origin")
+        code, result = patchkit_json("apply", str(tree))
+        assert code == 0, result
+
+    return pooled_tree("0.28.0-pr-checkout", tmp_path / "vllm-0.28.0", build)
 
 
 def test_missing_signoff_is_refused_then_added_only_on_request(

@@ -57,6 +57,7 @@ def _run(words: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow  # every command in turn; each has tests of its own by default
 def test_every_readme_command_runs_as_written(
     release_clone: Callable[[str], Path],
 ) -> None:

@@ -52,21 +52,28 @@ def upstream() -> Path:
 
 
 @pytest.fixture
-def fork(tmp_path: Path, upstream: Path) -> Path:
+def fork(
+    tmp_path: Path,
+    upstream: Path,
+    pooled_tree: Callable[[str, Path, Callable[[Path], None]], Path],
+) -> Path:
     """A user's clone of upstream at v0.20.0 with the series applied (all
-    but 0003, which 0.20.0 does not carry)."""
-    tree = tmp_path / "fork"
-    Git(tmp_path).run(
-        "clone", "--quiet", "--branch", "v0.20.0", str(upstream), str(tree)
-    )
-    git = as_user(tree)
-    git.run("switch", "--quiet", "-c", "rocm-fixes")
-    code, result = patchkit_json("apply", str(tree))
-    assert (code, result["status"]) == (0, "applied")
-    states = [p["status"] for p in result["patches"]]
-    assert states == applied_statuses("0.20.0")
-    assert states[2] == "not-carried"  # 0003, by hand
-    return tree
+    but 0003, which 0.20.0 does not carry); built once per process, put
+    back as new for each test."""
+
+    def build(tree: Path) -> None:
+        Git(tree.parent).run(
+            "clone", "--quiet", "--branch", "v0.20.0", str(upstream), str(tree)
+        )
+        git = as_user(tree)
+        git.run("switch", "--quiet", "-c", "rocm-fixes")
+        code, result = patchkit_json("apply", str(tree))
+        assert (code, result["status"]) == (0, "applied")
+        states = [p["status"] for p in result["patches"]]
+        assert states == applied_statuses("0.20.0")
+        assert states[2] == "not-carried"  # 0003, by hand
+
+    return pooled_tree(f"fork-of-{upstream}", tmp_path / "fork", build)
 
 
 def test_upstream_is_a_tagged_chain(upstream: Path) -> None:

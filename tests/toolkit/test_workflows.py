@@ -966,6 +966,10 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.release_trees
+# The gate's whole run (extended tier); by default its parts run apart:
+# run-gate.sh in test_gate_failures_become_one_issue_that_tells_3_from_1,
+# `test` on a release in its tree runtime in tests/vllm/test_tree_runtime.py.
+@pytest.mark.slow
 def test_gate_judges_main_with_the_tree_runtime(tmp_path: Path) -> None:
     """The nightly ``test`` step on upstream main, with the newest source
     release standing in for it: a checkout with no ``vllm/_version.py``
