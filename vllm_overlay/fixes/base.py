@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_overlay.arming import warn_when_loaded
-from vllm_overlay.installed import NOT_INSTALLED
+from vllm_overlay.installed import NOT_INSTALLED, source_file, vllm_version
 from vllm_overlay.state import Action, InstallState
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
@@ -89,6 +89,29 @@ class Fix:
         if release is not None and self.record.predates(release):
             return False
         return None
+
+    def assess_installed(
+        self, decide: Callable[[Path, str], InstallState]
+    ) -> InstallState:
+        """``decide`` on the installed vLLM's file of :attr:`module` (ABSENT
+        where that vLLM has no such module)."""
+        version = vllm_version()
+        file = source_file(self.module)
+        if file is None:
+            why = f"vLLM {version} has no {self.module}"
+            return self.state(Action.ABSENT, version, why)
+        return decide(file, version)
+
+    def assess_in(
+        self, root: Path, version: str, decide: Callable[[Path, str], InstallState]
+    ) -> InstallState:
+        """``decide`` on the record's file in the tree at ``root`` (ABSENT
+        where the tree has none)."""
+        file = root / self.record.source_file
+        if not file.is_file():
+            why = f"no {self.record.source_file} in {root}"
+            return self.state(Action.ABSENT, version, why)
+        return decide(file, version)
 
     def warn(self, state: InstallState) -> None:
         """Warn, when vLLM imports :attr:`module`, that the code was left alone."""

@@ -13,10 +13,9 @@ from pathlib import Path
 from vllm_overlay.arming import arm_on_import
 from vllm_overlay.code import Code, Shape, parse_source, top_level_bindings
 from vllm_overlay.fixes.base import Fix
-from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch
 from vllm_overlay.record import PatchTarget
-from vllm_overlay.state import Action, InstallState, action_for
+from vllm_overlay.state import InstallState, action_for
 
 MATH_UTILS = Path("vllm/utils/math_utils.py")
 MARK = "SCRATCH_FIXED"
@@ -53,15 +52,11 @@ def decide(code: Code, version: str) -> InstallState:
 
 
 def assess(before: object = None) -> InstallState:
-    file = source_file(RECORD.module)
-    version = vllm_version()
-    if file is None:
-        return FIX.state(Action.ABSENT, version, f"no {RECORD.module}")
-    return decide(read(file), version)
+    return FIX.assess_installed(lambda file, version: decide(read(file), version))
 
 
 def assess_tree(root: Path, version: str, before: object = None) -> InstallState:
-    return decide(read(root / MATH_UTILS), version)
+    return FIX.assess_in(root, version, lambda file, v: decide(read(file), v))
 
 
 def _mark(module: types.ModuleType, state: InstallState) -> None:

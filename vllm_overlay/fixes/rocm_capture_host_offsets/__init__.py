@@ -21,7 +21,6 @@ from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.code import parse_source
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
-    ROCM_ATTN,
     classify_module,
     inspect_capture_tree,
 )
@@ -36,7 +35,6 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch import (
     KERNEL_ENV,
     arm_kernel,
 )
-from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.proof import FixRefused
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.settings import env_flag
@@ -100,21 +98,12 @@ NAME = RECORD.name
 
 def assess(before: Before | None = None) -> InstallState:
     """What the overlay would do on the installed vLLM, changing nothing."""
-    version = vllm_version()
-    source = source_file(RECORD.module)
-    if source is None:
-        return FIX.state(
-            Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}"
-        )
-    return assess_file(source, version)
+    return FIX.assess_installed(assess_file)
 
 
 def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
     """The decision for the vLLM source tree (or install) at ``root``."""
-    file = root / ROCM_ATTN
-    if not file.is_file():
-        return FIX.state(Action.ABSENT, version, f"no {ROCM_ATTN} in {root}")
-    return assess_file(file, version)
+    return FIX.assess_in(root, version, assess_file)
 
 
 def assess_file(source: Path, version: str) -> InstallState:

@@ -40,7 +40,6 @@ from typing import Any
 from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
 from vllm_overlay.fixes.base import Fix
-from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.proof import FixRefused, inner_code, prove_compiled_from
 from vllm_overlay.record import PatchTarget
@@ -272,21 +271,12 @@ class SinkPlan:
 
 def assess(before: Before | None = None) -> InstallState:
     """What the overlay would do on the installed vLLM, changing nothing."""
-    version = vllm_version()
-    file = source_file(RECORD.module)
-    if file is None:
-        return FIX.state(
-            Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}"
-        )
-    return assess_file(file, version)
+    return FIX.assess_installed(assess_file)
 
 
 def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
     """The decision for the vLLM source tree (or install) at ``root``."""
-    file = root / STATIC_SINK
-    if not file.is_file():
-        return FIX.state(Action.ABSENT, version, f"no {STATIC_SINK} in {root}")
-    return assess_file(file, version)
+    return FIX.assess_in(root, version, assess_file)
 
 
 def assess_file(file: Path, version: str) -> InstallState:
