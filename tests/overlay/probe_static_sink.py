@@ -38,9 +38,10 @@ def main(output: str) -> None:
     handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    from vllm_overlay.fixes import static_sink_seq_lens as fix
+    from vllm_overlay.fixes.static_sink_seq_lens import NAME
+    from vllm_overlay.fixes.static_sink_seq_lens import install as fix
 
-    state = plugin.current_states().get(fix.NAME)
+    state = plugin.current_states().get(NAME)
     result: dict[str, Any] = {
         "vllm_version": vllm.__version__,
         "vllm_file": vllm.__file__,

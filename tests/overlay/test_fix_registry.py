@@ -7,6 +7,7 @@ That a new fix needs nothing else is proven by a scratch fourth fix
 from __future__ import annotations
 
 from importlib import import_module
+from types import ModuleType
 
 from vllm_overlay.fixes import FIXES, by_name, fix_of_patch
 from vllm_patchkit.git.invariants import INVARIANTS
@@ -40,3 +41,16 @@ def test_each_patch_names_a_rule_of_its_own_fix() -> None:
         named = {p.invariant for p in patches if p.name in fix.patches}
         assert named == rules, fix.name
     assert set(INVARIANTS) == {p.invariant for p in patches}
+
+
+def test_each_fix_reaches_its_install_side_when_called() -> None:
+    """``arm``, ``installed_on`` and ``also`` may wait in the fix's install
+    module (``check`` never imports it): each names a function there, and a
+    call goes through to it (a module vLLM never loaded carries no fix)."""
+    for fix in FIXES:
+        for call in (fix.arm, fix.installed_on, fix.also):
+            if call is None:
+                continue
+            found = getattr(import_module(call.__module__), call.__name__, None)
+            assert callable(found), f"{fix.name}: {call.__module__}.{call.__name__}"
+        assert fix.installed_on(ModuleType("vllm_not_loaded")) is False, fix.name

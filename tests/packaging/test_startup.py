@@ -9,6 +9,7 @@ behaviour, not time: benchmarks/cli_startup.py measures the time.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -99,3 +100,50 @@ def test_check_imports_no_other_command(
 
     commands = {m for m in added if m.startswith("vllm_patchkit.commands.")}
     assert commands == {"vllm_patchkit.commands.check", "vllm_patchkit.commands.common"}
+
+
+INSTALL_SIDE = {
+    "logging",
+    "vllm_overlay.arming",
+    "vllm_overlay.import_hook",
+    "vllm_overlay.proof",
+}
+"""What installing a fix needs and reading one never does."""
+
+
+def modules_after(tmp_path: Path, *argv: str) -> set[str]:
+    """``sys.modules`` of a process that ran ``vllm-patchkit ARGV`` to its
+    end: unlike ``-X importtime``, it counts the modules the fix registry
+    imports by name (``importlib.import_module``)."""
+    out = tmp_path / "modules.json"
+    script = (
+        "import json, sys\n"
+        "from vllm_patchkit.cli import main\n"
+        f"code = main({list(argv)!r})\n"
+        f"open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return set(json.loads(out.read_text()))
+
+
+def test_check_imports_no_fix_install_side(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """``check`` reads each fix's record and code, never its install side
+    (issue #38): no fix's ``install`` or kernel-switch module, no arming, no
+    ``logging``; the plugin imports them when it arms a fix."""
+    modules = modules_after(tmp_path, "check", str(release_clone("0.28.0")))
+
+    assert "vllm_overlay.fixes.static_sink_seq_lens" in modules, "no fix was read"
+    installs = {
+        m
+        for m in modules
+        if m.startswith("vllm_overlay.fixes.")
+        and m.rsplit(".", 1)[1] in ("install", "kernel_switch")
+    }
+    assert not installs, sorted(installs)
+    assert not modules & INSTALL_SIDE, sorted(modules & INSTALL_SIDE)

@@ -2,13 +2,17 @@
 
 A fix is one module of :mod:`vllm_overlay.fixes` exporting ``FIX``; the
 registry finds it there, so adding a fix is that module plus its patches.
+Its install side (the ``install`` module of its folder: arming, proofs,
+``logging``) is imported when the plugin asks for it (:func:`deferred`),
+never by the registry: ``check`` reads records and code only, in a
+pre-commit hook that pays for every import.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-from vllm_overlay.arming import warn_when_loaded
 from vllm_overlay.installed import NOT_INSTALLED, source_file, vllm_version
 from vllm_overlay.state import Action, InstallState
 
@@ -115,6 +119,8 @@ class Fix:
 
     def warn(self, state: InstallState) -> None:
         """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
+        from vllm_overlay.arming import warn_when_loaded  # the install side
+
         warn_when_loaded(state, self.module, self.what)
 
     def state(
@@ -131,3 +137,19 @@ class Fix:
     def left_alone(self, version: str, code: Code | None, why: str) -> InstallState:
         """Code it cannot prove it may change: left exactly as it was."""
         return self.state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
+
+
+def deferred(module: str, name: str) -> Callable[..., Any]:
+    """Function ``name`` of ``module``, imported at its first call.
+
+    A fix's :attr:`Fix.arm`, :attr:`Fix.installed_on` and :attr:`Fix.also`
+    live in its folder's ``install`` module, which the plugin and the
+    doctors need and the registry's other readers never do.
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__module__ = module
+    return call

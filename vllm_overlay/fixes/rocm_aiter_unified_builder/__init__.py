@@ -15,22 +15,14 @@ alone.
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
-from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes import rocm_capture_host_offsets as capture
-from vllm_overlay.fixes.base import Fix
+from vllm_overlay.fixes.base import Fix, deferred
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
     inspect_aiter_source,
     inspect_aiter_tree,
-)
-from vllm_overlay.fixes.rocm_aiter_unified_builder.install import (
-    AITER_BUILDER,
-    AiterPlan,
-    install_on,
-    is_installed_on,
 )
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CaptureCode,
@@ -181,33 +173,12 @@ def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
             f"{code.detail}; the builder's capture is not a known shape "
             f"({rocm.shape}): {rocm.detail}",
         )
+    from vllm_overlay.fixes.rocm_aiter_unified_builder.install import AiterPlan
+
     plan = AiterPlan(code)
     return FIX.state(
         Action.INSTALLED, version, plan.summary, code, covered=RECORD.reaches, plan=plan
     )
-
-
-def arm(state: InstallState) -> None:
-    """Install the fix as soon as vLLM imports the AITER module."""
-    assert isinstance(state.plan, AiterPlan)
-    plan = state.plan
-    arm_on_import(
-        state, RECORD.module, lambda module: _install(module, plan, state), WHAT
-    )
-
-
-def _install(module: ModuleType, plan: AiterPlan, state: InstallState) -> None:
-    builder, new = install_on(module, plan)
-    state.applied_to_class = True
-    if new:
-        logger.info(
-            "vllm-overlay: installed the #53821 AITER unified capture fix on "
-            "vLLM %s: %s (%s.%s)",
-            state.vllm_version,
-            plan.summary,
-            builder.__module__,
-            AITER_BUILDER,
-        )
 
 
 FIX = Fix(
@@ -218,9 +189,9 @@ FIX = Fix(
     assess=assess,
     assess_tree=assess_tree,
     read_tree=inspect_aiter_tree,
-    arm=arm,
+    arm=deferred(f"{__name__}.install", "arm"),
     what=WHAT,
-    installed_on=is_installed_on,
+    installed_on=deferred(f"{__name__}.install", "is_installed_on"),
     needs=(capture.NAME,),
     scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),
     core_scenarios=("aiter_unified_capture",),

@@ -26,7 +26,9 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_aiter_unified_builder import RECORD, WHAT
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     BACKEND_CLASS,
     BUILDER_METHOD,
@@ -38,6 +40,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CAPTURE_METHOD,
 )
 from vllm_overlay.proof import FixRefused, prove_compiled_from
+from vllm_overlay.state import InstallState
 
 AITER_BUILDER = "RocmAiterUnifiedAttentionMetadataBuilder"
 """The subclass's name: upstream's name for this backend's builder (0.29.0)."""
@@ -161,3 +164,26 @@ def is_installed_on(module: Any) -> bool:
     """Whether the AITER module's backend hands out the overlay's builder."""
     backend = getattr(module, BACKEND_CLASS, None)
     return backend is not None and installed_builder(backend) is not None
+
+
+def arm(state: InstallState) -> None:
+    """Install the fix as soon as vLLM imports the AITER module."""
+    assert isinstance(state.plan, AiterPlan)
+    plan = state.plan
+    arm_on_import(
+        state, RECORD.module, lambda module: _install(module, plan, state), WHAT
+    )
+
+
+def _install(module: types.ModuleType, plan: AiterPlan, state: InstallState) -> None:
+    builder, new = install_on(module, plan)
+    state.applied_to_class = True
+    if new:
+        logger.info(
+            "vllm-overlay: installed the #53821 AITER unified capture fix on "
+            "vLLM %s: %s (%s.%s)",
+            state.vllm_version,
+            plan.summary,
+            builder.__module__,
+            AITER_BUILDER,
+        )

@@ -15,29 +15,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from types import ModuleType
 
-from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.code import parse_source
-from vllm_overlay.fixes.base import Fix
+from vllm_overlay.fixes.base import Fix, deferred
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     classify_module,
     inspect_capture_tree,
 )
-from vllm_overlay.fixes.rocm_capture_host_offsets.install import (
-    FIX_MARKER,
-    FixPlan,
-    fixed_function,
-    is_installed_on,
-    plan_fix,
-)
-from vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch import (
-    KERNEL_ENV,
-    arm_kernel,
-)
-from vllm_overlay.proof import FixRefused
 from vllm_overlay.record import PatchTarget
-from vllm_overlay.settings import env_flag
 from vllm_overlay.state import Action, InstallState, action_for
 
 TYPE_CHECKING = False
@@ -116,6 +101,9 @@ def assess_file(source: Path, version: str) -> InstallState:
     method, code = classify_module(module, source)
     action = action_for(code.shape)
     if action is Action.INSTALLED:
+        from vllm_overlay.fixes.rocm_capture_host_offsets.install import plan_fix
+        from vllm_overlay.proof import FixRefused
+
         assert method is not None
         try:
             plan = plan_fix(method, code)
@@ -131,54 +119,6 @@ def assess_file(source: Path, version: str) -> InstallState:
     return FIX.state(action, version, code.detail, code)
 
 
-def arm(state: InstallState) -> None:
-    """Fix vLLM's builder class as soon as ``rocm_attn`` is imported.
-
-    Patching the class itself, rather than registering a subclass as the
-    backend, is what reaches every path in ``RECORD.reaches``.
-    """
-    assert isinstance(state.plan, FixPlan)
-    plan = state.plan
-    arm_on_import(
-        state,
-        RECORD.module,
-        lambda module: _patch_loaded_module(module, plan, state),
-        verb="patching",
-    )
-
-
-def kernel_opt_in(state: InstallState) -> None:
-    """``VLLM_OVERLAY_PREFIX_PREFILL=1``: swap in the overlay's kernel too."""
-    if env_flag(KERNEL_ENV):
-        arm_kernel(state)
-
-
-def _patch_loaded_module(
-    module: ModuleType, plan: FixPlan, state: InstallState
-) -> None:
-    """Install the fixed method if the loaded class is the inspected code
-    (:class:`FixRefused` otherwise)."""
-    owner_name, method_name = RECORD.qualname.split(".")
-    owner = getattr(module, owner_name, None)
-    live = owner.__dict__.get(method_name) if isinstance(owner, type) else None
-    if getattr(live, FIX_MARKER, False):
-        state.applied_to_class = True
-        return
-    fixed = fixed_function(plan, live)
-    setattr(owner, method_name, fixed)
-    state.applied_to_class = owner.__dict__.get(method_name) is fixed
-    if not state.applied_to_class:
-        problem = f"{RECORD.target} did not take the fixed method"
-        state.problems.append(problem)
-        logger.warning("vllm-overlay: fix not installed: %s", problem)
-        return
-    logger.info(
-        "vllm-overlay: installed the #51585 capture fix on vLLM %s: %s",
-        state.vllm_version,
-        plan.summary,
-    )
-
-
 FIX = Fix(
     order=10,
     record=RECORD,
@@ -190,8 +130,8 @@ FIX = Fix(
     assess=assess,
     assess_tree=assess_tree,
     read_tree=inspect_capture_tree,
-    arm=arm,
-    installed_on=is_installed_on,
+    arm=deferred(f"{__name__}.install", "arm"),
+    installed_on=deferred(f"{__name__}.install", "is_installed_on"),
     scenarios=(
         "capture_effects",
         "minimax_indexer_after_rocm",
@@ -228,6 +168,6 @@ FIX = Fix(
         "rocm_then_deepseek_v32_indexer",
     ),
     core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
-    also=kernel_opt_in,
+    also=deferred(f"{__name__}.kernel_switch", "kernel_opt_in"),
     rules=f"{__name__}.series",
 )

@@ -26,9 +26,12 @@ import copy
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from vllm_overlay.arming import arm_on_import, logger
 from vllm_overlay.code import Shape
+from vllm_overlay.fixes.rocm_capture_host_offsets import RECORD
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
@@ -42,6 +45,7 @@ from vllm_overlay.proof import (
     compile_method,
     prove_compiled_from,
 )
+from vllm_overlay.state import InstallState
 
 FIX_MARKER = "__vllm_overlay_fix__"
 """Attribute set on the fixed method, so an install can tell it is done."""
@@ -232,3 +236,45 @@ def is_installed_on(module: Any) -> bool:
     """Whether ``module``'s builder class carries the overlay's fixed method."""
     method = getattr(getattr(module, BUILDER_CLASS, None), CAPTURE_METHOD, None)
     return bool(getattr(method, FIX_MARKER, False))
+
+
+def arm(state: InstallState) -> None:
+    """Fix vLLM's builder class as soon as ``rocm_attn`` is imported.
+
+    Patching the class itself, rather than registering a subclass as the
+    backend, is what reaches every path in ``RECORD.reaches``.
+    """
+    assert isinstance(state.plan, FixPlan)
+    plan = state.plan
+    arm_on_import(
+        state,
+        RECORD.module,
+        lambda module: _patch_loaded_module(module, plan, state),
+        verb="patching",
+    )
+
+
+def _patch_loaded_module(
+    module: ModuleType, plan: FixPlan, state: InstallState
+) -> None:
+    """Install the fixed method if the loaded class is the inspected code
+    (:class:`FixRefused` otherwise)."""
+    owner_name, method_name = RECORD.qualname.split(".")
+    owner = getattr(module, owner_name, None)
+    live = owner.__dict__.get(method_name) if isinstance(owner, type) else None
+    if getattr(live, FIX_MARKER, False):
+        state.applied_to_class = True
+        return
+    fixed = fixed_function(plan, live)
+    setattr(owner, method_name, fixed)
+    state.applied_to_class = owner.__dict__.get(method_name) is fixed
+    if not state.applied_to_class:
+        problem = f"{RECORD.target} did not take the fixed method"
+        state.problems.append(problem)
+        logger.warning("vllm-overlay: fix not installed: %s", problem)
+        return
+    logger.info(
+        "vllm-overlay: installed the #51585 capture fix on vLLM %s: %s",
+        state.vllm_version,
+        plan.summary,
+    )

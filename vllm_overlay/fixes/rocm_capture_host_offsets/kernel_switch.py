@@ -18,6 +18,7 @@ from types import ModuleType
 
 from vllm_overlay.arming import logger
 from vllm_overlay.import_hook import after_import
+from vllm_overlay.settings import env_flag
 from vllm_overlay.state import InstallState
 
 KERNEL_ENV = "VLLM_OVERLAY_PREFIX_PREFILL"
@@ -42,6 +43,12 @@ def caller_module() -> str:
 def upstream_kernel_module(caller: str) -> str:
     """vLLM's prefix-prefill module: the caller imports it from beside itself."""
     return f"{caller.rpartition('.')[0]}.prefix_prefill"
+
+
+def kernel_opt_in(state: InstallState) -> None:
+    """``VLLM_OVERLAY_PREFIX_PREFILL=1``: swap in the overlay's kernel too."""
+    if env_flag(KERNEL_ENV):
+        arm_kernel(state)
 
 
 def arm_kernel(state: InstallState) -> None:
