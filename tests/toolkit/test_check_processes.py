@@ -84,3 +84,44 @@ def test_check_reads_the_series_history_with_one_git_log(
     commands = [argv[0] for argv in argvs]
     assert commands.count("log") == 1, argvs
     assert commands.count("patch-id") == 1, argvs
+
+
+RUN_COUNTING_PARSES = """
+import json, sys
+from collections import Counter
+from vllm_patchkit.cli import main
+
+parses = Counter()
+def count(event, args):
+    if event == "compile" and str(args[1]).endswith(".py"):
+        source = args[0] if isinstance(args[0], bytes | str) else None
+        if source is not None:
+            parses[json.dumps([str(args[1]), hash(source)])] += 1
+sys.addaudithook(count)
+code = main(["check", sys.argv[1]])
+print(json.dumps(dict(parses)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_check_parses_each_file_content_once(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """The carry rules, the version's contradiction and each patch's
+    invariant on the trial tree read the same vLLM files: each file's
+    content is parsed once in a run (CPython's ``compile`` audit event, on
+    every file whose name is a ``.py`` path)."""
+    tree = release_clone("0.28.0")
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_COUNTING_PARSES, str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parses = json.loads(proc.stderr.strip().splitlines()[-1])
+
+    files = {json.loads(key)[0] for key in parses}
+    assert any(f.endswith("static_sink_attention.py") for f in files), sorted(files)
+    again = {key: n for key, n in parses.items() if n > 1}
+    assert not again, again

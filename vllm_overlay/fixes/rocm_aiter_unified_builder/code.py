@@ -16,6 +16,7 @@ by its unaliased import from ``rocm_attn``.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,16 @@ def inspect_aiter_tree(tree: Path) -> AiterCode:
     file = tree / AITER_UNIFIED_ATTN
     if not file.is_file():
         return AiterCode(Shape.MISSING, file, None, f"no {AITER_UNIFIED_ATTN}")
-    return inspect_aiter_source(file.read_bytes(), file)
+    return _inspect_file(file.read_bytes(), file)
+
+
+@functools.lru_cache(maxsize=8)
+def _inspect_file(source: bytes, file: Path) -> AiterCode:
+    """One reading per file content: ``check`` reads the same tree's file for
+    the carry rules, the version's contradiction and the invariants. The
+    definition an :class:`AiterCode` holds is only read (an install plans
+    from :func:`inspect_aiter_source`'s own)."""
+    return inspect_aiter_source(source, file)
 
 
 def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:

@@ -29,6 +29,7 @@ one runs, and the runner's ``update_block_table`` shortcut is turned off.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,16 @@ def inspect_static_sink_tree(root: Path) -> SinkCode:
     file = root / STATIC_SINK
     if not file.is_file():
         return SinkCode(Shape.MISSING, file, None, f"no {STATIC_SINK}")
-    return inspect_static_sink_source(file.read_bytes(), file)
+    return _inspect_file(file.read_bytes(), file)
+
+
+@functools.lru_cache(maxsize=8)
+def _inspect_file(source: bytes, file: Path) -> SinkCode:
+    """One reading per file content: ``check`` reads the same tree's file for
+    the carry rules, the version's contradiction and the invariants. The
+    factory a :class:`SinkCode` holds is only read (an install plans from
+    :func:`inspect_static_sink_source`'s own)."""
+    return inspect_static_sink_source(source, file)
 
 
 def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
