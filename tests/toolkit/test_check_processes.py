@@ -86,6 +86,23 @@ def test_check_reads_the_series_history_with_one_git_log(
     assert commands.count("patch-id") == 1, argvs
 
 
+def test_check_seeds_its_scratch_index_with_one_ls_tree(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The entries the patches' paths decide and their parent directories
+    come from one ``git ls-tree -r -t`` where every parent is a directory
+    in HEAD (a second one asks only for a parent that is not:
+    ``tests/toolkit/test_check_scratch_index.py``)."""
+    tree = release_clone("0.28.0")
+
+    code, stderr, argvs = traced_check(tree, tmp_path / "trace")
+
+    assert code == 0, stderr
+    listings = [argv for argv in argvs if argv[0] == "ls-tree"]
+    assert len(listings) == 1, listings
+    assert "-t" in listings[0], listings
+
+
 RUN_COUNTING_PARSES = """
 import json, sys
 from collections import Counter
