@@ -142,3 +142,58 @@ def test_check_parses_each_file_content_once(
     assert any(f.endswith("static_sink_attention.py") for f in files), sorted(files)
     again = {key: n for key, n in parses.items() if n > 1}
     assert not again, again
+
+
+RUN_COUNTING_COLLECTIONS = """
+import gc, json, sys
+from vllm_patchkit.cli import main
+
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(phase == "start"))
+tree, as_process = sys.argv[1], sys.argv[2] == "process"
+if as_process:
+    sys.argv = ["vllm-patchkit", "check", tree]
+    code = main()
+else:
+    code = main(["check", tree])
+print(json.dumps({
+    "collections": sum(collections),
+    "frozen": gc.get_freeze_count(),
+    "enabled": gc.isenabled(),
+}), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def collector_during_check(tree: Path, how: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_COUNTING_COLLECTIONS, str(tree), how],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stderr.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_check_as_its_process_runs_no_garbage_collection(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """Run as the process's command (the console script, ``python -m``),
+    check's process ends with it: the cyclic collector makes no pass during
+    the run, and its objects are frozen so the exit walks none of them."""
+    found = collector_during_check(release_clone("0.28.0"), "process")
+
+    assert found["collections"] == 0, found
+    assert isinstance(found["frozen"], int) and found["frozen"] > 0, found
+
+
+def test_check_called_in_a_process_leaves_the_collector_alone(
+    release_clone: Callable[[str], Path],
+) -> None:
+    """``main(argv)`` called by a longer-lived process (a test, a script)
+    leaves that process's collector as it was: on, nothing frozen."""
+    found = collector_during_check(release_clone("0.28.0"), "call")
+
+    assert found["enabled"] is True and found["frozen"] == 0, found
+    assert isinstance(found["collections"], int) and found["collections"] > 0, found

@@ -12,6 +12,7 @@ file, never "not fixed" (1) nor "refused, nothing changed" (2).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -126,11 +127,33 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; without ``argv`` (the console script, ``python -m``)
+    the process ends when it returns."""
+    ending = argv is None
+    if ending:
+        gc.disable()  # until the command says whether it wants the collector
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(named_command(argv)).parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
-    return error_handler(args, args.handler)
+    if not ending:
+        return error_handler(args, args.handler)
+    if getattr(args, "collect_garbage", True):
+        gc.enable()
+        return error_handler(args, args.handler)
+    return _without_collection(args)
+
+
+def _without_collection(args: argparse.Namespace) -> int:
+    """Run a short command, whose process ends with it, without the cyclic
+    garbage collector: its passes over what the imports and code readings
+    make, and the last one on the way out, free nothing the exit would
+    not, and were a tenth of ``check``'s CPU (issue #38). The objects are
+    frozen at the end (``gc.freeze``), so the exit walks none of them."""
+    try:
+        return error_handler(args, args.handler)
+    finally:
+        gc.freeze()
 
 
 def error_handler(

@@ -46,7 +46,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     add_path(parser)
     add_json(parser)
-    parser.set_defaults(handler=run)
+    # A pre-commit hook's run, a fraction of a second: no garbage collection
+    # (cli._without_collection) when the process ends with it.
+    parser.set_defaults(handler=run, collect_garbage=False)
 
 
 def run(args: argparse.Namespace) -> int:
