@@ -12,17 +12,21 @@ import pytest
 
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_source
-from vllm_patchkit.judge.mutation.mutants import (
+from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError
+from vllm_patchkit.judge.mutation.targets import ALL_MUTANTS
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.mutants import (
     DEVICE_ZERO,
     MUTANTS,
-    Mutant,
-    MutationError,
+    ROCM,
     mutate,
 )
-from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
-from vllm_patchkit.judge.mutation.worker import MODULE
+from vllm_patchkit.judge.regression.by_fix.static_sink.mutants import (
+    SINK,
+    SINK_MUTANTS,
+)
 
-ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
+ROCM_ATTN = ROCM.relpath
+MODULE = ROCM.module
 FOOL_THE_AST = {
     "device_zeroed_once",
     "max_query_len_zeroed",
@@ -89,12 +93,12 @@ def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
 ) -> None:
     """The pair's ROCM_ATTN mutants equal mutants the tier has; the AITER
     ones are distinct rewrites of the AITER module, all in the tier."""
-    from vllm_patchkit.judge.mutation.aiter_unified import (
+    from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
         AITER_MODULE,
         PAIR_MUTANTS,
+        TIER_PAIR_MUTANTS,
         mutate_pair,
     )
-    from vllm_patchkit.judge.mutation.runner import ALL_MUTANTS, TIER_PAIR_MUTANTS
 
     ours = {m.name: mutate(fixed_source, m) for m in MUTANTS}
     same = {
@@ -124,10 +128,6 @@ def test_the_tier_runs_each_static_sink_mutant_against_its_file(
     """StaticSink's mutants rewrite 0004's ``build`` in the patched tree,
     each differently; the fix's invariant holds on the tree and fails on
     every mutant (a method it does not know is never called fixed)."""
-    from vllm_patchkit.judge.mutation.runner import ALL_MUTANTS
-    from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
-    from vllm_patchkit.judge.mutation.targets import SINK
-
     tier = [m for m in ALL_MUTANTS if m.target is SINK]
     assert [m.name for m in tier] == [m.name for m in SINK_MUTANTS]
     source = (patched_installed_tree / SINK.relpath).read_text()

@@ -17,14 +17,16 @@ import pytest
 
 from tests.mutation.test_mutants import FOOL_THE_AST, UNPROVEN_BY_THE_AST
 from vllm_patchkit.judge.mutation.runner import (
-    ALL_MUTANTS,
-    TIER_PAIR_MUTANTS,
     MutationReport,
     format_report,
     run_mutation,
 )
-from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
+from vllm_patchkit.judge.mutation.targets import ALL_MUTANTS
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
+    TIER_PAIR_MUTANTS,
+)
 from vllm_patchkit.judge.regression.by_fix.static_sink import FACTS as SINK_FACTS
+from vllm_patchkit.judge.regression.by_fix.static_sink.mutants import SINK_MUTANTS
 
 pytestmark = pytest.mark.mutation
 

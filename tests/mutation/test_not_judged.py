@@ -18,11 +18,16 @@ from pathlib import Path
 
 from vllm_patchkit.judge.mutation.mutants import Mutant
 from vllm_patchkit.judge.mutation.runner import format_report, run_mutation
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.mutants import (
+    file_mutant,
+)
 
-RETURNS_NONE = Mutant(
-    "returns_none",
-    "the capture returns nothing",
-    (("return attn_metadata", ("return None",)),),
+RETURNS_NONE = file_mutant(
+    Mutant(
+        "returns_none",
+        "the capture returns nothing",
+        (("return attn_metadata", ("return None",)),),
+    )
 )
 
 

@@ -1,4 +1,4 @@
-"""A fourth fix is four files: its folder, its patch, the series line, its scenario.
+"""A fourth fix is four files: its folder, patch, series line and by_fix module.
 
 Issue #38's proof that no fix is special: a scratch fix
 (``tests/data/fourth_fix/``) is written into a copy of the project, with
@@ -11,13 +11,15 @@ nothing else edited:
    format-patch`` from a commit on a 0.28.0 checkout;
 3. ``patches/series``: the line naming it;
 4. ``tools/vllm_patchkit/judge/regression/by_fix/scratch_fourth_fix.py``:
-   its scenario and the fact a fixed tree shows.
+   its scenario and the fact a fixed tree shows, its mutation target and
+   one mutant.
 
 Each surface then runs as a real process of the copy, on real vLLM code
 (the installed 0.28.0 and a 0.28.0 checkout shaped as users have it): the
 plugin and its doctor, the toolkit's doctor, ``apply`` (the patch's
 invariant, derived from the fix), the matrix's columns, the documentation's
-fix table, ``pr`` and, in the extended tier, ``test``'s verdict.
+fix table, ``pr``, the mutation tier's targets and mutants and, in the
+extended tier, ``test``'s verdict.
 """
 
 from __future__ import annotations
@@ -198,6 +200,53 @@ def test_the_toolkit_reaches_the_fourth_fix(scratch: Scratch, tmp_path: Path) ->
     assert "A scratch patch for the fourth-fix test." in body
     for other in ("0001", "0004", "#51585", "#53821", "StaticSink"):
         assert other not in body, other
+
+
+def test_the_mutation_tier_lists_the_fourth_fixs_mutant(
+    scratch: Scratch, tmp_path: Path
+) -> None:
+    """Its target and mutant join the tier's listing (``targets.py``
+    untouched); its invariant calls the patched file fixed, the mutant's not."""
+    patched = applied_checkout(scratch, tmp_path / "patched")
+    proc = run_copy(scratch, "-c", MUTATION_LISTING, patched, tmp_path / "mutant")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    # In by_fix's order, between the series' own.
+    assert found["targets"] == [
+        ["aiter-unified", "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"],
+        ["rocm-attn", "vllm/v1/attention/backends/rocm_attn.py"],
+        ["scratch-math-utils", "vllm/utils/math_utils.py"],
+        [
+            "static-sink",
+            "vllm/model_executor/layers/attention/static_sink_attention.py",
+        ],
+    ]
+    assert ["scratch_mark_dropped", "scratch-math-utils"] in found["mutants"]
+    assert len(found["mutants"]) == 37 + 1
+    assert (found["patched"], found["mutated"]) == ("fixed", "not-fixed")
+    usage = run_copy(scratch, "-m", "vllm_patchkit.judge.mutation", "--help")
+    assert usage.returncode == 0, usage.stderr
+    assert "scratch_mark_dropped" in usage.stdout
+
+
+MUTATION_LISTING = """
+import json, sys
+from pathlib import Path
+from vllm_patchkit.judge.mutation.targets import ALL_MUTANTS, TARGETS
+
+patched, mutant_dir = map(Path, sys.argv[1:])
+(target,) = [t for t in TARGETS if t.key == "scratch-math-utils"]
+(mutant,) = [m for m in ALL_MUTANTS if m.target is target]
+mutated = mutant_dir / target.relpath
+mutated.parent.mkdir(parents=True)
+mutated.write_text(mutant.make((patched / target.relpath).read_text()))
+print(json.dumps({
+    "targets": [[t.key, str(t.relpath)] for t in TARGETS],
+    "mutants": [[m.name, m.target.key] for m in ALL_MUTANTS],
+    "patched": target.shape(patched),
+    "mutated": target.shape(mutant_dir),
+}))
+"""
 
 
 TABLES = """

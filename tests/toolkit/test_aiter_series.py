@@ -19,7 +19,10 @@ from tests.toolkit.cli_helpers import patchkit_json
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.judge.mutation.aiter_unified import PAIR_MUTANTS, mutate_pair
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
+    PAIR_MUTANTS,
+    mutate_pair,
+)
 from vllm_patchkit.judge.tree_pytest import run_tree_tests
 
 pytestmark = pytest.mark.release_trees

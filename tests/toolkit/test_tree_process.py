@@ -27,7 +27,8 @@ import pytest
 
 from vllm_patchkit.commands import memcheck as memcheck_command
 from vllm_patchkit.judge.audit.dynamic import run_dynamic
-from vllm_patchkit.judge.mutation.runner import ROCM_ATTN, BaselineFailed, run_mutation
+from vllm_patchkit.judge.mutation.runner import BaselineFailed, run_mutation
+from vllm_patchkit.judge.mutation.targets import TARGETS
 from vllm_patchkit.judge.overlay_probe import probe_overlay
 from vllm_patchkit.judge.regression import report_cache
 from vllm_patchkit.judge.regression.runner import run_scenarios
@@ -74,8 +75,10 @@ def make_tree(root: Path) -> Path:
     """A tree the suite can import (it judges nothing), with a test of its own."""
     (root / "vllm").mkdir(parents=True)
     (root / "vllm" / "__init__.py").write_text("ANSWER = 2\n")
-    (root / ROCM_ATTN).parent.mkdir(parents=True)
-    (root / ROCM_ATTN).write_text("VALUE = 1\n")
+    # The files a mutation run with no mutant reads (its baseline's target).
+    for relpath in (TARGETS[0].relpath, *TARGETS[0].partners):
+        (root / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (root / relpath).write_text("VALUE = 1\n")
     (root / "tests").mkdir()
     (root / TEST_FILE).write_text(
         "import vllm\n\n\ndef test_answer():\n    assert vllm.ANSWER == 2\n"

@@ -15,7 +15,10 @@ import pytest
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
 from vllm_overlay.fixes import FIXES, by_name
 from vllm_patchkit.git.series import load_series
-from vllm_patchkit.judge.mutation.mutants import MUTANTS, mutate
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.mutants import (
+    MUTANTS,
+    mutate,
+)
 from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import fixes_not_counted, verify_tree
 from vllm_patchkit.present.reports import format_verify

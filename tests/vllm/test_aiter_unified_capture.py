@@ -17,13 +17,15 @@ from typing import Any
 
 import pytest
 
-from vllm_patchkit.judge.mutation.aiter_unified import PAIR_MUTANTS
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
+    PAIR_MUTANTS,
+)
 from vllm_patchkit.trees.releases import release_tree
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
 SCENARIOS_ONLY = """
 import json
-from vllm_patchkit.judge.regression import aiter_unified as pair
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import runs as pair
 outcomes = [run(q) for run in pair.SCENARIOS.values() for q in (1, 3)]
 print(json.dumps({
     "outcomes": [o.to_json() for o in outcomes],
@@ -65,8 +67,11 @@ def test_stock_0_28_zeroes_the_offsets_the_aiter_graph_reads() -> None:
     assert all(c["status"] == "failed" for c in report["checks"]), report["checks"]
 
 
+PAIR_MUTANTS_MODULE = "vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants"
+
+
 def _assert_fixed_and_mutants_killed(tree: Path) -> None:
-    report = _run(tree, "-m", "vllm_patchkit.judge.mutation.aiter_unified", "--json")
+    report = _run(tree, "-m", PAIR_MUTANTS_MODULE, "--json")
     assert report["baseline_failing"] == []
     assert [m["name"] for m in report["mutants"]] == [m.name for m in PAIR_MUTANTS]
     survivors = [m["name"] for m in report["mutants"] if not m["killed"]]

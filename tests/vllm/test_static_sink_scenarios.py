@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from vllm_overlay.fixes.static_sink_seq_lens import FIX
-from vllm_patchkit.judge.mutation.static_sink import SINK_MUTANTS
 from vllm_patchkit.judge.regression.by_fix.static_sink import (
     DRAFT_UPDATE,
     FACTS,
@@ -32,6 +31,7 @@ from vllm_patchkit.judge.regression.by_fix.static_sink import (
     SINK_ONCE,
     SINK_TWICE,
 )
+from vllm_patchkit.judge.regression.by_fix.static_sink.mutants import SINK_MUTANTS
 from vllm_patchkit.judge.regression.runner import run_scenarios
 from vllm_patchkit.trees.releases import clone_release, release_tree
 from vllm_patchkit.trees.tree_process import TreeLauncher
@@ -115,9 +115,12 @@ def test_0_27_has_no_fused_drafting_so_the_draft_update_does_not_apply() -> None
         assert check["detail"] == NO_DRAFT_UPDATE
 
 
+SINK_MUTANTS_MODULE = "vllm_patchkit.judge.regression.by_fix.static_sink.mutants"
+
+
 def _mutants(tree: Path) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "vllm_patchkit.judge.mutation.static_sink", "--json"],
+        [sys.executable, "-m", SINK_MUTANTS_MODULE, "--json"],
         env=TreeLauncher.of(tree).env(),
         capture_output=True,
         text=True,

@@ -16,10 +16,14 @@ from pathlib import Path
 import pytest
 
 from vllm_overlay.fixes import FIXES as REGISTRY
-from vllm_patchkit.judge.mutation.mutants import DEVICE_ZERO, Mutant, mutate
-from vllm_patchkit.judge.mutation.worker import MODULE
+from vllm_patchkit.judge.mutation.mutants import Mutant
 from vllm_patchkit.judge.regression import by_fix
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import AITER_CAPTURE
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.mutants import (
+    DEVICE_ZERO,
+    ROCM,
+    mutate,
+)
 from vllm_patchkit.judge.regression.by_fix.static_sink import (
     FACTS as FACTS_OF_STATIC_SINK,
 )
@@ -44,7 +48,7 @@ from vllm_patchkit.judge.regression.verdict import (
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
 REGRESSION = Path(__file__).parents[2] / "tools" / "vllm_patchkit" / "regression"
-ROCM_ATTN = Path(*MODULE.split(".")).with_suffix(".py")
+ROCM_ATTN = ROCM.relpath
 NOT_RUN_ON_0_28 = {
     "rocm_then_kimi_k3_rocm_kda[q=3]": "not run at query length 3 on CPU",
     "rocm_then_triton_mla[q=3]": "cannot build from the intended metadata: "
@@ -261,6 +265,7 @@ def test_a_fix_whose_code_the_tree_lacks_is_neither_fixed_nor_not_fixed() -> Non
 def test_every_fix_module_is_found_and_its_facts_belong_to_a_registry_fix() -> None:
     assert [m.__name__.rsplit(".", 1)[1] for m in by_fix.MODULES] == [
         "rocm_aiter_unified",
+        "rocm_capture_host_offsets",
         "static_sink",
     ]
     declared = {s for fix in REGISTRY for s in fix.scenarios}

@@ -1,13 +1,20 @@
-"""The scratch fourth fix's scenario (tests/overlay/test_fourth_fix.py)."""
+"""The scratch fourth fix's scenario and mutant (tests/overlay/test_fourth_fix.py).
+
+One module in ``judge/regression/by_fix``: its scenario's facts and runner
+(``RUNS``), and its mutation target and mutant (``MUTATION``), all here.
+"""
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
+from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target, holds
 from vllm_patchkit.judge.regression.records import Outcome
 
 FACTS = {"scratch_fourth_fix": ("marked",)}
 RUNS = __name__
+MUTATION = __name__
 
 
 def scratch_fourth_fix(decode_query_len: int) -> Outcome:
@@ -17,3 +24,19 @@ def scratch_fourth_fix(decode_query_len: int) -> Outcome:
 
 
 SCENARIOS = {"scratch_fourth_fix": scratch_fourth_fix}
+
+MATH_UTILS = Target(
+    "scratch-math-utils",
+    Path("vllm/utils/math_utils.py"),
+    holds("scratch-fourth-fix-marks"),
+    forks=False,  # vLLM's configuration imports it
+)
+TARGETS = (MATH_UTILS,)
+FILE_MUTANTS = (
+    FileMutant(
+        "scratch_mark_dropped",
+        "the mark dropped again",
+        MATH_UTILS,
+        lambda source: source.replace("SCRATCH_FIXED = True", ""),
+    ),
+)

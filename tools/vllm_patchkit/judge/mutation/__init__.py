@@ -1,7 +1,7 @@
 """Mutation power of the regression suite.
 
-The fixed ``RocmAttentionMetadataBuilder.build_for_cudagraph_capture`` is
-rewritten in plausible wrong ways (:mod:`.mutants`); the runtime scenarios
-must fail on each. ``python -m vllm_patchkit.judge.mutation`` prints the table and
-the kill rate.
+Each fix's file is rewritten in plausible wrong ways (its mutants, declared
+by the fix beside its scenarios: see :mod:`.targets`); the runtime
+scenarios must fail on each. ``python -m vllm_patchkit.judge.mutation``
+prints the table and the kill rate.
 """

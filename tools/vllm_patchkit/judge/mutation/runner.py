@@ -1,9 +1,8 @@
 """Run every mutant through the regression suite; count the kills.
 
 One fixed tree serves all mutants: each gets its own copy of the file it
-mutates (its :class:`.targets.Target`: ROCM_ATTN's ``rocm_attn.py``, the
-#53821 pair's ``rocm_aiter_unified_attn.py``, StaticSink's
-``static_sink_attention.py``) in a scratch directory and its own subprocess
+mutates (its :class:`.file_mutants.Target`, which its fix declares: see
+:mod:`.targets`) in a scratch directory and its own subprocess
 (see :mod:`.worker`), at most two at a time. The unmutated file runs first
 through the same path and must be judged fixed (every fix fixed), or nothing
 after it means anything.
@@ -29,17 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.judge.mutation.aiter_unified import PairMutant
-from vllm_patchkit.judge.mutation.mutants import Mutant
-from vllm_patchkit.judge.mutation.targets import (
-    ALL_MUTANTS,
-    ROCM,
-    TARGETS,
-    TIER_PAIR_MUTANTS,
-    FileMutant,
-    Target,
-    as_file_mutant,
-)
+from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target
+from vllm_patchkit.judge.mutation.targets import ALL_MUTANTS, TARGETS
 from vllm_patchkit.judge.regression.verdict import (
     FAILED,
     FIXED,
@@ -50,9 +40,6 @@ from vllm_patchkit.judge.regression.verdict import (
 from vllm_patchkit.trees.tree_process import TreeLauncher
 
 MAX_JOBS = 2
-ROCM_ATTN = ROCM.relpath
-AnyMutant = Mutant | PairMutant | FileMutant
-__all__ = ["ALL_MUTANTS", "ROCM_ATTN", "TIER_PAIR_MUTANTS"]
 
 
 @dataclass
@@ -165,10 +152,13 @@ def _job(
     )
 
 
-def _baseline(tree: Path, target: Target, scratch: Path, fail_fast: bool) -> _Job:
-    """The target's file as the tree has it, through the mutants' path."""
+def _baseline(
+    tree: Path, target: Target, scratch: Path, fail_fast: bool, first: bool
+) -> _Job:
+    """The target's file as the tree has it, through the mutants' path: the
+    first way's is ``baseline``, a later one's names its target."""
     unmutated = FileMutant("baseline", "the fixed method", target, lambda s: s)
-    name = "baseline" if target is ROCM else f"baseline-{target.key}"
+    name = "baseline" if first else f"baseline-{target.key}"
     return _job(tree, unmutated, scratch, fail_fast, name)
 
 
@@ -252,7 +242,7 @@ def _fork_all(
 
 def run_mutation(
     tree: Path,
-    mutants: Sequence[AnyMutant] = ALL_MUTANTS,
+    mutants: Sequence[FileMutant] = ALL_MUTANTS,
     jobs: int = MAX_JOBS,
     fail_fast: bool = False,
     timeout: float = 300,
@@ -261,16 +251,16 @@ def run_mutation(
     """Run ``mutants`` of the fixes in ``tree`` (which must be fixed).
 
     ``fork``: the mutants of a target that can be left out of vLLM's import
-    (:attr:`.targets.Target.forks`) in processes forked from one that
+    (:attr:`.file_mutants.Target.forks`) in processes forked from one that
     imported vLLM once (see :mod:`.zygote`); the others, and all of them
     when the warm-up cannot keep the modules out, each in a fresh
     interpreter. Each way runs the unmutated file of its first target first
-    (the tree's ROCM_ATTN file when there is no mutant), which must be
+    (the first of :data:`TARGETS` when there is no mutant), which must be
     judged fixed.
     """
     jobs = max(1, min(jobs, MAX_JOBS))
     launcher = TreeLauncher.of(tree)
-    planned = [as_file_mutant(m) for m in mutants]
+    planned = list(mutants)
     start = time.monotonic()
     done: dict[str, MutantRun] = {}
     baselines: list[MutantRun] = []
@@ -283,7 +273,8 @@ def run_mutation(
         ways += [(False, spawned)] if spawned or (not fork and not work) else []
         for forks, group in ways:
             target = _first_target(group)
-            baseline = _baseline(tree, target, scratch, fail_fast).write()
+            is_first = not baselines
+            baseline = _baseline(tree, target, scratch, fail_fast, is_first).write()
             runs = None
             if forks:
                 runs = _fork_all(launcher, [baseline, *group], jobs, timeout)
@@ -302,9 +293,10 @@ def run_mutation(
 
 
 def _first_target(group: list[_Job]) -> Target:
-    """The first target (in :data:`TARGETS` order) a group's jobs mutate."""
+    """The first target (in :data:`TARGETS` order) a group's jobs mutate;
+    with none, the first target of all."""
     mutated = {job.target for job in group}
-    return next((t for t in TARGETS if t in mutated), ROCM)
+    return next((t for t in TARGETS if t in mutated), TARGETS[0])
 
 
 def _spawn_all(

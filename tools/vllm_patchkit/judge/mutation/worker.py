@@ -22,9 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_patchkit.errors import EXIT_REFUSED
-from vllm_patchkit.judge.mutation.targets import ROCM, TARGETS
+from vllm_patchkit.judge.mutation.targets import TARGETS
 
-MODULE = ROCM.module
 MODULES = tuple(t.module for t in TARGETS)
 """The modules a mutant may replace."""
 KEPT_OUT = tuple(t.module for t in TARGETS if t.forks)

@@ -271,6 +271,33 @@ def rocm_backend_cls() -> type:
 
 
 @cache
+def capture_through(backend: type, decode_query_len: int) -> dict[str, Any]:
+    """One capture build with ``backend``'s builder; what it left behind."""
+    builder_cls = backend.get_builder_cls()
+    builder = make_builder(builder_cls, decode_query_len, backend.get_name())
+    metadata = uniform_decode_metadata(NUM_REQS, decode_query_len)
+    device, host = metadata.query_start_loc, metadata.query_start_loc_cpu
+    device_before, host_before = device.clone(), host.clone()
+    device_ptr, seq_lens_ptr = device.data_ptr(), metadata.seq_lens.data_ptr()
+    attn = builder.build_for_cudagraph_capture(metadata)
+    return {
+        "builder": builder_cls.__qualname__,
+        "device_same_tensor": metadata.query_start_loc is device
+        and device.data_ptr() == device_ptr,
+        "device_unchanged": bool(torch.equal(device, device_before)),
+        "device_zeroed": bool(torch.all(device == 0)),
+        "host_same_tensor": metadata.query_start_loc_cpu is host,
+        "host_unchanged": bool(torch.equal(metadata.query_start_loc_cpu, host_before)),
+        "seq_lens_all_one": bool(torch.all(attn.seq_lens == 1)),
+        # A captured graph reads the runner's persistent buffers: the backend
+        # metadata must point at them, not at copies.
+        "metadata_uses_shared_buffers": attn.query_start_loc.data_ptr() == device_ptr
+        and attn.seq_lens.data_ptr() == seq_lens_ptr,
+        "device_after": device.tolist(),
+        "host_after": metadata.query_start_loc_cpu.tolist(),
+    }
+
+
 def init_workspace_manager() -> None:
     """The workspace manager the GPU runner starts, started on CPU.
 

@@ -15,7 +15,6 @@ from typing import Any
 import torch
 
 from vllm_patchkit.judge.regression import (
-    aiter_unified,
     by_fix,
     capture_loop,
     harness,
@@ -36,7 +35,7 @@ __all__ = ["DECODE_QUERY_LENS", "SCENARIOS", "Outcome", "error_info", "run_all"]
 def capture_effects(decode_query_len: int) -> Outcome:
     """What the ROCm builder's capture leaves in the shared metadata (the
     builder taken from its backend, as the runner takes it)."""
-    facts = aiter_unified.capture_through(harness.rocm_backend_cls(), decode_query_len)
+    facts = harness.capture_through(harness.rocm_backend_cls(), decode_query_len)
     return Outcome("capture_effects", decode_query_len, "ok", facts)
 
 

@@ -3,12 +3,13 @@
 Each mutant rewrites statements of one method of the fixed pair (a 0.28.0
 tree with the series, or 0.29.0+): ROCM_AITER_UNIFIED_ATTN's capture, its
 backend's ``get_builder_cls``, or ROCM_ATTN's capture. The scenarios of
-:mod:`vllm_patchkit.judge.regression.aiter_unified` must fail on every one.
+:mod:`.runs` must fail on every one.
 
-``python -m vllm_patchkit.judge.mutation.aiter_unified`` runs them all in this
-process against the importable vLLM: each mutated module is executed as a
-fresh module object (never put in ``sys.modules``) and its backend class is
-handed to the scenarios, so one vLLM import serves every mutant.
+``python -m vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants``
+runs them all in this process against the importable vLLM: each mutated
+module is executed as a fresh module object (never put in ``sys.modules``)
+and its backend class is handed to the scenarios, so one vLLM import serves
+every mutant.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
+from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    AITER_MODULE,
+    AITER_UNIFIED_ATTN,
+)
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     BACKEND_CLASS as AITER_BACKEND,
 )
@@ -33,6 +37,8 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS as ROCM_BUILDER,
 )
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import CAPTURE_METHOD as CAPTURE
+from vllm_overlay.fixes.rocm_capture_host_offsets.code import ROCM_ATTN
+from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target, holds
 from vllm_patchkit.judge.mutation.mutants import Mutant, edit_method, method_lines
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 
@@ -161,6 +167,36 @@ def mutate_pair(source: str, target: PairMutant) -> str:
     )
 
 
+AITER = Target(
+    "aiter-unified",
+    AITER_UNIFIED_ATTN,
+    holds("rocm-aiter-unified-capture-keeps-offsets"),
+    partners=(ROCM_ATTN,),
+)
+"""The tier's target: the AITER module, judged by the fix's invariant (which
+reads ROCM_ATTN's file beside it)."""
+TARGETS: tuple[Target, ...] = (AITER,)
+
+
+def _file_mutant(mutant: PairMutant) -> FileMutant:
+    return FileMutant(
+        mutant.name,
+        mutant.mutant.description,
+        AITER,
+        lambda source: mutate_pair(source, mutant),
+    )
+
+
+TIER_PAIR_MUTANTS: tuple[PairMutant, ...] = tuple(
+    m for m in PAIR_MUTANTS if m.module == AITER_MODULE
+)
+"""The pair mutants of ROCM_AITER_UNIFIED_ATTN's module. The pair's three
+ROCM_ATTN mutants are left out: they rewrite the method #51585's mutants
+already cover, into the same source as ``none_zeroed``, ``both_zeroed``
+and ``seq_lens_fill_dropped`` (tests/mutation checks the equality)."""
+FILE_MUTANTS: tuple[FileMutant, ...] = tuple(_file_mutant(m) for m in TIER_PAIR_MUTANTS)
+
+
 def load_mutated(target: PairMutant) -> Any:
     """The mutant's backend class, from a fresh module (not in sys.modules)."""
     original = importlib.import_module(target.module)
@@ -177,7 +213,7 @@ def run_pair_mutants(
     mutants: tuple[PairMutant, ...] = PAIR_MUTANTS,
 ) -> dict[str, Any]:
     """Every mutant through the pair's scenarios; the baseline must pass."""
-    from vllm_patchkit.judge.regression import aiter_unified as pair
+    from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import runs as pair
     from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS
 
     def failing(aiter: Any = None, rocm: Any = None) -> list[str]:
@@ -211,7 +247,9 @@ def run_pair_mutants(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m vllm_patchkit.judge.mutation.aiter_unified", description=__doc__
+        prog="python -m vllm_patchkit.judge.regression.by_fix."
+        "rocm_aiter_unified.mutants",
+        description=__doc__,
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)

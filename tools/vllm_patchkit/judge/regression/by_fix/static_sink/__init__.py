@@ -1,8 +1,9 @@
 """StaticSink's scenarios: the static-sink builder leaves shared metadata alone.
 
-See :mod:`..static_sink` for what is run. On a tree without the module
-(before 0.14.0) the scenarios record that it is absent: their checks do not
-apply there, so the fix is neither fixed nor not fixed on such a tree.
+See :mod:`.runs` for what is run, :mod:`.mutants` for its wrong fixes. On
+a tree without the module (before 0.14.0) the scenarios record that it is
+absent: their checks do not apply there, so the fix is neither fixed nor
+not fixed on such a tree.
 """
 
 from __future__ import annotations
@@ -65,5 +66,7 @@ FACTS = {
 }
 
 
-RUNS = "vllm_patchkit.judge.regression.static_sink"
+RUNS = f"{__name__}.runs"
 """The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
+MUTATION = f"{__name__}.mutants"
+"""The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""

@@ -9,8 +9,8 @@ object, changes what every later group's builder reads. The scenarios run
 the static-sink builder (over Triton attention, which builds on CPU in every
 release that has the module), then other groups' builders, on such copies.
 
-Like :mod:`.scenarios`, a scenario only records facts; the facts a fixed
-tree must show are the fix's own (:mod:`.by_fix.static_sink`). A scenario
+Like :mod:`...scenarios`, a scenario only records facts; the facts a fixed
+tree must show are the fix's own (its package, :mod:`.`). A scenario
 takes the backend factory as an argument (default: the importable one) so
 mutants can be run in one process.
 """

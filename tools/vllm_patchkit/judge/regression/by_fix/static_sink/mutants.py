@@ -5,15 +5,14 @@ Each mutant rewrites statements of ``StaticSinkAttentionBuilder`` as patch
 lengths with the sink in a buffer of its own, and
 ``update_draft_decode_metadata`` refreshes that buffer from the runner's
 lengths (Model Runner V2's in-place draft steps). One mutant is the series'
-own earlier 0004, without the refresh. The scenarios of
-:mod:`vllm_patchkit.judge.regression.static_sink` must fail on every one,
-pass on the fix, and fail on the stock builder.
+own earlier 0004, without the refresh. The scenarios of :mod:`.runs` must
+fail on every one, pass on the fix, and fail on the stock builder.
 
-``python -m vllm_patchkit.judge.mutation.static_sink --json`` runs them all
-in this process against the importable vLLM: each mutated module is executed
-as a fresh module object (never put in ``sys.modules``) and its
-``create_static_sink_attention_backend`` is handed to the scenarios, so one
-vLLM import serves every mutant.
+``python -m vllm_patchkit.judge.regression.by_fix.static_sink.mutants --json``
+runs them all in this process against the importable vLLM: each mutated
+module is executed as a fresh module object (never put in ``sys.modules``)
+and its ``create_static_sink_attention_backend`` is handed to the scenarios,
+so one vLLM import serves every mutant.
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ import sys
 import types
 from typing import Any
 
-from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY
+from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY, STATIC_SINK
+from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target, holds
 from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
 from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
@@ -102,6 +102,29 @@ def mutate_sink(source: str, mutant: Mutant) -> str:
     return edit_method(source, mutant.edits, span, mutant.name, where, MODULE)
 
 
+SINK = Target(
+    "static-sink",
+    STATIC_SINK,
+    holds("static-sink-keeps-shared-seq-lens"),
+    forks=False,
+)
+"""The tier's target: vLLM's configuration imports the module's package,
+which imports it, so its mutants each run in a fresh interpreter."""
+TARGETS: tuple[Target, ...] = (SINK,)
+
+
+def _file_mutant(mutant: Mutant) -> FileMutant:
+    return FileMutant(
+        mutant.name,
+        mutant.description,
+        SINK,
+        lambda source: mutate_sink(source, mutant),
+    )
+
+
+FILE_MUTANTS: tuple[FileMutant, ...] = tuple(_file_mutant(m) for m in SINK_MUTANTS)
+
+
 def load_factory(source: str, name: str) -> Any:
     """``create_static_sink_attention_backend`` of ``source``, run as a fresh
     module (not in ``sys.modules``; its own lru_cache). Only the module up to
@@ -124,7 +147,7 @@ def run_sink_mutants(mutants: tuple[Mutant, ...] = SINK_MUTANTS) -> dict[str, An
     """The importable method (the baseline) and every mutant of it through
     the scenarios. A mutant whose statements the method lacks (a stock
     tree) is reported as not made."""
-    from vllm_patchkit.judge.regression import static_sink
+    from vllm_patchkit.judge.regression.by_fix.static_sink import runs as static_sink
     from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS
     from vllm_patchkit.judge.regression.verdict import FAILED, fixed_checks
 
@@ -162,7 +185,8 @@ def run_sink_mutants(mutants: tuple[Mutant, ...] = SINK_MUTANTS) -> dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m vllm_patchkit.judge.mutation.static_sink", description=__doc__
+        prog="python -m vllm_patchkit.judge.regression.by_fix.static_sink.mutants",
+        description=__doc__,
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)

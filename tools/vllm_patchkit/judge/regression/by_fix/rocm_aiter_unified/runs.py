@@ -8,9 +8,9 @@ them alone. Neither may touch the host offsets (#51585). Each builder is
 reached the way the model runner reaches it, through its backend's
 ``get_builder_cls``, so a backend handing out the wrong builder shows.
 
-Like :mod:`.scenarios`, a scenario only records facts; what a fixed tree
-must show is the fix's ``FACTS`` (:mod:`.by_fix.rocm_aiter_unified`),
-judged by :mod:`.verdict`; the suite runs these
+Like :mod:`...scenarios`, a scenario only records facts; what a fixed tree
+must show is the fix's ``FACTS`` (its package, :mod:`.`),
+judged by :mod:`...verdict`; the suite runs these
 scenarios with the others, each check under its fix. The scenarios take
 the backend class as an argument (default: the importable one) so mutants
 can be run in one process.
@@ -32,7 +32,6 @@ from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
     FACTS as PAIR_FACTS,
 )
-from vllm_patchkit.judge.regression.harness import NUM_REQS
 from vllm_patchkit.judge.regression.records import Outcome, error_info
 from vllm_patchkit.judge.regression.verdict import Check, facts_check
 
@@ -72,40 +71,13 @@ def _unavailable(scenario: str, decode_query_len: int, why: str) -> Outcome:
     )
 
 
-def capture_through(backend: type, decode_query_len: int) -> dict[str, Any]:
-    """One capture build with ``backend``'s builder; what it left behind."""
-    builder_cls = backend.get_builder_cls()
-    builder = harness.make_builder(builder_cls, decode_query_len, backend.get_name())
-    metadata = harness.uniform_decode_metadata(NUM_REQS, decode_query_len)
-    device, host = metadata.query_start_loc, metadata.query_start_loc_cpu
-    device_before, host_before = device.clone(), host.clone()
-    device_ptr, seq_lens_ptr = device.data_ptr(), metadata.seq_lens.data_ptr()
-    attn = builder.build_for_cudagraph_capture(metadata)
-    return {
-        "builder": builder_cls.__qualname__,
-        "device_same_tensor": metadata.query_start_loc is device
-        and device.data_ptr() == device_ptr,
-        "device_unchanged": bool(torch.equal(device, device_before)),
-        "device_zeroed": bool(torch.all(device == 0)),
-        "host_same_tensor": metadata.query_start_loc_cpu is host,
-        "host_unchanged": bool(torch.equal(metadata.query_start_loc_cpu, host_before)),
-        "seq_lens_all_one": bool(torch.all(attn.seq_lens == 1)),
-        # A captured graph reads the runner's persistent buffers: the backend
-        # metadata must point at them, not at copies.
-        "metadata_uses_shared_buffers": attn.query_start_loc.data_ptr() == device_ptr
-        and attn.seq_lens.data_ptr() == seq_lens_ptr,
-        "device_after": device.tolist(),
-        "host_after": metadata.query_start_loc_cpu.tolist(),
-    }
-
-
 def aiter_unified_capture(decode_query_len: int, backend: Any = None) -> Outcome:
     """ROCM_AITER_UNIFIED_ATTN's capture build on a uniform decode batch."""
     try:
         backend = backend or aiter_backend()
     except BackendUnavailable as exc:
         return _unavailable(AITER_CAPTURE, decode_query_len, str(exc))
-    facts = capture_through(backend, decode_query_len)
+    facts = harness.capture_through(backend, decode_query_len)
     return Outcome(AITER_CAPTURE, decode_query_len, "ok", facts)
 
 
@@ -113,7 +85,9 @@ def rocm_attn_capture_via_backend(
     decode_query_len: int, backend: Any = None
 ) -> Outcome:
     """ROCM_ATTN's capture build, its builder taken from the backend."""
-    facts = capture_through(backend or harness.rocm_backend_cls(), decode_query_len)
+    facts = harness.capture_through(
+        backend or harness.rocm_backend_cls(), decode_query_len
+    )
     return Outcome(ROCM_CAPTURE, decode_query_len, "ok", facts)
 
 

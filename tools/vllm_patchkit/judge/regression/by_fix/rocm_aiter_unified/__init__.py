@@ -1,4 +1,8 @@
-"""#53821's scenarios: the pair of ROCm capture builders (see ..aiter_unified)."""
+"""#53821's scenarios and mutants: the pair of ROCm capture builders.
+
+Torch-free: :mod:`.runs` runs the scenarios, :mod:`.mutants` rewrites the
+pair's methods for the mutation tier; both are named here, not imported.
+"""
 
 from __future__ import annotations
 
@@ -35,5 +39,7 @@ both offsets, ROCM_ATTN reached through its backend zeroes the device ones
 only."""
 
 
-RUNS = "vllm_patchkit.judge.regression.aiter_unified"
+RUNS = f"{__name__}.runs"
 """The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
+MUTATION = f"{__name__}.mutants"
+"""The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""
