@@ -8,8 +8,12 @@ scenarios (``judge/regression/by_fix/<fix>/mutants.py``) and are made here.
 
 from __future__ import annotations
 
+import argparse
 import ast
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from vllm_overlay.metadata_writes import find_method
 
@@ -60,3 +64,29 @@ def edit_method(
     mutated = "".join(lines)
     compile(mutated, filename, "exec")
     return mutated
+
+
+def report_command(
+    prog: str,
+    description: str,
+    run: Callable[[], dict[str, Any]],
+    argv: list[str] | None,
+) -> int:
+    """A fix's own mutant run as a command: its report as text or ``--json``;
+    exit 1 when the unmutated baseline fails or a mutant survives."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    report = run()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"baseline failing: {report['baseline_failing'] or 'none'}")
+        for entry in report["mutants"]:
+            verdict = "killed" if entry["killed"] else "SURVIVED"
+            if "not_made" in entry:
+                verdict = "NOT MADE"
+            checks = ", ".join(entry["failing_checks"])
+            print(f"  {verdict:8} {entry['name']}: {checks}")
+    survivors = [entry for entry in report["mutants"] if not entry["killed"]]
+    return 1 if report["baseline_failing"] or survivors else 0

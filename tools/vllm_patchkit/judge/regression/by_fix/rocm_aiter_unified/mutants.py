@@ -14,9 +14,7 @@ every mutant.
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
 import sys
 import types
 from dataclasses import dataclass
@@ -39,7 +37,12 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import CAPTURE_METHOD as CAPTURE
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import ROCM_ATTN
 from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target, holds
-from vllm_patchkit.judge.mutation.mutants import Mutant, edit_method, method_lines
+from vllm_patchkit.judge.mutation.mutants import (
+    Mutant,
+    edit_method,
+    method_lines,
+    report_command,
+)
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 
 ROCM_BACKEND = "RocmAttentionBackend"
@@ -246,24 +249,12 @@ def run_pair_mutants(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m vllm_patchkit.judge.regression.by_fix."
-        "rocm_aiter_unified.mutants",
-        description=__doc__,
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    run_quietly_on_cpu()
-    report = run_pair_mutants()
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(f"baseline failing: {report['baseline_failing'] or 'none'}")
-        for run in report["mutants"]:
-            verdict = "killed" if run["killed"] else "SURVIVED"
-            print(f"  {verdict:8} {run['name']}: {', '.join(run['failing_checks'])}")
-    survivors = [r for r in report["mutants"] if not r["killed"]]
-    return 1 if report["baseline_failing"] or survivors else 0
+    def run() -> dict[str, Any]:
+        run_quietly_on_cpu()
+        return run_pair_mutants()
+
+    prog = "python -m vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants"
+    return report_command(prog, __doc__ or "", run, argv)
 
 
 if __name__ == "__main__":

@@ -17,17 +17,20 @@ so one vLLM import serves every mutant.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
-import json
 import sys
 import types
 from typing import Any
 
 from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY, STATIC_SINK
 from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target, holds
-from vllm_patchkit.judge.mutation.mutants import Mutant, MutationError, edit_method
+from vllm_patchkit.judge.mutation.mutants import (
+    Mutant,
+    MutationError,
+    edit_method,
+    report_command,
+)
 from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 
@@ -184,25 +187,12 @@ def run_sink_mutants(mutants: tuple[Mutant, ...] = SINK_MUTANTS) -> dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m vllm_patchkit.judge.regression.by_fix.static_sink.mutants",
-        description=__doc__,
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    run_quietly_on_cpu()
-    report = run_sink_mutants()
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(f"baseline failing: {report['baseline_failing'] or 'none'}")
-        for run in report["mutants"]:
-            verdict = "killed" if run["killed"] else "SURVIVED"
-            if "not_made" in run:
-                verdict = "NOT MADE"
-            print(f"  {verdict:8} {run['name']}: {', '.join(run['failing_checks'])}")
-    survivors = [r for r in report["mutants"] if not r["killed"]]
-    return 1 if report["baseline_failing"] or survivors else 0
+    def run() -> dict[str, Any]:
+        run_quietly_on_cpu()
+        return run_sink_mutants()
+
+    prog = "python -m vllm_patchkit.judge.regression.by_fix.static_sink.mutants"
+    return report_command(prog, __doc__ or "", run, argv)
 
 
 if __name__ == "__main__":
