@@ -368,7 +368,11 @@ def init_repo(path: Path, *, initial_branch: str = "main") -> Git:
     git = Git(path, tuple(TOOL_IDENTITY.items()))
     git.run("init", "--quiet", f"--initial-branch={initial_branch}")
     # Release trees and scratch copies must not inherit a user's hooks,
-    # autocrlf or signing settings.
+    # autocrlf or signing settings, nor start a background gc: a commit of
+    # a whole source tree would detach one that rewrites the repository
+    # while it is cloned or renamed (whoever made it packs it when done).
     git.run("config", "core.autocrlf", "false")
     git.run("config", "commit.gpgsign", "false")
+    git.run("config", "gc.auto", "0")
+    git.run("config", "maintenance.auto", "false")
     return git

@@ -116,6 +116,10 @@ def _cached_tree(version: str, *, checkout: bool) -> Path:
             if checkout:
                 # A checkout has only what git holds: ignored files go.
                 git.run("clean", "--quiet", "-f", "-d", "-X")
+            # Packed before it is published: a clone then starts with one
+            # pack, as a user's does, not thousands of loose objects that
+            # its first commit would gc in the background.
+            git.run("gc", "--quiet")
     return dest
 
 
