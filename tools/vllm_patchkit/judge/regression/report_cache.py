@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,10 @@ def reuse(
         (None, None) if tree is None else fingerprints(tree, with_view=with_view)
     )
     if tree is None or whole is None:
-        _note(root, "ran", kind)
-        return produce()[0]
+        started = time.perf_counter()
+        record = produce()[0]
+        _note(root, "ran", kind, tree, time.perf_counter() - started)
+        return record
     cache = RunCache(root)
     key = run_key(kind, tree, params, env, whole)
     keys = [key]
@@ -91,10 +94,11 @@ def reuse(
         for entry, how in zip(keys, ("reused", "reused-view"), strict=False):
             stored = cache.load(entry)
             if stored is not None:
-                _note(root, how, kind)
+                _note(root, how, kind, tree)
                 return _moved(stored["record"], stored["tree"], str(tree))
+        started = time.perf_counter()
         record, keep = produce()
-        _note(root, "ran", kind)
+        _note(root, "ran", kind, tree, time.perf_counter() - started)
         if keep:
             shared = view is not None and package_only is not None
             for entry in keys if shared and package_only(record) else keys[:1]:
@@ -112,9 +116,16 @@ def summary(root: Path) -> tuple[int, int, int]:
     return what.count("ran"), what.count("reused") + by_view, by_view
 
 
-def _note(root: Path, what: str, kind: str) -> None:
+def _note(
+    root: Path, what: str, kind: str, tree: Path | None, seconds: float = 0.0
+) -> None:
+    """One line per run asked for: what came of it, its kind, the seconds a
+    real run took, the tree, and the test that asked (when pytest runs it),
+    so that a slow test session shows which trees it ran and for whom."""
+    asked_by = os.environ.get("PYTEST_CURRENT_TEST", "-").split(" ", 1)[0]
+    where = tree if tree is not None else "(installed vllm)"
     with (root / LOG).open("a") as log:
-        log.write(f"{what} {kind}\n")
+        log.write(f"{what} {kind}\t{seconds:.1f}\t{where}\t{asked_by}\n")
 
 
 def entry_key(
