@@ -41,17 +41,22 @@ EXTENDED_TIERS = {
     "mutation": "every mutant of every fix against the whole regression suite",
     "slow": "200 hypothesis batches, the compile matrix, memcheck on "
     "upstream's kernel, the audit's reproductions, whole journeys "
-    "through several commands (every command on 0.17.0 and 0.29.0, "
-    "the README's commands, the nightly gate's run)",
+    "through several commands (every command on 0.17.0, 0.28.0 and "
+    "0.29.0, pr's dry run, a fork of 0.22.0, an old release's runtime, "
+    "the README's commands, the nightly gate's run), test's verdict on "
+    "each kind of tree it cannot or need not judge, the matrix's suite "
+    "cells, the overlay on 0.27.0 and 0.29.0 and two more vendor builds",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }
 """Tiers the default run leaves out to stay within its time budget (each
-costs a minute or more of CPU; the default run keeps a smaller check of the
-same kind: 20 hypothesis batches, the default compile variants, the audit
-on 0.28.0 and 0.29.0, the overlay on 0.27.0 to 0.32.0, one mutant through
-the mutation runner and a wrong fix failing ``test``, every command on
-0.28.0, each command and the gate's script on their own). They run with
+test costs half a minute or more of CPU, mostly vLLM imported in a fresh
+process; the default run keeps a smaller check of the same kind: 20
+hypothesis batches, the default compile variants, the audit on 0.28.0 and
+0.29.0, the overlay on 0.28.0 and 0.32.0 and one vendor build, the
+matrix's overlay and audit cells, one mutant through the mutation runner,
+``test`` on stock and patched 0.28.0 with its base, each command on its
+own, and the verdict rules on the suite's own runs). They run with
 ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when ``-m``
 names them; otherwise each of their tests is reported skipped, with that
 command, never left out silently."""

@@ -61,7 +61,9 @@ def probe(version: str, tmp_path: Path) -> dict[str, Any]:
     return report
 
 
-@pytest.mark.parametrize("version", ["0.27.0", "0.28.0"])
+@pytest.mark.parametrize(
+    "version", [pytest.param("0.27.0", marks=pytest.mark.slow), "0.28.0"]
+)
 def test_affected_release_gets_the_fix(version: str, tmp_path: Path) -> None:
     report = probe(version, tmp_path)
     assert report["vllm_version"] == version
@@ -80,7 +82,9 @@ def test_affected_release_gets_the_fix(version: str, tmp_path: Path) -> None:
     assert_zeroes_device_keeps_host(report["rocm_capture"])
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.32.0"])
+@pytest.mark.parametrize(
+    "version", [pytest.param("0.29.0", marks=pytest.mark.slow), "0.32.0"]
+)
 def test_fixed_release_is_left_alone(version: str, tmp_path: Path) -> None:
     report = probe(version, tmp_path)
     assert report["vllm_version"] == version

@@ -73,6 +73,7 @@ def test_demo_on_a_checkout_without_minimax_m3_rests_on_the_other_core_checks(
     ) in proc.stdout
 
 
+@pytest.mark.slow
 def test_demo_on_a_checkout_whose_minimax_m3_cannot_import_cannot_judge(
     release_clone: Callable[[str], Path],
 ) -> None:

@@ -116,6 +116,7 @@ def fork_of(version: str, dest: Path, *, commits: int = NEAR_TAG + 20) -> Git:
     return git
 
 
+@pytest.mark.slow
 def test_fork_of_0_22_applies_0001_0002_0004_0005_and_tests_fixed(
     tmp_path: Path, series: Series
 ) -> None:

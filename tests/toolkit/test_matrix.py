@@ -38,6 +38,7 @@ pytestmark = pytest.mark.release_trees
 ROOT = PROJECT_ROOT
 
 
+@pytest.mark.slow
 def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
     """Stock and series-applied suites on an affected and a fixed release
     (the suite runs other tests of the session made are reused)."""
@@ -351,6 +352,7 @@ def test_an_overlay_cell_that_cannot_be_judged_makes_the_exit_3(
     )
 
 
+@pytest.mark.slow
 def test_an_apply_the_environment_failed_is_exit_3_and_never_cached(
     tmp_path: Path,
 ) -> None:

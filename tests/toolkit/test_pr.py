@@ -85,6 +85,7 @@ def test_missing_signoff_is_refused_then_added_only_on_request(
     assert snapshot(checkout) == before  # a dry run changes nothing
 
 
+@pytest.mark.slow
 def test_dry_run_body_comes_from_real_test_and_precommit_runs(
     checkout: Path,
 ) -> None:

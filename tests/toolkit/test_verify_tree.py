@@ -117,6 +117,7 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", ["host_alias"])
 def test_a_wrong_fix_fails(release_clone: Callable[[str], Path], mutant: str) -> None:
     """host_alias zeroes the host offsets where the AST invariant cannot see."""
@@ -137,6 +138,7 @@ def test_a_wrong_fix_fails(release_clone: Callable[[str], Path], mutant: str) ->
     assert result["after"]["upstream_test"]["failed"] > 0
 
 
+@pytest.mark.slow
 def test_a_tree_whose_runtime_lacks_a_package_is_not_judged(
     release_clone: Callable[[str], Path],
 ) -> None:
@@ -166,6 +168,7 @@ def _patched_clone(release_clone: Callable[[str], Path]) -> Path:
     return tree
 
 
+@pytest.mark.slow
 def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
     release_clone: Callable[[str], Path],
 ) -> None:
@@ -203,6 +206,7 @@ def test_a_tree_where_the_core_checks_cannot_run_is_not_judged(
     assert "upstream test" in proc.stdout and "13 passed, 0 failed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_tree_without_minimax_m3_rests_on_the_other_core_checks(
     release_clone: Callable[[str], Path],
 ) -> None:
@@ -221,6 +225,7 @@ def test_a_tree_without_minimax_m3_rests_on_the_other_core_checks(
     assert "minimax_indexer_after_rocm[q=1]: not applicable: " in proc.stdout
 
 
+@pytest.mark.slow
 def test_an_upstream_test_for_a_later_layout_leaves_the_suite_to_judge(
     release_clone: Callable[[str], Path],
 ) -> None:
@@ -248,6 +253,7 @@ def test_an_upstream_test_for_a_later_layout_leaves_the_suite_to_judge(
     assert result["after"]["counts"]["failed"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("breakage", ["import error", "nothing collected"])
 def test_an_upstream_test_that_did_not_run_is_not_a_pass(
     release_clone: Callable[[str], Path], breakage: str
@@ -289,6 +295,7 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
     assert f"after:   did not run: {reason}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_release_fixed_upstream_for_two_fixes_still_has_the_third() -> None:
     """A release tree, not a clone: 0.29.0 carries #51585's and #53821's fixes
     (not 0002's test) but not StaticSink's (0004 affects 0.14.0..0.33.0).
@@ -338,6 +345,7 @@ def test_refuses_what_is_not_a_vllm_tree(tmp_path: Path) -> None:
     assert "baseline 'no-such-rev' is not a commit" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_fix_not_carried_for_the_release_is_counted_apart_beside_fixed(
     release_clone: Callable[..., Path],
 ) -> None:

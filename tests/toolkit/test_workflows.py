@@ -639,6 +639,7 @@ def publish_clone(tmp_path: Path, name: str) -> Path:
     return clone
 
 
+@pytest.mark.slow
 @pytest.mark.release_trees
 def test_base_ref_input_and_a_rebase_that_drops_nothing(
     upstream: Path, overlay: Path, tmp_path: Path
@@ -704,6 +705,7 @@ def test_conflict_report_has_patch_files_hunks_and_a_stable_title(
     assert "Nothing was pushed" in body and "run-42" in body
 
 
+@pytest.mark.slow
 @pytest.mark.release_trees
 def test_base_check_flags_a_series_that_no_longer_applies_at_its_base(
     upstream: Path, overlay: Path, tmp_path: Path

@@ -84,6 +84,7 @@ def test_patched_0_28_keeps_aiter_offsets_and_kills_every_mutant(
     _assert_fixed_and_mutants_killed(patched_installed_tree)
 
 
+@pytest.mark.slow
 @pytest.mark.release_trees
 def test_0_29_keeps_aiter_offsets_and_kills_every_mutant() -> None:
     _assert_fixed_and_mutants_killed(release_tree("0.29.0"))

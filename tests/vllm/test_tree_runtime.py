@@ -119,6 +119,7 @@ def test_no_directory_is_unavailable(tmp_path: Path) -> None:
         runtime_for(tmp_path / "absent")
 
 
+@pytest.mark.slow
 def test_test_judges_an_old_release_stock_and_patched(
     release_clone: Callable[[str], Path],
 ) -> None:
