@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,24 +34,10 @@ from typing import Any
 
 import pytest
 
+from tests.overlay.fourth_fix_files import NAME, PATCH, add_fourth_fix
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
-
-DATA = Path(__file__).parents[1] / "data" / "fourth_fix"
-NAME = "scratch-fourth-fix"
-PATCH = "0099-Scratch-mark-math_utils.patch"
-MESSAGE = """\
-Scratch: mark math_utils
-
-A scratch patch for the fourth-fix test.
-
-Origin: vendor, vllm-overlay
-Forwarded: no
-Affects: 0.27.0..0.28.0
-Invariant: scratch-fourth-fix-marks
-Signed-off-by: vllm-overlay developers <dev@vllm-overlay.invalid>
-"""
 
 
 @dataclass(frozen=True)
@@ -65,36 +50,13 @@ class Scratch:
     """A 0.28.0 checkout as a user has it, untouched."""
 
 
-def _patch_from_a_commit(checkout: Path, dest: Path) -> Path:
-    """The scratch patch, as ``git format-patch`` writes it from a commit."""
-    work = dest.parent / "authoring"
-    Git(dest.parent).run("clone", "-q", str(checkout), str(work))
-    git = Git(work)
-    git.run("config", "user.name", "vllm-overlay developers")
-    git.run("config", "user.email", "dev@vllm-overlay.invalid")
-    math_utils = work / "vllm/utils/math_utils.py"
-    math_utils.write_text(math_utils.read_text() + "\n\nSCRATCH_FIXED = True\n")
-    git.run("commit", "-q", "-a", "-m", MESSAGE)
-    dest.write_text(git.out("format-patch", "-1", "--stdout"))
-    return dest
-
-
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Scratch:
     root = tmp_path_factory.mktemp("fourth-fix")
     stock = root / "vllm-0.28.0"
     clone_release("0.28.0", stock, checkout=True)
     project = project_copy(root / "project")
-    folder = project / "vllm_overlay/fixes/scratch_fourth_fix"
-    folder.mkdir()
-    shutil.copy(DATA / "fix.py", folder / "__init__.py")
-    _patch_from_a_commit(stock, project / "patches" / PATCH)
-    series = project / "patches/series"
-    series.write_text(series.read_text() + PATCH + "\n")
-    shutil.copy(
-        DATA / "scenario.py",
-        project / "tools/vllm_patchkit/judge/regression/by_fix/scratch_fourth_fix.py",
-    )
+    assert len(add_fourth_fix(project, stock)) == 4
     return Scratch(project, own_matrix_cache(root), stock)
 
 
