@@ -5,13 +5,17 @@ drives each surface with these files present, and
 
     python -m tests.overlay.fourth_fix_files PROJECT
 
-writes the same four files into ``PROJECT`` (a clone of this project), whose
-own test command then runs the whole suite with the fourth fix present.
+writes the same four files into ``PROJECT`` (a clone of this project) and
+then runs the two page generators there, as a contributor adding a fix
+does (the fix table and the CLI reference name every fix); the clone's own
+test command then runs the whole suite with the fourth fix present.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,9 +25,9 @@ from vllm_patchkit.trees.releases import clone_release
 
 DATA = Path(__file__).parents[1] / "data" / "fourth_fix"
 NAME = "scratch-fourth-fix"
-PATCH = "0099-Scratch-mark-math_utils.patch"
+PATCH = "0099-Scratch-mark-pcp.patch"
 MESSAGE = """\
-Scratch: mark math_utils
+Scratch: mark pcp
 
 A scratch patch for the fourth-fix test.
 
@@ -44,8 +48,8 @@ def patch_from_a_commit(checkout: Path, dest: Path) -> Path:
         git = Git(work)
         git.run("config", "user.name", "vllm-overlay developers")
         git.run("config", "user.email", "dev@vllm-overlay.invalid")
-        math_utils = work / "vllm/utils/math_utils.py"
-        math_utils.write_text(math_utils.read_text() + "\n\nSCRATCH_FIXED = True\n")
+        pcp = work / "vllm/model_executor/layers/attention/pcp.py"
+        pcp.write_text(pcp.read_text() + "\n\nSCRATCH_FIXED = True\n")
         git.run("commit", "-q", "-a", "-m", MESSAGE)
         dest.write_text(git.out("format-patch", "-1", "--stdout"))
     return dest
@@ -78,8 +82,29 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="fourth-fix-stock-") as scratch:
         stock = Path(scratch) / "vllm-0.28.0"
         clone_release("0.28.0", stock, checkout=True)
-        for path in add_fourth_fix(Path(argv[0]).resolve(), stock):
+        project = Path(argv[0]).resolve()
+        for path in add_fourth_fix(project, stock):
             print(f"wrote {path}")
+    return regenerate_pages(project)
+
+
+GENERATORS = ("vllm_patchkit.fix_reference", "vllm_patchkit.cli_reference")
+"""The generated pages' commands (each rewrites its pages from the code)."""
+
+
+def regenerate_pages(project: Path) -> int:
+    """Run each page generator of ``project`` on its own code; its exit."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(project / "tools"), str(project)]),
+    }
+    for module in GENERATORS:
+        proc = subprocess.run(
+            [sys.executable, "-m", module], cwd=project, env=env, check=False
+        )
+        if proc.returncode != 0:
+            return proc.returncode
+        print(f"ran python -m {module}")
     return 0
 
 

@@ -7,7 +7,7 @@ nothing else edited:
 1. ``vllm_overlay/fixes/scratch_fourth_fix/__init__.py``: its record, how
    its code reads (the one :class:`~vllm_overlay.code.Code` type), how it
    installs, and its patch rule;
-2. ``patches/0099-Scratch-mark-math_utils.patch``: made here by ``git
+2. ``patches/0099-Scratch-mark-pcp.patch``: made here by ``git
    format-patch`` from a commit on a 0.28.0 checkout;
 3. ``patches/series``: the line naming it;
 4. ``tools/vllm_patchkit/judge/regression/by_fix/scratch_fourth_fix.py``:
@@ -37,6 +37,7 @@ import pytest
 from tests.overlay.fourth_fix_files import NAME, PATCH, add_fourth_fix
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
 from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.trees.releases import clone_release
 
 
@@ -52,6 +53,11 @@ class Scratch:
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Scratch:
+    if (PROJECT_ROOT / "vllm_overlay/fixes/scratch_fourth_fix").exists():
+        pytest.skip(
+            "cannot run here: this project already carries the scratch fix "
+            "(a copy that fourth_fix_files wrote it into)"
+        )
     root = tmp_path_factory.mktemp("fourth-fix")
     stock = root / "vllm-0.28.0"
     clone_release("0.28.0", stock, checkout=True)
@@ -104,7 +110,8 @@ def test_the_plugin_and_its_doctor_judge_the_fourth_fix(scratch: Scratch) -> Non
     quick = run_copy(scratch, "-m", "vllm_overlay", "--quick")
     assert quick.returncode == 0, quick.stdout + quick.stderr
     assert f"fix {NAME} (vllm-overlay patch 0099)" in quick.stdout
-    assert "vllm/utils/math_utils.py lacks SCRATCH_FIXED" in quick.stdout
+    pcp = "vllm/model_executor/layers/attention/pcp.py"
+    assert f"{pcp} lacks SCRATCH_FIXED" in quick.stdout
     off = run_copy(
         scratch, "-m", "vllm_overlay", "--quick", env={"VLLM_OVERLAY_DISABLE": NAME}
     )
@@ -157,7 +164,7 @@ def test_the_toolkit_reaches_the_fourth_fix(scratch: Scratch, tmp_path: Path) ->
     )
     assert pr.returncode == 0, pr.stdout + pr.stderr
     made = json.loads(pr.stdout)
-    assert made["title"] == "[Bugfix] Scratch: mark math_utils"
+    assert made["title"] == "[Bugfix] Scratch: mark pcp"
     body = made["body"]
     assert "A scratch patch for the fourth-fix test." in body
     for other in ("0001", "0004", "#51585", "#53821", "StaticSink"):
@@ -177,13 +184,13 @@ def test_the_mutation_tier_lists_the_fourth_fixs_mutant(
     assert found["targets"] == [
         ["aiter-unified", "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"],
         ["rocm-attn", "vllm/v1/attention/backends/rocm_attn.py"],
-        ["scratch-math-utils", "vllm/utils/math_utils.py"],
+        ["scratch-pcp", "vllm/model_executor/layers/attention/pcp.py"],
         [
             "static-sink",
             "vllm/model_executor/layers/attention/static_sink_attention.py",
         ],
     ]
-    assert ["scratch_mark_dropped", "scratch-math-utils"] in found["mutants"]
+    assert ["scratch_mark_dropped", "scratch-pcp"] in found["mutants"]
     assert len(found["mutants"]) == 37 + 1
     assert (found["patched"], found["mutated"]) == ("fixed", "not-fixed")
     usage = run_copy(scratch, "-m", "vllm_patchkit.judge.mutation", "--help")
@@ -197,7 +204,7 @@ from pathlib import Path
 from vllm_patchkit.judge.mutation.targets import ALL_MUTANTS, TARGETS
 
 patched, mutant_dir = map(Path, sys.argv[1:])
-(target,) = [t for t in TARGETS if t.key == "scratch-math-utils"]
+(target,) = [t for t in TARGETS if t.key == "scratch-pcp"]
 (mutant,) = [m for m in ALL_MUTANTS if m.target is target]
 mutated = mutant_dir / target.relpath
 mutated.parent.mkdir(parents=True)

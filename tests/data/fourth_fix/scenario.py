@@ -18,25 +18,24 @@ MUTATION = __name__
 
 
 def scratch_fourth_fix(decode_query_len: int) -> Outcome:
-    module = importlib.import_module("vllm.utils.math_utils")
+    module = importlib.import_module("vllm.model_executor.layers.attention.pcp")
     marked = getattr(module, "SCRATCH_FIXED", False) is True
     return Outcome("scratch_fourth_fix", decode_query_len, "ok", {"marked": marked})
 
 
 SCENARIOS = {"scratch_fourth_fix": scratch_fourth_fix}
 
-MATH_UTILS = Target(
-    "scratch-math-utils",
-    Path("vllm/utils/math_utils.py"),
+PCP = Target(
+    "scratch-pcp",
+    Path("vllm/model_executor/layers/attention/pcp.py"),
     holds("scratch-fourth-fix-marks"),
-    forks=False,  # vLLM's configuration imports it
 )
-TARGETS = (MATH_UTILS,)
+TARGETS = (PCP,)
 FILE_MUTANTS = (
     FileMutant(
         "scratch_mark_dropped",
         "the mark dropped again",
-        MATH_UTILS,
+        PCP,
         lambda source: source.replace("SCRATCH_FIXED = True", ""),
     ),
 )
