@@ -92,8 +92,11 @@ def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
     patched_installed_tree: Path, fixed_source: str
 ) -> None:
     """The pair's ROCM_ATTN mutants equal mutants the tier has; the AITER
-    ones are distinct rewrites of the AITER module, all in the tier."""
+    ones are distinct rewrites of the AITER module, all in the tier. Each of
+    the three fixes' targets runs exactly its fix's mutants (another fix's
+    target adds its own), and no mutant name is used twice."""
     from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
+        AITER,
         AITER_MODULE,
         PAIR_MUTANTS,
         TIER_PAIR_MUTANTS,
@@ -119,7 +122,14 @@ def test_the_tier_runs_each_aiter_pair_mutant_and_no_duplicate(
     assert len(mutated) == 10 == len(set(mutated.values()))
     assert aiter_source not in mutated.values()
     names = [m.name for m in ALL_MUTANTS]
-    assert len(names) == len(set(names)) == len(MUTANTS) + 10 + len(SINK_MUTANTS)
+    assert len(names) == len(set(names))
+    for target, own in (
+        (ROCM, MUTANTS),
+        (AITER, TIER_PAIR_MUTANTS),
+        (SINK, SINK_MUTANTS),
+    ):
+        tier = [m.name for m in ALL_MUTANTS if m.target is target]
+        assert tier == [m.name for m in own], target.key
 
 
 def test_the_tier_runs_each_static_sink_mutant_against_its_file(

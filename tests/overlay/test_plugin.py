@@ -22,8 +22,17 @@ from tests.overlay.shadow_vllm import (
     insert_before,
     shadow_installed_vllm,
 )
+from vllm_overlay.fixes import FIXES
 
 PROBE = Path(__file__).with_name("probe_plugin.py")
+ROCM_MODULES = {
+    "vllm.v1.attention.backends.rocm_aiter_unified_attn",
+    "vllm.v1.attention.backends.rocm_attn",
+}
+SERIES_MODULES = ROCM_MODULES | {
+    "vllm.model_executor.layers.attention.static_sink_attention"
+}
+"""The modules of the series' three fixes: the ROCm two, and StaticSink's."""
 CAPTURE_FIX = "rocm-capture-keeps-host-offsets"
 AITER_FIX = "rocm-aiter-unified-capture-keeps-offsets"
 OFFSETS = [0, 1, 2, 3, 4]
@@ -118,26 +127,31 @@ def test_each_backend_gets_its_capture_behaviour(enabled: dict[str, Any]) -> Non
 def test_registration_is_idempotent_and_says_what_it_did(
     enabled: dict[str, Any],
 ) -> None:
-    # One hook per fix, after two loads of vLLM's plugins and a third
-    # register(); once vLLM imported both ROCm modules, at most StaticSink's
-    # is left (its module is imported only if something of vLLM's pulls it).
-    assert enabled["pending_import_hooks"] == [
-        "vllm.model_executor.layers.attention.static_sink_attention",
-        "vllm.v1.attention.backends.rocm_aiter_unified_attn",
-        "vllm.v1.attention.backends.rocm_attn",
-    ]
-    assert set(enabled["hooks_after_import"]) <= {
-        "vllm.model_executor.layers.attention.static_sink_attention"
-    }
+    """One hook per fix the venv's 0.28.0 needs (its record says so), after
+    two loads of vLLM's plugins and a third register(); once vLLM imported
+    both ROCm modules their hooks are gone (StaticSink's module is imported
+    only if something of vLLM's pulls it). Each ROCm fix says "installed"
+    once, as its module loads; StaticSink's says it only when a builder of
+    its class is made, which the probe does not do."""
+    armed = sorted(fix.module for fix in FIXES if fix.record.affects("0.28.0"))
+    assert enabled["pending_import_hooks"] == armed
+    assert set(armed) >= SERIES_MODULES
+    assert set(enabled["hooks_after_import"]) <= set(armed) - ROCM_MODULES
     info = [
         line
         for line in enabled["log"].splitlines()
         if "vllm-overlay: installed" in line
     ]
-    assert len(info) == 2, enabled["log"]
-    assert "the #51585 capture fix on vLLM 0.28.0" in info[0]
-    assert "the #53821 AITER unified capture fix on vLLM 0.28.0" in info[1]
-    assert f"{enabled['aiter_file']}:98 " in info[1]
+    capture = "installed the #51585 capture fix on vLLM 0.28.0"
+    aiter = "installed the #53821 AITER unified capture fix on vLLM 0.28.0"
+    sink = "installed the StaticSink seq_lens fix"
+    said = {
+        text: [i for i, line in enumerate(info) if text in line]
+        for text in (capture, aiter, sink)
+    }
+    assert [len(lines) for lines in said.values()] == [1, 1, 0], enabled["log"]
+    assert said[capture] < said[aiter]
+    assert f"{enabled['aiter_file']}:98 " in info[said[aiter][0]]
 
 
 def test_disable_switch_leaves_the_bug(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from tests.overlay.test_plugin import (
     assert_keeps_both_offsets,
     assert_zeroes_device_keeps_host,
 )
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.releases import release_tree
 from vllm_patchkit.trees.tree_process import TreeLauncher
@@ -97,9 +98,10 @@ def test_fixed_release_is_left_alone(version: str, tmp_path: Path) -> None:
         in (aiter["reason"])
     )
     assert report["fixes"][CAPTURE_FIX]["action"] == "not-needed"
-    # The one hook armed is StaticSink's (affected up to the newest release).
+    # A hook per fix whose record names the release: of the series' three,
+    # StaticSink's alone (affected up to the newest release).
     assert report["fixes"][SINK_FIX]["action"] == "installed"
-    assert report["armed_hooks"] == 1
+    assert report["armed_hooks"] == sum(fix.record.affects(version) for fix in FIXES)
     assert not report["rocm_attn_imported_by_plugins"]
     assert not report["aiter_imported_by_plugins"]
     # Nothing of either backend changed: vLLM's own code, upstream's behaviour.

@@ -23,6 +23,14 @@ from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
 )
 from vllm_overlay.state import Action
 
+CAPTURE = "rocm-capture-keeps-host-offsets"
+AITER = "rocm-aiter-unified-capture-keeps-offsets"
+SINK = "static-sink-keeps-shared-seq-lens"
+SERIES_FIXES = (CAPTURE, AITER, SINK)
+"""The series' three fixes, in the registry's order (a fix added later
+joins them, wherever its ``order`` puts it)."""
+TARGETS = {target.name: target for target in RECORD}
+
 
 def overlay_doctor(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -36,8 +44,9 @@ def overlay_doctor(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_each_target_says_why_how_related_and_removal() -> None:
     assert RECORD, "the overlay patches something"
-    assert len({t.name for t in RECORD}) == len(RECORD)
-    capture, aiter, sink = RECORD
+    assert len(TARGETS) == len(RECORD)
+    assert [t.name for t in RECORD if t.name in SERIES_FIXES] == list(SERIES_FIXES)
+    capture, aiter, sink = TARGETS[CAPTURE], TARGETS[AITER], TARGETS[SINK]
     assert capture.module == UPSTREAM_MODULE
     assert capture.target == (
         "vllm.v1.attention.backends.rocm_attn:"
@@ -75,7 +84,7 @@ def test_python_m_vllm_overlay_shows_the_record() -> None:
     # Each fix on its own: installed 0.28.0 needs all three.
     fixes = {entry["name"]: entry for entry in report["fixes"]}
     assert list(fixes) == [t.name for t in RECORD]
-    capture, aiter, sink = fixes.values()
+    capture, aiter, sink = fixes[CAPTURE], fixes[AITER], fixes[SINK]
     assert capture["removes"]["statement"] == (
         "common_attn_metadata.query_start_loc_cpu.zero_()"
     )
@@ -133,18 +142,19 @@ def test_a_disabled_fix_is_reported_on_its_own() -> None:
         env={
             **os.environ,
             "CUDA_VISIBLE_DEVICES": "",
-            "VLLM_OVERLAY_DISABLE": RECORD[1].name,
+            "VLLM_OVERLAY_DISABLE": AITER,
         },
         timeout=600,
     )
     report = json.loads(proc.stdout)
-    capture, aiter, _ = report["fixes"]
+    fixes = {entry["name"]: entry for entry in report["fixes"]}
+    capture, aiter = fixes[CAPTURE], fixes[AITER]
     assert capture["status"] == "installed" and capture["on_vllm"]
     assert aiter["disabled"] and aiter["status"] == "disabled"
     assert aiter["affected"] and not aiter["active"]
     # Affected and not protected: the doctor says so by its exit status.
     assert proc.returncode == 1
-    assert report["disabled_fixes"] == [RECORD[1].name]
+    assert report["disabled_fixes"] == [AITER]
 
 
 def _doctor_with_disable(value: str, *args: str) -> subprocess.CompletedProcess[str]:

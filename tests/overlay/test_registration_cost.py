@@ -12,7 +12,15 @@ import os
 import subprocess
 import sys
 
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.paths import PROJECT_ROOT
+
+SERIES_FIXES = (
+    "rocm-capture-keeps-host-offsets",
+    "rocm-aiter-unified-capture-keeps-offsets",
+    "static-sink-keeps-shared-seq-lens",
+)
+"""The series' three fixes (a fix added later brings its own decision)."""
 
 
 def test_benchmark_reports_figures_and_imports_only_the_overlay() -> None:
@@ -39,9 +47,11 @@ def test_benchmark_reports_figures_and_imports_only_the_overlay() -> None:
     assert all(
         m.startswith("vllm_overlay") for m in result["modules_imported_by_register"]
     )
-    # Every fix decided (on the venv's 0.28.0: all armed), nothing imported.
-    assert result["fixes"] == {
-        "rocm-capture-keeps-host-offsets": "installed",
-        "rocm-aiter-unified-capture-keeps-offsets": "installed",
-        "static-sink-keeps-shared-seq-lens": "installed",
-    }
+    # Every fix decided, nothing imported; armed on the venv's 0.28.0: each
+    # fix whose record says 0.28.0 is affected, the series' three among them.
+    assert list(result["fixes"]) == [fix.name for fix in FIXES]
+    armed = [name for name, action in result["fixes"].items() if action == "installed"]
+    assert armed == [fix.name for fix in FIXES if fix.record.affects("0.28.0")]
+    assert {name: result["fixes"][name] for name in SERIES_FIXES} == dict.fromkeys(
+        SERIES_FIXES, "installed"
+    )

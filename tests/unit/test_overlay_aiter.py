@@ -296,22 +296,35 @@ def test_install_refuses_a_replaced_method(
 
 
 def test_each_fix_is_decided_on_its_own_for_a_tree(tmp_path: Path) -> None:
-    """``vllm_overlay.fixes.assess_tree``: the reports' one call per tree."""
-    from vllm_overlay.fixes import assess_tree
+    """``vllm_overlay.fixes.assess_tree``: the reports' one call per tree,
+    one decision per fix; a fix whose file the tree lacks is ABSENT."""
+    from vllm_overlay.fixes import FIXES, assess_tree
     from vllm_overlay.fixes.rocm_capture_host_offsets.code import ROCM_ATTN
     from vllm_patchkit.trees.installed import installed_vllm_dir
+
+    capture = "rocm-capture-keeps-host-offsets"
+    aiter = "rocm-aiter-unified-capture-keeps-offsets"
+    sink = "static-sink-keeps-shared-seq-lens"
+
+    def decided() -> dict[str, Action]:
+        states = assess_tree(tmp_path, "vendor")
+        assert [s.name for s in states] == [fix.name for fix in FIXES]
+        for fix, state in zip(FIXES, states, strict=True):
+            if not (tmp_path / fix.record.source_file).exists():
+                assert state.action is Action.ABSENT, fix.name
+        return {state.name: state.action for state in states}
 
     installed = installed_vllm_dir().parent
     (tmp_path / ROCM_ATTN).parent.mkdir(parents=True)
     (tmp_path / ROCM_ATTN).write_bytes((installed / ROCM_ATTN).read_bytes())
     (tmp_path / AITER_UNIFIED_ATTN).write_text(OWN)
-    capture, aiter, sink = assess_tree(tmp_path, "vendor")
-    assert capture.action is Action.INSTALLED  # 0.28.0's rocm_attn
-    assert aiter.action is Action.NOT_NEEDED  # a builder of its own
-    assert sink.action is Action.ABSENT  # no static-sink module in this tree
+    actions = decided()
+    assert actions[capture] is Action.INSTALLED  # 0.28.0's rocm_attn
+    assert actions[aiter] is Action.NOT_NEEDED  # a builder of its own
+    assert actions[sink] is Action.ABSENT  # no static-sink module in this tree
     (tmp_path / AITER_UNIFIED_ATTN).unlink()
-    capture, aiter, sink = assess_tree(tmp_path, "vendor")
-    assert capture.action is Action.INSTALLED and aiter.action is Action.ABSENT
+    actions = decided()
+    assert actions[capture] is Action.INSTALLED and actions[aiter] is Action.ABSENT
 
 
 ROCM_FIXED = """\
