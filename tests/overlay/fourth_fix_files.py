@@ -20,38 +20,42 @@ import sys
 import tempfile
 from pathlib import Path
 
+from vllm_patchkit.git.refresh import FORMAT_PATCH_OPTIONS
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 
 DATA = Path(__file__).parents[1] / "data" / "fourth_fix"
 NAME = "scratch-fourth-fix"
-PATCH = "0099-Scratch-mark-pcp.patch"
+PATCH = "0099-Scratch-mark-endpoint-plugins.patch"
 MESSAGE = """\
-Scratch: mark pcp
+Scratch: mark endpoint plugins
 
 A scratch patch for the fourth-fix test.
 
 Origin: vendor, vllm-overlay
 Forwarded: no
-Affects: 0.27.0..0.28.0
+Affects: 0.26.0..0.28.0
+Applied-Upstream: 0.29.0, vllm-project/vllm#0
 Invariant: scratch-fourth-fix-marks
 Signed-off-by: vllm-overlay developers <dev@vllm-overlay.invalid>
 """
 
 
 def patch_from_a_commit(checkout: Path, dest: Path) -> Path:
-    """The scratch patch, as ``git format-patch`` writes it from a commit on
-    a clone of ``checkout`` (made in a directory of its own, then removed)."""
+    """The scratch patch, as ``refresh`` exports it (its ``git format-patch``
+    options) from a commit on a clone of ``checkout`` (made in a directory of
+    its own, then removed)."""
     with tempfile.TemporaryDirectory(prefix="fourth-fix-authoring-") as scratch:
         work = Path(scratch) / "vllm"
         Git(Path(scratch)).run("clone", "-q", str(checkout), str(work))
         git = Git(work)
         git.run("config", "user.name", "vllm-overlay developers")
         git.run("config", "user.email", "dev@vllm-overlay.invalid")
-        pcp = work / "vllm/model_executor/layers/attention/pcp.py"
-        pcp.write_text(pcp.read_text() + "\n\nSCRATCH_FIXED = True\n")
+        interface = work / "vllm/plugins/endpoint_plugins/interface.py"
+        interface.write_text(interface.read_text() + "\n\nSCRATCH_FIXED = True\n")
         git.run("commit", "-q", "-a", "-m", MESSAGE)
-        dest.write_text(git.out("format-patch", "-1", "--stdout"))
+        exported = git.run("format-patch", *FORMAT_PATCH_OPTIONS, "-1", "--stdout")
+        dest.write_text(exported.stdout)
     return dest
 
 

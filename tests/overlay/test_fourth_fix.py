@@ -7,7 +7,7 @@ nothing else edited:
 1. ``vllm_overlay/fixes/scratch_fourth_fix/__init__.py``: its record, how
    its code reads (the one :class:`~vllm_overlay.code.Code` type), how it
    installs, and its patch rule;
-2. ``patches/0099-Scratch-mark-pcp.patch``: made here by ``git
+2. ``patches/0099-Scratch-mark-endpoint-plugins.patch``: made here by ``git
    format-patch`` from a commit on a 0.28.0 checkout;
 3. ``patches/series``: the line naming it;
 4. ``tools/vllm_patchkit/judge/regression/by_fix/scratch_fourth_fix.py``:
@@ -110,8 +110,8 @@ def test_the_plugin_and_its_doctor_judge_the_fourth_fix(scratch: Scratch) -> Non
     quick = run_copy(scratch, "-m", "vllm_overlay", "--quick")
     assert quick.returncode == 0, quick.stdout + quick.stderr
     assert f"fix {NAME} (vllm-overlay patch 0099)" in quick.stdout
-    pcp = "vllm/model_executor/layers/attention/pcp.py"
-    assert f"{pcp} lacks SCRATCH_FIXED" in quick.stdout
+    interface = "vllm/plugins/endpoint_plugins/interface.py"
+    assert f"{interface} lacks SCRATCH_FIXED" in quick.stdout
     off = run_copy(
         scratch, "-m", "vllm_overlay", "--quick", env={"VLLM_OVERLAY_DISABLE": NAME}
     )
@@ -145,8 +145,9 @@ def test_the_toolkit_reaches_the_fourth_fix(scratch: Scratch, tmp_path: Path) ->
     assert found["matrix_fixes"]["Scratch"] is True
     assert "| StaticSink | Scratch | series |" in found["matrix_header"]
     (row,) = [line for line in found["fix_table"] if line.startswith("| Scratch |")]
-    assert f"| 0099 | none yet | 0.27.0-0.28.0 | no release yet | `{NAME}` |" in row
-    assert "StaticSink and Scratch are not fixed upstream" in found["removal"]
+    assert f"| 0099 | none yet | 0.26.0-0.28.0 | 0.29.0 | `{NAME}` |" in row
+    # Fixed upstream in 0.29.0, it keeps nothing installed: StaticSink does.
+    assert "Not yet: StaticSink is not fixed upstream" in found["removal"]
 
     pr = run_copy(
         scratch,
@@ -164,7 +165,7 @@ def test_the_toolkit_reaches_the_fourth_fix(scratch: Scratch, tmp_path: Path) ->
     )
     assert pr.returncode == 0, pr.stdout + pr.stderr
     made = json.loads(pr.stdout)
-    assert made["title"] == "[Bugfix] Scratch: mark pcp"
+    assert made["title"] == "[Bugfix] Scratch: mark endpoint plugins"
     body = made["body"]
     assert "A scratch patch for the fourth-fix test." in body
     for other in ("0001", "0004", "#51585", "#53821", "StaticSink"):
@@ -184,13 +185,13 @@ def test_the_mutation_tier_lists_the_fourth_fixs_mutant(
     assert found["targets"] == [
         ["aiter-unified", "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"],
         ["rocm-attn", "vllm/v1/attention/backends/rocm_attn.py"],
-        ["scratch-pcp", "vllm/model_executor/layers/attention/pcp.py"],
+        ["scratch-endpoint-plugins", "vllm/plugins/endpoint_plugins/interface.py"],
         [
             "static-sink",
             "vllm/model_executor/layers/attention/static_sink_attention.py",
         ],
     ]
-    assert ["scratch_mark_dropped", "scratch-pcp"] in found["mutants"]
+    assert ["scratch_mark_dropped", "scratch-endpoint-plugins"] in found["mutants"]
     assert len(found["mutants"]) == 37 + 1
     assert (found["patched"], found["mutated"]) == ("fixed", "not-fixed")
     usage = run_copy(scratch, "-m", "vllm_patchkit.judge.mutation", "--help")
@@ -204,7 +205,7 @@ from pathlib import Path
 from vllm_patchkit.judge.mutation.targets import ALL_MUTANTS, TARGETS
 
 patched, mutant_dir = map(Path, sys.argv[1:])
-(target,) = [t for t in TARGETS if t.key == "scratch-pcp"]
+(target,) = [t for t in TARGETS if t.key == "scratch-endpoint-plugins"]
 (mutant,) = [m for m in ALL_MUTANTS if m.target is target]
 mutated = mutant_dir / target.relpath
 mutated.parent.mkdir(parents=True)

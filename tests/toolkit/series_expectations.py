@@ -10,7 +10,11 @@ decision still fails the tests; each test also pins one fact by hand
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.series import Patch, Series, load_series
+from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS
 from vllm_patchkit.trees.versions import Release, parse_release
 
 APPLIES, APPLIED, UPSTREAMED, NOT_CARRIED = (
@@ -68,3 +72,26 @@ def applied_statuses(version: str | Release, series: Series = SERIES) -> list[st
 def carried(version: str | Release, series: Series = SERIES) -> list[Patch]:
     """The patches applying the series to the stock tree commits, in order."""
     return [p for p in series.patches if stock_status(p, version) == APPLIES]
+
+
+FIRST_FIXES = ("#51585", "#53821", "StaticSink")
+"""The series' first three fixes: tests pin their checks' counts by hand."""
+
+
+def counted_fixes(version: str | Release, series: Series = SERIES) -> list[str]:
+    """The fixes (PR labels) whose checks count on a tree of ``version``:
+    those whose first patch the series carries for it (its trailers)."""
+    first = {p.name: p for p in series.patches}
+    return [
+        fix.pr
+        for fix in FIXES
+        if stock_status(first[fix.patches[0]], version) == APPLIES
+    ]
+
+
+def suite_size(prs: Iterable[str]) -> int:
+    """How many checks the suite has for the fixes ``prs``: each scenario
+    the registry gives them, at every decode query length."""
+    wanted = set(prs)
+    scenarios = sum(len(fix.scenarios) for fix in FIXES if fix.pr in wanted)
+    return scenarios * len(DECODE_QUERY_LENS)

@@ -16,8 +16,16 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit_json
+from tests.toolkit.series_expectations import (
+    APPLIED,
+    NOT_CARRIED,
+    applied_statuses,
+    carried,
+    stock_status,
+)
+from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.invariants import check_invariant
-from vllm_patchkit.git.series import Series
+from vllm_patchkit.git.series import Patch, Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
     PAIR_MUTANTS,
@@ -57,7 +65,8 @@ def patched_0_28(release_clone: Callable[[str], Path]) -> Path:
 
     assert (code, result["status"]) == (0, "applied"), result
     statuses = {p["name"]: p["status"] for p in result["patches"]}
-    assert set(statuses.values()) == {"applied"} and FIX in statuses
+    assert list(statuses.values()) == applied_statuses("0.28.0")
+    assert statuses[FIX] == APPLIED  # by hand
     assert check_invariant(INVARIANT, tree).holds
     return tree
 
@@ -98,8 +107,11 @@ def test_0003_is_upstreamed_from_0_29(
     assert code == 0, applied
     statuses = {p["name"]: p["status"] for p in applied["patches"]}
     assert statuses[FIX] == "upstreamed"
-    applied_names = sorted(n[:4] for n, s in statuses.items() if s == "applied")
-    assert applied_names == ["0002", "0004", "0005"]  # the tests, the static sink
+    applied_names = [n[:4] for n, s in statuses.items() if s == APPLIED]
+    assert applied_names == [p.name[:4] for p in carried(version)]
+    # By hand: the tests and the static sink, not the upstreamed fixes.
+    assert {"0002", "0004", "0005"} <= set(applied_names)
+    assert not {"0001", "0003"} & set(applied_names)
 
 
 def test_the_invariant_sees_the_wrong_combinations(
@@ -122,27 +134,36 @@ def test_the_invariant_sees_the_wrong_combinations(
 
 
 @pytest.mark.parametrize(
-    ("version", "not_counted"),
+    ("version", "pinned"),
     [
-        (
-            "0.11.0",
-            {
-                "#51585": "not carried for 0.11.0",
-                "#53821": "not carried for 0.11.0",
-                # 0004 (Affects: 0.14.0..0.33.0): no static-sink builder yet.
-                "StaticSink": "not carried for 0.11.0",
-            },
-        ),
-        ("0.25.0", {"#53821": "not carried for 0.25.0"}),
-        ("0.28.0", {}),
+        # 0004 (Affects: 0.14.0..0.33.0): no static-sink builder yet.
+        ("0.11.0", {"#51585": False, "#53821": False, "StaticSink": False}),
+        ("0.25.0", {"#51585": True, "#53821": False, "StaticSink": True}),
+        ("0.28.0", {"#51585": True, "#53821": True, "StaticSink": True}),
         # Upstream carries both from 0.29.0 (Applied-Upstream): both count.
-        ("0.29.0", {}),
+        ("0.29.0", {"#51585": True, "#53821": True, "StaticSink": True}),
     ],
 )
 def test_which_fixes_decide_a_trees_verdict(
-    series: Series, version: str, not_counted: dict[str, str]
+    series: Series, version: str, pinned: dict[str, bool]
 ) -> None:
+    """A fix decides the verdict unless the series' trailers say its first
+    patch is not carried for the release (a fix added to the series moves
+    the expectation with it); ``pinned``, by hand, whether #51585, #53821
+    and StaticSink each count there."""
     from vllm_patchkit.judge.verify import fixes_not_counted
     from vllm_patchkit.trees.releases import release_tree
 
-    assert fixes_not_counted(series, release_tree(version)) == not_counted
+    expected = {
+        fix.pr: f"not carried for {version}"
+        for fix in FIXES
+        if stock_status(first_patch(series, fix.patches), version) == NOT_CARRIED
+    }
+    not_counted = fixes_not_counted(series, release_tree(version))
+    assert not_counted == expected
+    assert {pr: pr not in not_counted for pr in pinned} == pinned
+
+
+def first_patch(series: Series, names: tuple[str, ...]) -> Patch:
+    """The first patch of the series that is one of a fix's ``names``."""
+    return next(p for p in series.patches if p.name in names)

@@ -21,7 +21,7 @@ from tests.toolkit.series_expectations import (
     stock_statuses,
 )
 from vllm_overlay.code import Shape
-from vllm_overlay.fixes import fix_of_patch
+from vllm_overlay.fixes import FIXES, fix_of_patch
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.git.carry import (
     NEAR_TAG,
@@ -40,13 +40,19 @@ pytestmark = pytest.mark.release_trees
 MATRIX = Path(__file__).resolve().parents[2] / "docs" / "matrix.json"
 RELEASES = [row["version"] for row in json.loads(MATRIX.read_text())["rows"]]
 """Every release the project's matrix covers: 0.11.0 to 0.33.0."""
-CODE = (
-    "vllm/v1/attention/backends/",
-    "vllm/v1/worker/gpu_model_runner.py",
-    str(STATIC_SINK),
+CODE = tuple(
+    dict.fromkeys(
+        (
+            "vllm/v1/attention/backends/",
+            "vllm/v1/worker/gpu_model_runner.py",
+            str(STATIC_SINK),
+            *(fix.record.source_file for fix in FIXES),
+        )
+    )
 )
 """What the code rules read (0001-0003: the ROCm backends and the runner;
-0004-0005: the static-sink builder)."""
+0004-0005: the static-sink builder; and each fix's own file, so a fix added
+to the registry is read from its file too)."""
 AITER = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
 SINK = "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
 SINK_TEST = "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch"
@@ -199,9 +205,13 @@ def test_apply_skip_is_recorded(tmp_path: Path, series: Series) -> None:
     assert result["skipped"] == [AITER]
     states = {p["name"]: (p["status"], p["detail"]) for p in result["patches"]}
     assert states[AITER] == ("not-carried", "skipped by the user (--skip)")
-    # Every other patch carried for 0.28.0 (0001, 0002, 0004, 0005) applied.
+    # Every other patch carried for 0.28.0 applied (0001, 0002, 0004, 0005
+    # among them), in series order.
     subjects = git.out("log", "--format=%s", f"{head}..HEAD").splitlines()
-    assert len(subjects) == 4, subjects
+    others = [p for p in carried("0.28.0") if p.name != AITER]
+    assert subjects == [p.subject for p in reversed(others)], subjects
+    assert AITER in [p.name for p in carried("0.28.0")]  # by hand: 0003 is carried
+    assert {SINK, SINK_TEST} <= {p.name for p in others}
     assert not any("AITER" in subject for subject in subjects), subjects
 
     unknown = patchkit("apply", str(tree), "--skip", "0009")

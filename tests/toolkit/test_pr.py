@@ -1,7 +1,8 @@
 """``vllm-patchkit pr`` on real 0.28.0 and 0.33.0 checkouts with the series applied.
 
-On 0.28.0 the series carries three fixes (#51585: 0001 and 0002, #53821:
-0003, StaticSink: 0004 and 0005); the tests propose #51585's.
+On 0.28.0 the series carries #51585's fix (0001 and 0002), #53821's (0003)
+and StaticSink's (0004 and 0005), with any fix added since; the tests
+propose #51585's.
 
 The checks the PR body reports (``test``, ``precommit``) run for real in one
 test; the others skip them to test sign-offs, the branch and the hand-off
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot, user_commit
+from tests.toolkit.series_expectations import carried
+from vllm_overlay.fixes import by_name
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 
@@ -32,6 +35,7 @@ UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
 STATIC_SINK_TEST = "tests/v1/attention/test_static_sink_shared_state.py"
 PR = ("pr", "--fix", "rocm-capture-keeps-host-offsets")
+PR_PATCHES = by_name("rocm-capture-keeps-host-offsets").patches
 
 
 @pytest.fixture
@@ -157,9 +161,14 @@ def test_submit_pushes_a_branch_and_hands_it_to_gh(
     new_head = git.out("rev-parse", f"refs/heads/{pr_branch}")
     assert Git(remote).out("rev-parse", f"refs/heads/{pr_branch}") == new_head
     # Same trees on the same base; upstream messages; the user's branch and
-    # work tree untouched.
+    # work tree untouched. The fix's patches (0001, 0002) come first in the
+    # series: the tree after them is HEAD's less the later patches'.
+    applied = [p.name for p in carried("0.28.0")]
+    assert applied[: len(PR_PATCHES)] == list(PR_PATCHES)
+    assert [name[:4] for name in PR_PATCHES] == ["0001", "0002"]  # by hand
+    later = len(applied) - len(PR_PATCHES)
     assert git.out("rev-parse", f"{new_head}^{{tree}}") == git.out(
-        "rev-parse", "HEAD~3^{tree}"
+        "rev-parse", f"HEAD~{later}^{{tree}}"
     )
     assert git.out("rev-parse", f"{new_head}~2") == git.out(
         "rev-parse", "refs/vllm-patchkit/base"
@@ -282,7 +291,10 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
     code, result = patchkit_json("apply", str(tree))
     assert code == 0, result
     base = git.out("rev-parse", "refs/vllm-patchkit/base")
-    assert git.out("rev-list", "--count", f"{base}..HEAD") == "3"  # 0002, 0004, 0005
+    applied = [p.name[:4] for p in carried("0.33.0")]
+    assert {"0002", "0004", "0005"} <= set(applied)  # by hand; 0001, 0003 upstream
+    assert not {"0001", "0003"} & set(applied)
+    assert git.out("rev-list", "--count", f"{base}..HEAD") == str(len(applied))
 
     args = ("pr", "--signoff", "--no-test", "--no-precommit")
     code, ambiguous = patchkit_json(*args, str(tree))
@@ -315,7 +327,9 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
     assert pr["title"] == (
         "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder"
     )
-    assert len(pr["left_out"]) == 1 and "CUDA graph capture" in pr["left_out"][0]
+    # Left out: every other commit the series carries here (0002 among them).
+    assert len(pr["left_out"]) == len(applied) - 2
+    assert any("CUDA graph capture" in commit for commit in pr["left_out"])
     # The branch (pushed before gh is looked for) is 0004 and 0005 on the base.
     head = Git(remote).out("rev-parse", f"refs/heads/{pr['branch']}")
     assert git.out("rev-parse", f"{head}~2") == base

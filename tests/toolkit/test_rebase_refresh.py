@@ -27,7 +27,14 @@ from tests.toolkit.cli_helpers import (
     snapshot,
     upstream_rewrites_the_zeroing,
 )
-from tests.toolkit.series_expectations import applied_statuses, carried
+from tests.toolkit.series_expectations import (
+    NOT_CARRIED,
+    SERIES,
+    UPSTREAMED,
+    applied_statuses,
+    carried,
+    stock_status,
+)
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.git.upstream import build_upstream
@@ -41,9 +48,26 @@ ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 TEST_FILE = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 SINK_FILE = "vllm/model_executor/layers/attention/static_sink_attention.py"
 SINK_TEST_FILE = "tests/v1/attention/test_static_sink_shared_state.py"
-FIX, TEST, AITER, SINK, SINK_TEST = sorted(p.name for p in PATCHES_DIR.glob("*.patch"))
+
+
+def series_patch(number: str) -> str:
+    """The file name of the series' patch ``number`` (``"0003"``)."""
+    [name] = [p.name for p in SERIES.patches if p.name.startswith(f"{number}-")]
+    return name
+
+
+FIX, TEST, AITER, SINK, SINK_TEST = map(
+    series_patch, ("0001", "0002", "0003", "0004", "0005")
+)
 """0001-0003: the ROCm fixes and their test; 0004-0005: the static-sink fix
-and its test, carried for 0.14.0 on and upstream in no release (#25)."""
+and its test, carried for 0.14.0 on and upstream in no release (#25). Named
+one by one: a patch added to the series moves no name here."""
+
+
+def named(status: str, version: str) -> list[str]:
+    """The series' patches whose state on stock ``version`` is ``status``
+    (by their trailers), in series order."""
+    return [p.name for p in SERIES.patches if stock_status(p, version) == status]
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +113,10 @@ def test_rebase_onto_0_28_applies(fork: Path, upstream: Path) -> None:
     )
     assert code == 0, result
     assert result["status"] == "rebased"
-    # 0003 comes from its file, at its place in the series.
-    assert [p["name"] for p in result["patches"]] == [FIX, TEST, AITER, SINK, SINK_TEST]
+    # 0003 comes from its file, at its place in the series (after 0002).
+    names = [p["name"] for p in result["patches"]]
+    assert names == [p.name for p in SERIES.patches]
+    assert names.index(AITER) == names.index(TEST) + 1
     assert [p["status"] for p in result["patches"]] == applied_statuses("0.28.0")
     assert result["patches"][2]["status"] == "applied"  # 0003, by hand
     git = Git(fork)
@@ -112,7 +138,9 @@ def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
     )
     assert code == 0, result
     assert [p["status"] for p in result["patches"]] == applied_statuses("0.29.0")
-    assert f"dropped as upstreamed: {FIX}, {AITER}" in result["message"]
+    upstreamed = named(UPSTREAMED, "0.29.0")
+    assert {FIX, AITER} <= set(upstreamed)  # by hand: #51585 and #53821
+    assert f"dropped as upstreamed: {', '.join(upstreamed)}" in result["message"]
     git = Git(fork)
     applied = carried("0.29.0")
     assert git.out("rev-parse", f"HEAD~{len(applied)}") == result["onto"]
@@ -201,10 +229,15 @@ def test_refresh_after_drop_removes_the_patch(
     code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
     assert code == 0
     # 0003 is outside its Affects range on 0.29.0, but upstream carries it:
-    # upstreamed comes first, so it leaves the series like 0001.
-    assert [Path(p).name for p in result["removed"]] == [FIX, AITER]
-    assert result["kept"] == []
-    assert sorted(p.name for p in patches.glob("*.patch")) == [TEST, SINK, SINK_TEST]
+    # upstreamed comes first, so it leaves the series like 0001. A patch not
+    # carried for 0.29.0 has no commit there: its file and line stay.
+    upstreamed = named(UPSTREAMED, "0.29.0")
+    assert upstreamed[:2] == [FIX, AITER] and TEST not in upstreamed  # by hand
+    assert [Path(p).name for p in result["removed"]] == upstreamed
+    assert result["kept"] == named(NOT_CARRIED, "0.29.0")
+    left = [p.name for p in SERIES.patches if p.name not in upstreamed]
+    assert {TEST, SINK, SINK_TEST} <= set(left)
+    assert sorted(p.name for p in patches.glob("*.patch")) == sorted(left)
     # The test patch is exported unchanged from its new base.
     assert (patches / TEST).read_bytes() == (PATCHES_DIR / TEST).read_bytes()
     listed = [
@@ -212,7 +245,7 @@ def test_refresh_after_drop_removes_the_patch(
         for line in (patches / "series").read_text().splitlines()
         if not line.startswith("#")
     ]
-    assert listed == [TEST, SINK, SINK_TEST]
+    assert listed == left
 
 
 def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
@@ -226,8 +259,11 @@ def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
     code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
 
     assert code == 0, result
-    assert [Path(p).name for p in result["written"]] == [FIX, TEST, SINK, SINK_TEST]
-    assert result["kept"] == [AITER] and result["removed"] == []
+    written = [p.name for p in carried("0.20.0")]
+    assert {FIX, TEST, SINK, SINK_TEST} <= set(written) and AITER not in written
+    assert [Path(p).name for p in result["written"]] == written
+    assert AITER in result["kept"]  # by hand
+    assert result["kept"] == named(NOT_CARRIED, "0.20.0") and result["removed"] == []
     assert (patches / AITER).read_bytes() == before[AITER]
     assert (patches / "series").read_bytes() == before["series"]
 
@@ -235,8 +271,9 @@ def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
 def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     upstream: Path, tmp_path: Path
 ) -> None:
-    """A 0.28.0 fork without 0003's commit, rebased onto 0.20.0: 0003 is not
-    put in from its file there, and the rebase goes through."""
+    """A 0.28.0 fork without 0003's commit (nor any other the series does not
+    carry for 0.20.0), rebased onto 0.20.0: 0003 is not put in from its file
+    there, and the rebase goes through."""
     tree = tmp_path / "fork28"
     Git(tmp_path).run(
         "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
@@ -245,7 +282,11 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     git.run("switch", "--quiet", "-c", "rocm-fixes")
     # Without 0003's commit: the branch carries what the series carries for
     # 0.20.0.
-    code, applied = patchkit_json("apply", "--skip", "0003", str(tree))
+    on_28 = named(NOT_CARRIED, "0.28.0")
+    left_out = [name for name in named(NOT_CARRIED, "0.20.0") if name not in on_28]
+    assert AITER in left_out  # by hand
+    skips = [arg for name in left_out for arg in ("--skip", name)]
+    code, applied = patchkit_json("apply", *skips, str(tree))
     assert (code, applied["status"]) == (0, "applied")
 
     code, result = patchkit_json(
@@ -328,7 +369,9 @@ def test_rebase_replays_your_own_commits_in_order(fork: Path, upstream: Path) ->
     subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
     assert subjects[:3] == ["Mark the fork", "Say it is my fork", "Add my tool"]
     assert subjects[3:] == [p.subject for p in reversed(carried("0.28.0"))]
-    assert sum(s.startswith("[Bugfix][ROCm] ") for s in subjects[3:]) == 3
+    rocm = [p.subject for p in SERIES.patches if p.name in (FIX, TEST, AITER)]
+    assert all(s.startswith("[Bugfix][ROCm] ") for s in rocm)  # by hand
+    assert set(rocm) <= set(subjects[3:])
     replayed = git.out("rev-list", "--reverse", "HEAD~3..HEAD").splitlines()
     for old, new in zip(mine, replayed, strict=True):
         # Same author, date and message; the same change.

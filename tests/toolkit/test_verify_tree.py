@@ -6,13 +6,20 @@ these also prove that the command judges the tree it is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
+from tests.toolkit.series_expectations import (
+    FIRST_FIXES,
+    counted_fixes,
+    suite_size,
+)
 from vllm_overlay.fixes import FIXES, by_name
 from vllm_patchkit.git.series import load_series
 from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.mutants import (
@@ -31,9 +38,43 @@ UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
 STATIC_SINK_TEST = "tests/v1/attention/test_static_sink_shared_state.py"
 TEST_FILES = series_test_files(load_series())
-"""0002's test, 0003's, 0005's: run together in one pytest."""
+"""0002's test, 0003's, 0005's (and any a fix added since): one pytest."""
 UPSTREAM_TESTS = " ".join(TEST_FILES)
 STATIC_SINK = by_name("static-sink-keeps-shared-seq-lens")
+NOT_RUN = 3
+"""#51585's checks that cannot run on CPU at query length 3 (named below)."""
+
+
+COUNTED = counted_fixes("0.28.0")
+ALL_CHECKS = suite_size(COUNTED)
+OTHER_FIXES = [pr for pr in COUNTED if pr not in FIRST_FIXES]
+
+
+def counts_line(label: str, passed: int, failed: int) -> str:
+    """The summary line of one run whose only checks not run are the three
+    of #51585 at query length 3."""
+    ran = passed + failed
+    return (
+        f"{label}: {ran + NOT_RUN} checks: {ran} ran ({passed} passed, "
+        f"{failed} failed), {NOT_RUN} could not run"
+    )
+
+
+AFTER_LINE = counts_line("after", ALL_CHECKS - NOT_RUN, 0)
+"""Every check but those three passes once the series is in (0.28.0)."""
+
+
+def owner(check: dict[str, Any]) -> str:
+    """The fix whose scenarios the registry lists the check under."""
+    scenario = check["name"].partition("[")[0]
+    [pr] = [fix.pr for fix in FIXES if scenario in fix.scenarios]
+    return pr
+
+
+def statuses(checks: list[dict[str, Any]], prs: Iterable[str]) -> Counter[str]:
+    """How many of the checks of the fixes ``prs`` passed, failed, did not run."""
+    wanted = set(prs)
+    return Counter(c["status"] for c in checks if owner(c) in wanted)
 
 
 def test_stock_affected_release_fails(
@@ -70,22 +111,28 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     after, before = result.after, result.before
     assert before is not None
     assert after.fixed and after.counts["failed"] == 0
-    assert after.counts["passed"] == after.counts["ran"] == 67
+    assert set(FIRST_FIXES) <= set(COUNTED)  # by hand: 0.28.0 needs all three
+    assert after.not_counted.keys() == {f.pr for f in FIXES} - set(COUNTED)
+    assert after.counts["passed"] == after.counts["ran"] == ALL_CHECKS - NOT_RUN
+    assert suite_size(FIRST_FIXES) == 70  # by hand: 67 ran, 3 could not
+    assert statuses(after.checks, FIRST_FIXES) == {"passed": 67, "not run": 3}
     assert after.upstream_test is not None
-    assert TEST_FILES == [UPSTREAM_TEST, AITER_TEST, STATIC_SINK_TEST]
+    assert TEST_FILES[:3] == [UPSTREAM_TEST, AITER_TEST, STATIC_SINK_TEST]
     assert after.upstream_test.files == TEST_FILES
-    assert after.upstream_test.cases == {
-        UPSTREAM_TEST: 4,
-        AITER_TEST: 5,
-        STATIC_SINK_TEST: 4,
-    }
-    assert (after.upstream_test.passed, after.upstream_test.failed) == (13, 0)
-    # The base is stock 0.28.0 with the tests copied in: the three bugs and
-    # thirteen assertion failures, no collection or import errors.
+    cases = after.upstream_test.cases
+    assert (cases[UPSTREAM_TEST], cases[AITER_TEST], cases[STATIC_SINK_TEST]) == (
+        4,
+        5,
+        4,
+    )
+    every_case = sum(cases.values())
+    assert (after.upstream_test.passed, after.upstream_test.failed) == (every_case, 0)
+    # The base is stock 0.28.0 with the tests copied in: the bugs, and every
+    # case an assertion failure, no collection or import errors.
     assert before.bug_reproduced and not before.fixed
     stock = before.upstream_test
     assert stock is not None
-    assert (stock.passed, stock.failed, stock.errors) == (0, 13, 0)
+    assert (stock.passed, stock.failed, stock.errors) == (0, every_case, 0)
     assert all("Error" in failure or "assert" in failure for failure in stock.failures)
     assert snapshot(tree) == before_run  # judged without a trace
     lines = format_verify(result).splitlines()
@@ -99,14 +146,24 @@ def test_the_series_passes_and_its_test_fails_on_the_base(
     assert after.runtime is not None and after.runtime["torch"] == torch
     assert lines[5].split() == ["check", "before", "after"]
     assert any(
-        line.startswith("upstream test") and "FAIL 0 passed, 13 failed" in line
+        line.startswith("upstream test")
+        and f"FAIL 0 passed, {every_case} failed" in line
         for line in lines
     )
     assert lines[-1] == "verdict: FIXED: the fix is present and behaves correctly"
     # Every check is counted; those that could not run are named, with why.
-    assert "after: 70 checks: 67 ran (67 passed, 0 failed), 3 could not run" in lines
-    # Before: StaticSink's eight checks fail too (0.28.0 has that bug).
-    assert "before: 70 checks: 67 ran (21 passed, 46 failed), 3 could not run" in lines
+    assert AFTER_LINE in lines
+    # Before: StaticSink's eight checks fail too (0.28.0 has that bug). The
+    # first three fixes' counts by hand; a fix added since, as its checks went.
+    assert statuses(before.checks, FIRST_FIXES) == {
+        "passed": 21,
+        "failed": 46,
+        "not run": 3,
+    }
+    others = statuses(before.checks, OTHER_FIXES)
+    assert others.total() == suite_size(OTHER_FIXES) and not others["not run"]
+    before_line = counts_line("before", 21 + others["passed"], 46 + others["failed"])
+    assert before_line in lines
     assert any(
         line.startswith("after:   could not run: rocm_then_triton_mla[q=3]: cannot ")
         for line in lines
@@ -287,7 +344,7 @@ def test_an_upstream_test_that_did_not_run_is_not_a_pass(
         + reason
     )
     # The suite itself passed: only the test's not running stops the verdict.
-    assert "after: 70 checks: 67 ran (67 passed, 0 failed), 3 could not run" in lines
+    assert AFTER_LINE in lines
     assert any(
         line.startswith("upstream test") and f"DID NOT RUN ({ran}" in line
         for line in lines

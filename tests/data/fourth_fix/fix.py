@@ -1,9 +1,11 @@
 """A scratch fourth fix (tests/overlay/test_fourth_fix.py): one folder, one file.
 
-``vllm.model_executor.layers.attention.pcp`` (vLLM 0.27.0 to 0.28.0 only)
-lacks ``SCRATCH_FIXED`` (the "bug"); the patch adds it, the overlay sets it
-when the module loads. Its reading agrees with its ``Affects:`` range on
-every release (the file is missing before and after), as a real fix's must.
+``vllm.plugins.endpoint_plugins.interface`` (new in vLLM 0.26.0) lacks
+``SCRATCH_FIXED`` (the "bug") up to 0.28.0; the patch adds it, the overlay
+sets it when the module loads. From 0.29.0 the module defines
+``attach_endpoint_plugins``, which the scratch takes for upstream's fix. So
+its reading agrees with its ``Affects:`` range on every release (missing
+before 0.26.0, buggy to 0.28.0, fixed from 0.29.0), as a real fix's must.
 """
 
 from __future__ import annotations
@@ -19,27 +21,29 @@ from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import InstallState, action_for
 
-PCP = Path("vllm/model_executor/layers/attention/pcp.py")
+INTERFACE = Path("vllm/plugins/endpoint_plugins/interface.py")
+UPSTREAM = "attach_endpoint_plugins"
+"""Defined from vLLM 0.29.0: the scratch's "upstream fix"."""
 MARK = "SCRATCH_FIXED"
 
 RECORD = PatchTarget(
     name="scratch-fourth-fix",
-    module="vllm.model_executor.layers.attention.pcp",
+    module="vllm.plugins.endpoint_plugins.interface",
     qualname=MARK,
-    source_file=str(PCP),
+    source_file=str(INTERFACE),
     why="a scratch fix: the module lacks SCRATCH_FIXED",
     how="sets SCRATCH_FIXED when the module loads",
     related=("vllm-overlay patch 0099: scratch",),
-    affected="0.27.0-0.28.0",
-    inert_from="none yet",
+    affected="0.26.0-0.28.0",
+    inert_from="0.29.0",
     removal="with the test",
 )
 
 
 def read(file: Path) -> Code:
-    """BUGGY without the mark, FIXED with it, MISSING without the file."""
+    """BUGGY without the mark, FIXED with it or upstream's, MISSING without the file."""
     if not file.is_file():
-        return Code(Shape.MISSING, file, None, f"no {PCP}")
+        return Code(Shape.MISSING, file, None, f"no {INTERFACE}")
     return _read_source(file.read_bytes(), file)
 
 
@@ -52,7 +56,11 @@ def _read_source(source: bytes, file: Path) -> Code:
     bound = top_level_bindings(module, MARK)
     if bound:
         return Code(Shape.FIXED, file, bound[0].lineno, f"{MARK} is set")
-    return Code(Shape.BUGGY, file, None, f"{PCP} lacks {MARK}")
+    upstream = top_level_bindings(module, UPSTREAM)
+    if upstream:
+        why = f"{UPSTREAM} is defined (upstream's, from 0.29.0)"
+        return Code(Shape.FIXED, file, upstream[0].lineno, why)
+    return Code(Shape.BUGGY, file, None, f"{INTERFACE} lacks {MARK}")
 
 
 def decide(code: Code, version: str) -> InstallState:
@@ -84,7 +92,7 @@ def is_installed_on(module: types.ModuleType) -> bool:
 
 
 def tree_reading(tree: Path, cache: Cache) -> Code:
-    return read(tree / PCP)
+    return read(tree / INTERFACE)
 
 
 RULES: tuple[PatchRule, ...] = (fix_patch("scratch-fourth-fix-marks", tree_reading),)
@@ -93,10 +101,10 @@ FIX = Fix(
     order=40,
     record=RECORD,
     pr="Scratch",
-    patches=("0099-Scratch-mark-pcp.patch",),
+    patches=("0099-Scratch-mark-endpoint-plugins.patch",),
     assess=assess,
     assess_tree=assess_tree,
-    read_tree=lambda root: read(root / PCP),
+    read_tree=lambda root: read(root / INTERFACE),
     arm=arm,
     installed_on=is_installed_on,
     scenarios=("scratch_fourth_fix",),

@@ -18,24 +18,24 @@ MUTATION = __name__
 
 
 def scratch_fourth_fix(decode_query_len: int) -> Outcome:
-    module = importlib.import_module("vllm.model_executor.layers.attention.pcp")
+    module = importlib.import_module("vllm.plugins.endpoint_plugins.interface")
     marked = getattr(module, "SCRATCH_FIXED", False) is True
     return Outcome("scratch_fourth_fix", decode_query_len, "ok", {"marked": marked})
 
 
 SCENARIOS = {"scratch_fourth_fix": scratch_fourth_fix}
 
-PCP = Target(
-    "scratch-pcp",
-    Path("vllm/model_executor/layers/attention/pcp.py"),
+INTERFACE = Target(
+    "scratch-endpoint-plugins",
+    Path("vllm/plugins/endpoint_plugins/interface.py"),
     holds("scratch-fourth-fix-marks"),
 )
-TARGETS = (PCP,)
+TARGETS = (INTERFACE,)
 FILE_MUTANTS = (
     FileMutant(
         "scratch_mark_dropped",
         "the mark dropped again",
-        PCP,
+        INTERFACE,
         lambda source: source.replace("SCRATCH_FIXED = True", ""),
     ),
 )
