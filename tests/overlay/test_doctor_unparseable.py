@@ -16,7 +16,8 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from vllm_overlay.code import Shape
-from vllm_overlay.fixes import RECORD, assess_tree
+from vllm_overlay.fixes import FIXES, RECORD, assess_tree, by_name
+from vllm_overlay.fixes.base import Fix
 from vllm_overlay.fixes.rocm_capture_host_offsets import assess_file
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     ROCM_ATTN,
@@ -98,6 +99,14 @@ def test_the_classifier_says_unparseable_and_where(merged) -> None:  # type: ign
     assert code.detail.startswith(f"unparseable: SyntaxError at line {line}")
 
 
+def reads_rocm_attn(fix: Fix) -> bool:
+    """Whether the fix's code is read from rocm_attn.py, or decided by a fix
+    whose code is."""
+    return fix.record.source_file == str(ROCM_ATTN) or any(
+        reads_rocm_attn(by_name(need)) for need in fix.needs
+    )
+
+
 def test_doctor_cannot_judge_and_exits_3(merged) -> None:  # type: ignore[no-untyped-def]
     version, tree = merged
     code, report = patchkit_json("doctor", str(tree))
@@ -108,7 +117,17 @@ def test_doctor_cannot_judge_and_exits_3(merged) -> None:  # type: ignore[no-unt
     assert report["reason"].startswith(
         f"unparseable: SyntaxError at line {conflict_line(tree)}"
     )
-    assert "upstreamed" not in [p["status"] for p in report["patches"]]
+    # No patch judged by the unparseable file is called upstreamed: the
+    # patches of each fix that reads it, or needs one that does (0001-0003).
+    judged_by_it = {n for fix in FIXES if reads_rocm_attn(fix) for n in fix.patches}
+    assert {name[:4] for name in judged_by_it} >= {"0001", "0002", "0003"}
+    upstreamed = [
+        p["name"]
+        for p in report["patches"]
+        if p["name"] in judged_by_it and p["status"] == "upstreamed"
+    ]
+    assert upstreamed == []
+
     assert report["protected"] is False
     assert report["overlay_would_activate"] is False
     assert "left as it is" in report["overlay_decision"]
