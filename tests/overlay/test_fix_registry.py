@@ -9,17 +9,10 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
+from tests.toolkit.series_expectations import SERIES_FIXES
 from vllm_overlay.fixes import FIXES, by_name, fix_of_patch
 from vllm_patchkit.git.invariants import INVARIANTS
 from vllm_patchkit.git.series import load_series
-
-SERIES_FIXES = {
-    "rocm-capture-keeps-host-offsets": "#51585",
-    "rocm-aiter-unified-capture-keeps-offsets": "#53821",
-    "static-sink-keeps-shared-seq-lens": "StaticSink",
-}
-"""The series' three fixes, in the registry's order, each with its PR label;
-a fix added later joins them wherever its ``order`` puts it."""
 
 
 def test_the_registry_names_each_fix_once_with_its_patches() -> None:

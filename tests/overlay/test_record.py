@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
+from tests.toolkit.series_expectations import SERIES_FIXES
 from vllm_overlay.doctor import fix_report
 from vllm_overlay.fixes import FIXES, RECORD
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
@@ -23,12 +24,7 @@ from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
 )
 from vllm_overlay.state import Action
 
-CAPTURE = "rocm-capture-keeps-host-offsets"
-AITER = "rocm-aiter-unified-capture-keeps-offsets"
-SINK = "static-sink-keeps-shared-seq-lens"
-SERIES_FIXES = (CAPTURE, AITER, SINK)
-"""The series' three fixes, in the registry's order (a fix added later
-joins them, wherever its ``order`` puts it)."""
+CAPTURE, AITER, SINK = SERIES_FIXES
 TARGETS = {target.name: target for target in RECORD}
 
 

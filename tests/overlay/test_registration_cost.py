@@ -12,15 +12,9 @@ import os
 import subprocess
 import sys
 
+from tests.toolkit.series_expectations import SERIES_FIXES
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.paths import PROJECT_ROOT
-
-SERIES_FIXES = (
-    "rocm-capture-keeps-host-offsets",
-    "rocm-aiter-unified-capture-keeps-offsets",
-    "static-sink-keeps-shared-seq-lens",
-)
-"""The series' three fixes (a fix added later brings its own decision)."""
 
 
 def test_benchmark_reports_figures_and_imports_only_the_overlay() -> None:

@@ -74,8 +74,24 @@ def carried(version: str | Release, series: Series = SERIES) -> list[Patch]:
     return [p for p in series.patches if stock_status(p, version) == APPLIES]
 
 
-FIRST_FIXES = ("#51585", "#53821", "StaticSink")
-"""The series' first three fixes: tests pin their checks' counts by hand."""
+SERIES_FIXES = {
+    "rocm-capture-keeps-host-offsets": "#51585",
+    "rocm-aiter-unified-capture-keeps-offsets": "#53821",
+    "static-sink-keeps-shared-seq-lens": "StaticSink",
+}
+"""The series' three fixes by name, in the registry's order, with their PR
+labels: tests pin their facts by hand; a fix added later joins them
+wherever its ``order`` puts it."""
+FIRST_FIXES = tuple(SERIES_FIXES.values())
+"""Their PR labels: tests pin their checks' counts by hand."""
+
+
+def patches_in(
+    status: str, version: str | Release, series: Series = SERIES
+) -> list[str]:
+    """The names of the patches whose :func:`stock_status` on ``version`` is
+    ``status``, in series order."""
+    return [p.name for p in series.patches if stock_status(p, version) == status]
 
 
 def counted_fixes(version: str | Release, series: Series = SERIES) -> list[str]:

@@ -33,7 +33,7 @@ from tests.toolkit.series_expectations import (
     UPSTREAMED,
     applied_statuses,
     carried,
-    stock_status,
+    patches_in,
 )
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
@@ -50,24 +50,14 @@ SINK_FILE = "vllm/model_executor/layers/attention/static_sink_attention.py"
 SINK_TEST_FILE = "tests/v1/attention/test_static_sink_shared_state.py"
 
 
-def series_patch(number: str) -> str:
-    """The file name of the series' patch ``number`` (``"0003"``)."""
-    [name] = [p.name for p in SERIES.patches if p.name.startswith(f"{number}-")]
-    return name
-
-
-FIX, TEST, AITER, SINK, SINK_TEST = map(
-    series_patch, ("0001", "0002", "0003", "0004", "0005")
+FIX, TEST, AITER, SINK, SINK_TEST = (
+    name
+    for number in ("0001", "0002", "0003", "0004", "0005")
+    for name in SERIES.names([number])
 )
 """0001-0003: the ROCm fixes and their test; 0004-0005: the static-sink fix
 and its test, carried for 0.14.0 on and upstream in no release (#25). Named
 one by one: a patch added to the series moves no name here."""
-
-
-def named(status: str, version: str) -> list[str]:
-    """The series' patches whose state on stock ``version`` is ``status``
-    (by their trailers), in series order."""
-    return [p.name for p in SERIES.patches if stock_status(p, version) == status]
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +128,7 @@ def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
     )
     assert code == 0, result
     assert [p["status"] for p in result["patches"]] == applied_statuses("0.29.0")
-    upstreamed = named(UPSTREAMED, "0.29.0")
+    upstreamed = patches_in(UPSTREAMED, "0.29.0")
     assert {FIX, AITER} <= set(upstreamed)  # by hand: #51585 and #53821
     assert f"dropped as upstreamed: {', '.join(upstreamed)}" in result["message"]
     git = Git(fork)
@@ -231,10 +221,10 @@ def test_refresh_after_drop_removes_the_patch(
     # 0003 is outside its Affects range on 0.29.0, but upstream carries it:
     # upstreamed comes first, so it leaves the series like 0001. A patch not
     # carried for 0.29.0 has no commit there: its file and line stay.
-    upstreamed = named(UPSTREAMED, "0.29.0")
+    upstreamed = patches_in(UPSTREAMED, "0.29.0")
     assert upstreamed[:2] == [FIX, AITER] and TEST not in upstreamed  # by hand
     assert [Path(p).name for p in result["removed"]] == upstreamed
-    assert result["kept"] == named(NOT_CARRIED, "0.29.0")
+    assert result["kept"] == patches_in(NOT_CARRIED, "0.29.0")
     left = [p.name for p in SERIES.patches if p.name not in upstreamed]
     assert {TEST, SINK, SINK_TEST} <= set(left)
     assert sorted(p.name for p in patches.glob("*.patch")) == sorted(left)
@@ -263,7 +253,9 @@ def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
     assert {FIX, TEST, SINK, SINK_TEST} <= set(written) and AITER not in written
     assert [Path(p).name for p in result["written"]] == written
     assert AITER in result["kept"]  # by hand
-    assert result["kept"] == named(NOT_CARRIED, "0.20.0") and result["removed"] == []
+    assert (
+        result["kept"] == patches_in(NOT_CARRIED, "0.20.0") and result["removed"] == []
+    )
     assert (patches / AITER).read_bytes() == before[AITER]
     assert (patches / "series").read_bytes() == before["series"]
 
@@ -282,8 +274,8 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     git.run("switch", "--quiet", "-c", "rocm-fixes")
     # Without 0003's commit: the branch carries what the series carries for
     # 0.20.0.
-    on_28 = named(NOT_CARRIED, "0.28.0")
-    left_out = [name for name in named(NOT_CARRIED, "0.20.0") if name not in on_28]
+    on_28 = patches_in(NOT_CARRIED, "0.28.0")
+    left_out = [name for name in patches_in(NOT_CARRIED, "0.20.0") if name not in on_28]
     assert AITER in left_out  # by hand
     skips = [arg for name in left_out for arg in ("--skip", name)]
     code, applied = patchkit_json("apply", *skips, str(tree))

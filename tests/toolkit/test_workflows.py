@@ -34,7 +34,7 @@ import yaml
 
 from tests.toolkit.cli_helpers import USER, as_user, upstream_rewrites_the_zeroing
 from tests.toolkit.matrix_helpers import own_matrix_cache
-from tests.toolkit.series_expectations import SERIES, UPSTREAMED, stock_status
+from tests.toolkit.series_expectations import UPSTREAMED, patches_in
 from vllm_patchkit.cli import build_parser
 from vllm_patchkit.git.upstream import build_upstream
 from vllm_patchkit.gitcmd import Git
@@ -516,9 +516,7 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     assert statuses[AITER_FIX] == "upstreamed"  # #53821 is in 0.29.0 too
     # Every patch upstream took by 0.29.0 (its Applied-Upstream:), 0001 and
     # 0003 first.
-    dropped = [
-        p.name for p in SERIES.patches if stock_status(p, "0.29.0") == UPSTREAMED
-    ]
+    dropped = patches_in(UPSTREAMED, "0.29.0")
     assert dropped[:2] == [FIX, AITER_FIX]
     stops = ", ".join(f"`{name}`" for name in dropped)
     assert f"This repository stops carrying {stops} in" in body
