@@ -1,8 +1,9 @@
 """A rocm_attn.py that does not parse is never judged fixed (issue #12, item 9).
 
 Real release trees with a real ``git merge`` stopped on a conflict in
-``rocm_attn.py``: the toolkit's doctor says "cannot judge" and exits 3, no
-patch is called upstreamed, and the overlay would leave the file alone.
+``rocm_attn.py``: the toolkit's doctor says "cannot judge" for each fix that
+file decides (exit 3, or 1 where another fix is needed), no patch is called
+upstreamed, and the overlay would leave the file alone.
 Before, a conflict outside the builder class read as "not affected (fixed)"
 with exit 0, and one inside the method as "not-for".
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
+from tests.toolkit.series_expectations import SERIES_FIXES, doctor_exit
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes import FIXES, RECORD, assess_tree, by_name
 from vllm_overlay.fixes.base import Fix
@@ -29,6 +31,7 @@ from vllm_patchkit.trees.releases import clone_release
 
 pytestmark = pytest.mark.release_trees
 
+CAPTURE = "rocm-capture-keeps-host-offsets"
 IMPORT_LINE = "from typing import ClassVar\n"
 HOST_LINE = "        common_attn_metadata.query_start_loc_cpu.zero_()\n"
 
@@ -107,20 +110,38 @@ def reads_rocm_attn(fix: Fix) -> bool:
     )
 
 
-def test_doctor_cannot_judge_and_exits_3(merged) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_never_calls_it_fixed(merged) -> None:  # type: ignore[no-untyped-def]
     version, tree = merged
-    code, report = patchkit_json("doctor", str(tree))
-    assert code == 3
-    assert report["vllm_version"] == version
-    assert report["affected"] is None and report["judged"] is False
-    assert report["shape"] == "unparseable"
-    assert report["reason"].startswith(
-        f"unparseable: SyntaxError at line {conflict_line(tree)}"
-    )
-    # No patch judged by the unparseable file is called upstreamed: the
-    # patches of each fix that reads it, or needs one that does (0001-0003).
-    judged_by_it = {n for fix in FIXES if reads_rocm_attn(fix) for n in fix.patches}
+    # Each fix that reads the unparseable file, or needs one that does
+    # (0001-0003's), cannot be judged; no patch of theirs is upstreamed.
+    unread = [fix for fix in FIXES if reads_rocm_attn(fix)]
+    judged_by_it = {n for fix in unread for n in fix.patches}
     assert {name[:4] for name in judged_by_it} >= {"0001", "0002", "0003"}
+    code, report = patchkit_json("doctor", str(tree))
+    # Exit 3 unless a fix the file does not decide is needed on the release
+    # (StaticSink on 0.28.0 and 0.29.0): then that fix's "not fixed" (1).
+    expected = doctor_exit(version, [fix.pr for fix in unread])
+    capture = SERIES_FIXES[CAPTURE]
+    assert code == expected, report
+    assert report["vllm_version"] == version
+    assert report["judged"] is False and report["protected"] is False
+    assert report["affected"] is (True if expected == 1 else None)
+    reason = f"unparseable: SyntaxError at line {conflict_line(tree)}"
+    by_pr = {entry["fix"]: entry for entry in report["fixes"]}
+    # The fix reading the file cannot be judged; one that needs it cannot
+    # either, unless its own code is upstream's fix (#53821 on 0.29.0).
+    for fix in unread:
+        entry = by_pr[fix.pr]
+        if entry["shape"] == "fixed" and fix.pr != capture:
+            assert entry["affected"] is False, entry
+            continue
+        assert entry["affected"] is None, entry
+        assert entry["shape"] == "unparseable", entry
+        assert "left as it is" in entry["overlay_decision"], entry
+    assert by_pr[capture]["detail"].startswith(reason)
+    if expected == 3:
+        assert report["shape"] == "unparseable"
+        assert report["reason"].startswith(reason)
     upstreamed = [
         p["name"]
         for p in report["patches"]
@@ -128,13 +149,12 @@ def test_doctor_cannot_judge_and_exits_3(merged) -> None:  # type: ignore[no-unt
     ]
     assert upstreamed == []
 
-    assert report["protected"] is False
     assert report["overlay_would_activate"] is False
-    assert "left as it is" in report["overlay_decision"]
     assert [t["name"] for t in report["overlay_record"]] == [t.name for t in RECORD]
     text = patchkit("doctor", str(tree))
-    assert text.returncode == 3
-    assert "affected: cannot judge (unparseable)" in text.stdout
+    assert text.returncode == expected
+    assert f"{capture}: cannot judge (unparseable)" in text.stdout
+    assert f"{capture}: no" not in text.stdout
 
 
 def test_the_overlay_would_not_patch_it(merged) -> None:  # type: ignore[no-untyped-def]
@@ -144,7 +164,8 @@ def test_the_overlay_would_not_patch_it(merged) -> None:  # type: ignore[no-unty
     assert f"{tree / ROCM_ATTN}:{conflict_line(tree)}: unparseable" in state.reason
     # The AITER fix extends that method: never installed on top of it. 0.29.0
     # needs none (the backend's own builder does not call the generic one).
-    aiter = assess_tree(tree, version)[1]
+    states = {state.name: state for state in assess_tree(tree, version)}
+    aiter = states["rocm-aiter-unified-capture-keeps-offsets"]
     if version == "0.28.0":
         assert aiter.action is Action.UNRECOGNISED and aiter.plan is None
         assert "not a known shape (unparseable)" in aiter.reason

@@ -111,3 +111,10 @@ def suite_size(prs: Iterable[str]) -> int:
     wanted = set(prs)
     scenarios = sum(len(fix.scenarios) for fix in FIXES if fix.pr in wanted)
     return scenarios * len(DECODE_QUERY_LENS)
+
+
+def doctor_exit(version: str | Release, unreadable: Iterable[str]) -> int:
+    """``doctor``'s exit on an unpatched tree of ``version`` whose fixes
+    ``unreadable`` (PR labels) cannot be read: 1 when another fix is needed
+    there (a needed, unprotected fix outranks what cannot be read), else 3."""
+    return 1 if set(counted_fixes(version)) - set(unreadable) else 3

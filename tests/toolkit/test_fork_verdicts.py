@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import ROCM_ATTN, as_user, patchkit
+from tests.toolkit.series_expectations import SERIES_FIXES, doctor_exit
 from tests.toolkit.test_forks import fork_of
 from vllm_patchkit.git.series import Series
 
@@ -69,20 +70,23 @@ def test_a_trusted_version_says_when_the_code_could_not_be_read(
 
 def test_doctor_cannot_judge_a_fork_whose_rocm_attn_moved(tmp_path: Path) -> None:
     """rocm_attn.py renamed, the builder (still zeroing both offsets) in
-    another file: a missing target is "cannot judge" (exit 3), never
-    "affected: no"."""
+    another file: a missing target is "cannot judge", never "affected: no"
+    (exit 3, or 1 where another fix is needed: StaticSink on 0.28.0)."""
     tree = tmp_path / "fork"
     git = fork_of("0.28.0", tree, commits=3)
     git.run("mv", ROCM_ATTN, "vllm/v1/attention/backends/rocm_attention.py")
     git.run("commit", "--quiet", "--no-verify", "-m", "Rename the ROCm backend")
 
+    capture = SERIES_FIXES["rocm-capture-keeps-host-offsets"]
+    expected = doctor_exit("0.28.0", [capture])
     doctor = patchkit("doctor", str(tree))
-    assert doctor.returncode == 3, doctor.stdout + doctor.stderr
-    assert "affected: cannot judge (missing)" in doctor.stdout, doctor.stdout
-    assert "affected: no" not in doctor.stdout.split("patches:")[0], doctor.stdout
+    assert doctor.returncode == expected, doctor.stdout + doctor.stderr
+    assert f"{capture}: cannot judge (missing)" in doctor.stdout, doctor.stdout
+    assert f"{capture}: no" not in doctor.stdout, doctor.stdout
 
     payload = json.loads(patchkit("doctor", "--json", str(tree)).stdout)
-    assert payload["affected"] is None and payload["judged"] is False, payload
+    assert payload["judged"] is False, payload
+    assert payload["affected"] is (True if expected == 1 else None), payload
 
 
 MONKEYPATCH = """

@@ -32,14 +32,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "the state of each patch, each fix separately (whether the tree "
             "needs it and the state of its patch, not-carried included), "
             "whether the overlay is installed and would activate, and the "
-            "overlay's record of what it patches. Exit 3 when it cannot judge "
-            "a fix (its file is missing, as in a fork that moved it, unless "
+            "overlay's record of what it patches. Exit 1 when the tree needs "
+            "any fix and is not protected (a tree given by path is protected "
+            "only by patching it; the installed vLLM also by the overlay), "
+            "whatever else cannot be read; else 3 when it cannot judge a fix "
+            "(its file is missing, as in a fork that moved it, unless "
             "the tree's trusted version predates the bug; or it does not "
             "parse, as in a merge with conflict markers; or what the code does "
-            "cannot be proven: an alias, a call receiving the offsets); 1 "
-            "when the tree needs any fix and is not protected (a tree given by "
-            "path is protected only by patching it; the installed vLLM also "
-            "by the overlay); 0 otherwise."
+            "cannot be proven: an alias, a call receiving the offsets); 0 "
+            "otherwise."
         ),
     )
     parser.add_argument(
@@ -99,8 +100,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verdict(diagnosis: Diagnosis) -> Verdict:
-    """Over every fix: cannot judge when one cannot be read; not fixed when
-    one is needed and not protected; else fixed."""
+    """Over every fix, by the regression verdict's rule (a failure outranks
+    what could not run): not fixed when one is needed and not protected,
+    whatever else cannot be read; else cannot judge when one cannot be read;
+    else fixed."""
+    if any(fix.affected and not fix.protected for fix in diagnosis.fixes):
+        return Verdict.NOT_FIXED
     if not diagnosis.judged:
         return Verdict.CANNOT_JUDGE
-    return Verdict.FIXED if diagnosis.protected else Verdict.NOT_FIXED
+    return Verdict.FIXED

@@ -68,12 +68,12 @@ class Diagnosis:
     target: str
     vllm_version: str
     affected: bool | None
-    """Over every fix: yes when one is needed, None (cannot judge) when one
-    cannot be read, no when none is needed."""
+    """Over every fix (:func:`affected_over`): yes when one is needed, else
+    None (cannot judge) when one cannot be read, else no."""
     fix: str
-    """The fix that decides :attr:`affected` (the first that cannot be
-    judged, else the first needed and not protected, else the first needed,
-    else the first), whose code :attr:`shape`, :attr:`file` and
+    """The fix whose word is the tree's (:func:`deciding`: the first needed
+    and not protected, else the first that cannot be judged, else the first
+    needed, else the first), whose code :attr:`shape`, :attr:`file` and
     :attr:`line` show."""
     shape: str
     reason: str
@@ -174,18 +174,19 @@ def fix_statuses(
 
 
 def affected_over(fixes: list[FixStatus]) -> bool | None:
-    """Over every fix: None when one cannot be judged, else whether one is
-    needed."""
+    """Over every fix, as the overlay's own doctor and the regression
+    verdict read it: yes when one is needed (whatever else cannot be read),
+    else None when one cannot be judged, else no."""
     verdicts = [f.affected for f in fixes]
-    return None if None in verdicts else True in verdicts
+    return True if True in verdicts else None if None in verdicts else False
 
 
 def deciding(fixes: list[FixStatus]) -> FixStatus:
     """The fix whose word is the tree's (see :attr:`Diagnosis.fix`)."""
     return next(
-        (f for f in fixes if f.affected is None),
+        (f for f in fixes if f.affected and not f.protected),
         next(
-            (f for f in fixes if f.affected and not f.protected),
+            (f for f in fixes if f.affected is None),
             # None needed: any fix's code says so; the registry's order picks.
             next((f for f in fixes if f.affected), fixes[0]),
         ),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_overlay.code import Shape
+from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import rocm_capture_host_offsets as capture
 from vllm_overlay.fixes.base import Fix, deferred
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
@@ -167,12 +167,14 @@ def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
             code,
         )
     if rocm.shape not in (Shape.BUGGY, Shape.FIXED):
-        return FIX.left_alone(
-            version,
-            code,
+        # The bug is the AITER hand-out and the capture's zeroing together:
+        # with the capture unread, whether this vLLM needs the fix is unknown.
+        why = (
             f"{code.detail}; the builder's capture is not a known shape "
-            f"({rocm.shape}): {rocm.detail}",
+            f"({rocm.shape}): {rocm.detail}"
         )
+        shape = rocm.shape if not rocm.judged else Shape.UNKNOWN
+        return FIX.left_alone(version, Code(shape, rocm.file, rocm.line, why), why)
     from vllm_overlay.fixes.rocm_aiter_unified_builder.install import AiterPlan
 
     plan = AiterPlan(code)
