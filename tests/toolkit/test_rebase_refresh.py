@@ -263,23 +263,19 @@ def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
 def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     upstream: Path, tmp_path: Path
 ) -> None:
-    """A 0.28.0 fork without 0003's commit (nor any other the series does not
-    carry for 0.20.0), rebased onto 0.20.0: 0003 is not put in from its file
-    there, and the rebase goes through."""
+    """A 0.28.0 fork with the series applied (0003's commit included),
+    rebased onto 0.20.0: 0003's commit, and any other of a patch the series
+    does not carry for 0.20.0, stays out of the branch, as apply would leave
+    it out there, and the rebase goes through."""
     tree = tmp_path / "fork28"
     Git(tmp_path).run(
         "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
     )
     git = as_user(tree)
     git.run("switch", "--quiet", "-c", "rocm-fixes")
-    # Without 0003's commit: the branch carries what the series carries for
-    # 0.20.0.
-    on_28 = patches_in(NOT_CARRIED, "0.28.0")
-    left_out = [name for name in patches_in(NOT_CARRIED, "0.20.0") if name not in on_28]
-    assert AITER in left_out  # by hand
-    skips = [arg for name in left_out for arg in ("--skip", name)]
-    code, applied = patchkit_json("apply", *skips, str(tree))
+    code, applied = patchkit_json("apply", str(tree))
     assert (code, applied["status"]) == (0, "applied")
+    assert AITER in [p.name for p in carried("0.28.0")]  # its commit is here
 
     code, result = patchkit_json(
         "rebase", "--onto", "v0.20.0", "--upstream", str(upstream), str(tree)
@@ -288,8 +284,12 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     assert code == 0, result
     assert [p["status"] for p in result["patches"]] == applied_statuses("0.20.0")
     assert "not carried for v0.20.0's release" in result["message"]
+    assert AITER in result["message"]
     assert git.out("rev-parse", f"HEAD~{len(carried('0.20.0'))}") == result["onto"]
     assert AITER not in [p.name for p in carried("0.20.0")]
+    subjects = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
+    assert subjects == [p.subject for p in reversed(carried("0.20.0"))]
+    assert git.is_clean()
 
 
 def test_refresh_refuses_to_write_an_empty_series(

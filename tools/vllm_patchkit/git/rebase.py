@@ -7,9 +7,12 @@ and the user's commits on top alike. A series patch is dropped when
 upstream carries it (its commit in upstream's history, or its invariant
 holding there). A series patch with no commit on the branch (upstream
 carried it at the old base, or the series does not carry it for the old
-base's release) is applied from its file, at its place in the series, and
-skipped (reported as not-carried, kept in the series) when the target is a
-release outside its ``Affects:`` range. Any conflict stops the run with a
+base's release) is applied from its file, at its place in the series. A
+series patch the target's release is outside of (its ``Affects:`` range,
+or its carry rule on the target's code) is left out of the branch and
+kept in the series (reported as not-carried), whether it would come from
+its file or from its commit; a commit edited since the series wrote it is
+the user's and is replayed as it is. Any conflict stops the run with a
 report naming the patch or commit, the files and the conflicting hunks,
 and the branch is left exactly as it was; it moves to the new commits only
 when every commit went through. A history that cannot be replayed commit
@@ -376,14 +379,16 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         report.status = "upstreamed"
         report.detail = "dropped: upstream carries it"
         return None
-    if step.commit is None:
-        # A patch with no commit on the branch comes from its file; on a
-        # target release the series does not carry it for, it stays out of
-        # the branch (and in the series: this is no drop).
+    if not step.edited:
+        # On a target release the series does not carry the patch for, it
+        # stays out of the branch (and in the series: this is no drop), as
+        # apply leaves it out: from its file, or its commit as the series
+        # wrote it. An edited commit is the user's work: replayed as it is.
         skipped = not_carried(patch, work.root, read_version(work.root))
         if skipped is not None:
             report.status, report.detail = skipped.status, skipped.detail
             return None
+    if step.commit is None:
         failure = am_one(work, patch, report)
     else:
         failure = _pick(work, step.commit, report)
