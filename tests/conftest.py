@@ -42,24 +42,29 @@ EXTENDED_TIERS = {
     "slow": "200 hypothesis batches, the compile matrix, memcheck on "
     "upstream's kernel, the audit's reproductions, whole journeys "
     "through several commands (every command on 0.17.0, 0.28.0 and "
-    "0.29.0, pr's dry run, a fork of 0.22.0, an old release's runtime, "
-    "the README's commands, the nightly gate's run), test's verdict on "
-    "each kind of tree it cannot or need not judge, the matrix's suite "
-    "cells, the overlay on 0.27.0 and 0.29.0 and two more vendor builds",
+    "0.29.0, demo on user checkouts, apply then test with its base, pr's "
+    "dry run, a fork of 0.22.0, an old release's runtime, the README's "
+    "commands, the nightly gate's run and its reports, the audit hook "
+    "through apply, the release workflow's steps, the benchmarks' runs, "
+    "gpu-check's dry run), test's verdict on each kind of tree it cannot "
+    "or need not judge, the matrix's cells, the overlay on 0.27.0, 0.29.0 "
+    "and 0.32.0 and more vendor builds, and more releases or cases of "
+    "checks the default run makes on one",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }
 """Tiers the default run leaves out to stay within its time budget (each
-test costs half a minute or more of CPU, mostly vLLM imported in a fresh
-process; the default run keeps a smaller check of the same kind: 20
-hypothesis batches, the default compile variants, the audit on 0.28.0 and
-0.29.0, the overlay on 0.28.0 and 0.32.0 and one vendor build, the
-matrix's overlay and audit cells, one mutant through the mutation runner,
-``test`` on stock and patched 0.28.0 with its base, each command on its
-own, and the verdict rules on the suite's own runs). They run with
-``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when ``-m``
-names them; otherwise each of their tests is reported skipped, with that
-command, never left out silently."""
+test costs 10 s to a minute of CPU, mostly vLLM imported in a fresh
+process or a release tree checked out; the default run keeps a smaller
+check of the same kind: 20 hypothesis batches, the default compile
+variants, the audit on 0.28.0 and 0.29.0, the overlay on 0.28.0 and one
+vendor build, the matrix's cache and exit rules, the demo on the embedded
+release (apply, then ``test`` before and after), ``test`` on a stock
+checkout, each command on its own, one release per era for apply and the
+code readings, and the verdict rules on the suite's own runs). They run
+with ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when
+``-m`` names them; otherwise each of their tests is reported skipped, with
+that command, never left out silently."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

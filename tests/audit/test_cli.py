@@ -47,6 +47,7 @@ def one(report: dict[str, Any], file: str, field: str) -> dict[str, Any]:
     return hits[0]
 
 
+@pytest.mark.slow
 def test_json_shape(installed: tuple[int, dict[str, Any]]) -> None:
     _, report = installed
     assert report["findings"]

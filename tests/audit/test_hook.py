@@ -56,6 +56,7 @@ def try_repo(
     )
 
 
+@pytest.mark.slow
 def test_the_hook_fails_on_stock_0_28_0_and_passes_after_apply(
     home: Path, checkout: Path
 ) -> None:

@@ -186,6 +186,7 @@ def check_release(version: str, row: dict, dest: Path) -> None:
     assert harmful == expected, version
 
 
+@pytest.mark.audit_sweep
 @pytest.mark.parametrize("version", ["0.12.0", "0.26.0", "0.27.0", "0.32.0"])
 def test_other_verdicts_stay_on_releases_of_each_era(
     version: str, tmp_path: Path

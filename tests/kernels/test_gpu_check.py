@@ -104,6 +104,7 @@ def check_dry_run(done: subprocess.CompletedProcess[str], out: Path) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_dry_run(carry: Path, tmp_path: Path) -> None:
     """The whole script on the CPU under the project's pinned torch and Triton."""
     import torch

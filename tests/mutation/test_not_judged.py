@@ -7,14 +7,16 @@ the fix does; the only scenario that looks at the return value,
 survived: it is "not judged", it counts against the kill rate, and the
 command exits 1.
 
-One mutant through the runner: the default run's check of the mutation
-tier's accounting (the tier itself, ``test_mutation_power.py``, is an
-extended tier).
+One mutant through the runner: the mutation tier's check of its own
+accounting, in that extended tier beside ``test_mutation_power.py`` (a
+whole runner's run, 50 s of a 2-core machine).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from vllm_patchkit.judge.mutation.mutants import Mutant
 from vllm_patchkit.judge.mutation.runner import format_report, run_mutation
@@ -31,6 +33,7 @@ RETURNS_NONE = file_mutant(
 )
 
 
+@pytest.mark.mutation
 def test_a_run_with_only_harness_errors_is_not_a_kill(
     patched_installed_tree: Path,
 ) -> None:

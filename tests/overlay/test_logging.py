@@ -140,7 +140,9 @@ def test_installed_is_logged_once_the_class_carries_the_fix(tmp_path: Path) -> N
     assert above_debug[0]["fix_on_class"]
 
 
-@pytest.mark.parametrize("import_rocm_attn", [False, True])
+@pytest.mark.parametrize(
+    "import_rocm_attn", [False, pytest.param(True, marks=pytest.mark.slow)]
+)
 def test_fixed_code_never_logs_above_debug(
     tmp_path: Path, shadows: dict[str, Path], import_rocm_attn: bool
 ) -> None:

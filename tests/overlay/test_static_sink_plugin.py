@@ -163,6 +163,7 @@ def factory_line(edited: Path) -> int:
     )
 
 
+@pytest.mark.slow
 def test_a_vendor_build_is_left_alone_with_a_warning(
     tmp_path: Path, vendor_tree: tuple[Path, Path]
 ) -> None:
@@ -185,6 +186,7 @@ def test_a_vendor_build_is_left_alone_with_a_warning(
     assert not report["draft_update_own"]
 
 
+@pytest.mark.slow
 def test_a_vendor_build_fails_the_doctor_and_strict_mode(
     tmp_path: Path, vendor_tree: tuple[Path, Path]
 ) -> None:

@@ -71,6 +71,7 @@ def patched_0_28(release_clone: Callable[[str], Path]) -> Path:
     return tree
 
 
+@pytest.mark.slow
 def test_0003_applies_on_0_28_and_its_tree_test_tells_stock_from_fixed(
     patched_0_28: Path,
 ) -> None:

@@ -36,6 +36,7 @@ def benchmark(script: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_apply_benchmark_reports_a_ratio_and_where_the_time_goes() -> None:
     result = benchmark("apply_vs_git_am.py")
 
@@ -51,6 +52,7 @@ def test_apply_benchmark_reports_a_ratio_and_where_the_time_goes() -> None:
     assert where["git_s"] > 0
 
 
+@pytest.mark.slow
 def test_startup_benchmark_reports_each_command_against_a_bare_start() -> None:
     result = benchmark("cli_startup.py")
 

@@ -34,7 +34,13 @@ SINK_TEST_PATCH = "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.pat
 AITER_CARRIED = {"0.12.0": False, "0.20.0": False, "0.25.0": False, "0.28.0": True}
 
 
-@pytest.mark.parametrize("version", sorted(AITER_CARRIED))
+@pytest.mark.parametrize(
+    "version",
+    [
+        v if v in ("0.12.0", "0.28.0") else pytest.param(v, marks=pytest.mark.slow)
+        for v in sorted(AITER_CARRIED)
+    ],
+)
 def test_apply_on_affected_releases(
     release_clone: Callable[[str], Path], version: str
 ) -> None:

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.release_trees
 COUNTED = counted_fixes("0.28.0")
 
 
+@pytest.mark.slow
 def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     release_clone: Callable[[str], Path],
 ) -> None:
@@ -71,6 +72,7 @@ def test_demo_on_a_user_checkout_keeps_it_as_it_was(
     assert not list(checkout.rglob("__pycache__"))
 
 
+@pytest.mark.slow
 def test_demo_on_a_checkout_without_minimax_m3_rests_on_the_other_core_checks(
     release_clone: Callable[[str], Path],
 ) -> None:

@@ -148,6 +148,7 @@ def test_demo_refuses_a_user_commit_in_its_own_clone(tmp_path: Path) -> None:
     assert checkout_state(tree) == before
 
 
+@pytest.mark.slow
 def test_demo_replaces_its_own_clone_left_as_it_made_it(tmp_path: Path) -> None:
     """The series applied and recorded, as a demo run leaves its clone: the
     next run makes it anew."""

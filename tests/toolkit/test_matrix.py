@@ -134,6 +134,7 @@ def test_a_cell_that_cannot_be_judged_makes_the_exit_3(tmp_path: Path) -> None:
     assert "| 0.11.0 |" in (tmp_path / "matrix.md").read_text()
 
 
+@pytest.mark.slow
 def test_matrix_overlay_and_audit_on_0_28(tmp_path: Path) -> None:
     """The overlay through vLLM's own plugin loader fixes 0.28.0, and the
     audit finds #51585's host zeroing there, harmful."""

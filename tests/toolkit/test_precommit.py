@@ -188,6 +188,7 @@ def test_patched_tree_passes_vllm_hooks(patched_tree: Path) -> None:
 
 
 @pytest.mark.release_trees
+@pytest.mark.slow
 def test_defects_fail_the_right_hooks(patched_tree: Path, tmp_path: Path) -> None:
     tree = tmp_path / "vllm"
     Git(tmp_path).run("clone", "--quiet", str(patched_tree), str(tree))

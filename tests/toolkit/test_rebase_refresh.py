@@ -585,6 +585,7 @@ def worktrees(git: Git) -> list[dict[str, str]]:
     return entries
 
 
+@pytest.mark.slow
 def test_sigkill_mid_replay_is_cleaned_up_by_the_next_rebase(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:
@@ -764,6 +765,7 @@ def upstream_adds_a_test(upstream: Path, work: Path, name: str, text: str) -> No
     git.run("commit", "--quiet", "-m", "[CI] Add an attention test")
 
 
+@pytest.mark.slow
 def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:
@@ -781,6 +783,7 @@ def test_a_test_that_only_names_the_offsets_does_not_drop_0002(
     assert (fork / TEST_FILE).is_file()
 
 
+@pytest.mark.slow
 def test_an_edited_upstream_copy_of_0002s_test_drops_it(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:

@@ -166,6 +166,7 @@ def test_the_tag_step_passes_the_version_s_tag(tmp_path: Path) -> None:
 
 
 @pytest.mark.packaging
+@pytest.mark.slow
 def test_the_build_check_and_smoke_steps_run_here(tmp_path: Path) -> None:
     """The job's steps on a copy of this checkout (the runner's is a clean
     clone), with this venv's pinned build and twine (the job installs the

@@ -114,6 +114,16 @@ USERS: dict[str, Callable[[Path, float], Any]] = {
     "mutation worker": lambda tree, t: _mutation(tree, False, t),
 }
 
+USERS_IN_TIERS = [
+    pytest.param(user, marks=pytest.mark.slow)
+    if user in ("overlay probe", "mutation zygote", "mutation worker")
+    else user
+    for user in USERS
+]
+"""Each user of the one policy; the default run drives the suite's, the
+tree pytest's and the audit's children, the extended tier the overlay
+probe's and the mutation runner's (a vLLM import each)."""
+
 
 def marks(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "marks"
@@ -141,7 +151,7 @@ def _still_alive(pids: list[int], within: float) -> list[int]:
     return alive
 
 
-@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("user", USERS_IN_TIERS)
 def test_each_child_runs_under_the_one_policy(
     user: str, tree: Path, tmp_path: Path
 ) -> None:
@@ -160,7 +170,7 @@ def test_each_child_runs_under_the_one_policy(
     assert not list(tree.rglob("__pycache__")), f"{user}: bytecode in the tree"
 
 
-@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("user", USERS_IN_TIERS)
 def test_a_timed_out_child_takes_its_grandchildren_with_it(
     user: str, tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

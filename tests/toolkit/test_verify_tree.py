@@ -96,6 +96,7 @@ def test_stock_affected_release_fails(
     assert after["upstream_test"] is None  # stock has no copy of patch 0002
 
 
+@pytest.mark.slow
 def test_the_series_passes_and_its_test_fails_on_the_base(
     release_clone: Callable[[str], Path],
 ) -> None:

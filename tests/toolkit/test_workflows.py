@@ -477,6 +477,7 @@ def provision(url: Path, checkout: Path, patches: Path, base: str = "") -> str:
 
 
 @pytest.mark.release_trees
+@pytest.mark.slow
 def test_nightly_drop_is_recorded_committed_and_pushed(
     upstream: Path, overlay: Path, tmp_path: Path
 ) -> None:
@@ -676,6 +677,7 @@ def test_base_ref_input_and_a_rebase_that_drops_nothing(
 
 
 @pytest.mark.release_trees
+@pytest.mark.slow
 def test_conflict_report_has_patch_files_hunks_and_a_stable_title(
     upstream: Path, overlay: Path, tmp_path: Path
 ) -> None:

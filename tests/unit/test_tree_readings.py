@@ -101,7 +101,15 @@ def _readings(root: Path) -> list[tuple[str, str, str, int | None, str]]:
     return found
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.28.0", "0.29.0", "0.33.0"])
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param("0.11.0", marks=pytest.mark.slow),
+        "0.28.0",
+        pytest.param("0.29.0", marks=pytest.mark.slow),
+        pytest.param("0.33.0", marks=pytest.mark.slow),
+    ],
+)
 def test_kept_readings_are_the_readings(
     version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -218,7 +218,14 @@ def test_hostile_requirement_files_cannot_be_judged(
     assert caught.value.code == 3
 
 
-@pytest.mark.parametrize("how", ["proc", "symlink-loop", "deep"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param("proc", marks=pytest.mark.slow),
+        pytest.param("symlink-loop", marks=pytest.mark.slow),
+        "deep",
+    ],
+)
 def test_test_and_audit_cannot_judge_a_hostile_tree(
     release_clone: Callable[[str], Path], how: str
 ) -> None:
