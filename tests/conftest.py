@@ -134,36 +134,33 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 LONGEST_FIRST = (
-    "tests/toolkit/test_verify_tree.py",
-    "tests/toolkit/test_consistency.py",
-    "tests/overlay/test_logging.py",
     "tests/toolkit/test_rebase_refresh.py",
-    "tests/overlay/test_plugin.py",
-    "tests/toolkit/test_matrix.py",
-    "tests/overlay/test_plugin_releases.py",
-    "tests/toolkit/test_workflows.py",
-    "tests/toolkit/test_checkout_safety.py",
-    "tests/vllm/test_tree_runtime.py",
+    "tests/vllm/test_static_sink_scenarios.py",
+    "tests/overlay/test_logging.py",
+    "tests/toolkit/test_demo.py",
     "tests/audit/test_dynamic.py",
     "tests/audit/test_cli.py",
-    "tests/toolkit/test_precommit.py",
-    "tests/vllm/test_aiter_unified_capture.py",
-    "tests/vllm/test_victims_and_capture_loop.py",
+    "tests/overlay/test_plugin.py",
+    "tests/toolkit/test_forks.py",
+    "tests/toolkit/test_checkout_safety.py",
     "tests/toolkit/test_cli_apply_check.py",
-    "tests/kernels/test_gpu_check.py",
+    "tests/vllm/test_aiter_unified_capture.py",
+    "tests/toolkit/test_precommit.py",
+    "tests/unit/test_tree_readings.py",
+    "tests/overlay/test_record.py",
+    "tests/overlay/test_static_sink_plugin.py",
+    "tests/toolkit/test_matrix.py",
+    "tests/toolkit/test_tree_process.py",
+    "tests/vllm/test_victims_and_capture_loop.py",
+    "tests/toolkit/test_hostile_inputs.py",
+    "tests/toolkit/test_verify_tree.py",
     "tests/toolkit/test_pr.py",
-    "tests/vllm/test_verdict_rules.py",
-    "tests/toolkit/test_aiter_series.py",
-    "tests/toolkit/test_faults.py",
-    "tests/toolkit/test_demo_checkout.py",
-    "tests/toolkit/test_demo.py",
 )
 """Scheduling only (what runs is unchanged): the files that took longest in
-a measured default run (1,088 s of test time on 2026-12-01; the mutation
-tier, an extended tier since 2026-12-02, left out), longest first,
-so that no worker is left alone with a long file at the end. pr and the
-demos come after verify: they judge the same trees, and by then those runs
-are in the report cache. Other files follow in collection order."""
+a measured default run (1,609 s of test time on 2026-12-05 at c31c227, the
+tests moved to the extended tiers since left out), longest first, so that
+no worker is left alone with a long file at the end (the demo, one test of
+a minute, early). Other files follow in collection order."""
 
 SPLIT_ACROSS_WORKERS = frozenset(
     {

@@ -220,6 +220,7 @@ def test_aiter_installed_is_logged_once_the_backend_hands_out_its_builder(
     assert not above_debug[0]["aiter_fix_on_backend"]
 
 
+@pytest.mark.slow
 def test_unrecognised_aiter_code_warns_only_when_its_module_loads(
     tmp_path: Path, shadows: dict[str, Path]
 ) -> None:

@@ -95,6 +95,7 @@ def test_0_11_0_is_not_affected_and_the_series_carries_nothing(
     assert git.commit_of("refs/vllm-patchkit/base") is None
 
 
+@pytest.mark.slow
 def test_release_tree_commit_is_reproducible(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

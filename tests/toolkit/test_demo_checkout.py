@@ -129,6 +129,7 @@ def test_demo_on_a_checkout_whose_minimax_m3_cannot_import_cannot_judge(
     ) in lines
 
 
+@pytest.mark.slow
 def test_demo_and_test_give_one_verdict_on_a_checkout_the_series_already_fixed(
     release_clone: Callable[[str], Path],
 ) -> None:
