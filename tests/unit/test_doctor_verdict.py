@@ -54,7 +54,7 @@ def diagnosis(statuses: list[FixStatus]) -> Diagnosis:
     [
         ((UNREAD, NEEDED_OPEN), Verdict.NOT_FIXED, True, "fix-1"),
         ((NEEDED_OPEN, UNREAD), Verdict.NOT_FIXED, True, "fix-0"),
-        ((UNREAD, NEEDED_PATCHED), Verdict.CANNOT_JUDGE, True, "fix-0"),
+        ((UNREAD, NEEDED_PATCHED), Verdict.CANNOT_JUDGE, None, "fix-0"),
         ((UNREAD, NOT_NEEDED), Verdict.CANNOT_JUDGE, None, "fix-0"),
         ((NOT_NEEDED, NEEDED_PATCHED), Verdict.FIXED, True, "fix-1"),
         ((NOT_NEEDED, NOT_NEEDED), Verdict.FIXED, False, "fix-0"),
@@ -79,3 +79,5 @@ def test_a_needed_open_fix_outranks_one_that_cannot_be_read(
     )
     assert result.affected is affected
     assert result.fix == decides
+    # The tree's line is one fix's: its word, its code.
+    assert next(f for f in result.fixes if f.fix == decides).affected is affected

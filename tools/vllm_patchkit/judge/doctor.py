@@ -68,8 +68,9 @@ class Diagnosis:
     target: str
     vllm_version: str
     affected: bool | None
-    """Over every fix (:func:`affected_over`): yes when one is needed, else
-    None (cannot judge) when one cannot be read, else no."""
+    """Over every fix (:func:`affected_over`): yes when one is needed and
+    not protected, else None (cannot judge) when one cannot be read, else
+    whether one is needed."""
     fix: str
     """The fix whose word is the tree's (:func:`deciding`: the first needed
     and not protected, else the first that cannot be judged, else the first
@@ -174,11 +175,11 @@ def fix_statuses(
 
 
 def affected_over(fixes: list[FixStatus]) -> bool | None:
-    """Over every fix, as the overlay's own doctor and the regression
-    verdict read it: yes when one is needed (whatever else cannot be read),
-    else None when one cannot be judged, else no."""
-    verdicts = [f.affected for f in fixes]
-    return True if True in verdicts else None if None in verdicts else False
+    """Over every fix: the word of the fix that decides (:func:`deciding`),
+    so the tree's line never pairs one fix's word with another's code: yes
+    when one is needed and not protected (whatever else cannot be read),
+    else None when one cannot be judged, else whether one is needed."""
+    return deciding(fixes).affected
 
 
 def deciding(fixes: list[FixStatus]) -> FixStatus:
