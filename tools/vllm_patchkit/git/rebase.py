@@ -8,16 +8,17 @@ upstream carries it (its commit in upstream's history, or its invariant
 holding there). A series patch with no commit on the branch (upstream
 carried it at the old base, or the series does not carry it for the old
 base's release) is applied from its file, at its place in the series. A
-series patch the target's release is outside of (its ``Affects:`` range,
-or its carry rule on the target's code) is left out of the branch and
-kept in the series (reported as not-carried), whether it would come from
-its file or from its commit; a commit edited since the series wrote it is
-the user's and is replayed as it is. Any conflict stops the run with a
-report naming the patch or commit, the files and the conflicting hunks,
-and the branch is left exactly as it was; it moves to the new commits only
-when every commit went through. A history that cannot be replayed commit
-by commit (a merge after the base, no base below HEAD) is refused before
-anything is touched.
+series patch the series does not carry for the target is left out of the
+branch and kept in the series (reported as not-carried): from its file by
+its carry rule (``Affects:``, or the target's code), its commit only where
+the target's trusted release is outside ``Affects:``; a commit edited
+since the series wrote it is the user's and is replayed as it is. Any
+conflict stops the run with a report naming the patch or commit, the
+files and the conflicting hunks, and the branch is left exactly as it
+was; it moves to the new commits only when every commit went through. A
+history that cannot be replayed
+commit by commit (a merge after the base, no base below HEAD) is refused
+before anything is touched.
 
 The temporary worktree lives under the git directory's ``vllm-patchkit/``
 folder, locked with a reason naming this tool, and is removed at the end;
@@ -379,12 +380,15 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         report.status = "upstreamed"
         report.detail = "dropped: upstream carries it"
         return None
-    if not step.edited:
-        # On a target release the series does not carry the patch for, it
-        # stays out of the branch (and in the series: this is no drop), as
-        # apply leaves it out: from its file, or its commit as the series
-        # wrote it. An edited commit is the user's work: replayed as it is.
-        skipped = not_carried(patch, work.root, read_version(work.root))
+    version = read_version(work.root)
+    # A patch the series does not carry for the target stays out of the
+    # branch (and in the series: this is no drop), as apply leaves it out.
+    # From its file, by the carry rule; its commit, unedited, only where
+    # the target's trusted release is outside its Affects: range (code
+    # that moved or cannot be read may still need the fix the user has).
+    outside = version.trusted and not patch.carried_for(version.release)
+    if step.commit is None or (outside and not step.edited):
+        skipped = not_carried(patch, work.root, version)
         if skipped is not None:
             report.status, report.detail = skipped.status, skipped.detail
             return None
