@@ -37,8 +37,10 @@ _OWN_REPORTS = pytest.StashKey[bool]()
 
 EXTENDED_TIERS = {
     "overlay_eras": "the overlay through vLLM's plugin loader on four release trees",
-    "audit_sweep": "the audit's dynamic pass on more trees and seeded copies",
-    "mutation": "every mutant of every fix against the whole regression suite",
+    "audit_sweep": "the audit's dynamic pass on more trees and seeded copies, "
+    "its static verdicts on every release",
+    "mutation": "every mutant of every fix against the whole regression "
+    "suite, and the runner's accounting of a mutant it cannot judge",
     "slow": "200 hypothesis batches, the compile matrix, memcheck on "
     "upstream's kernel, the audit's reproductions, whole journeys "
     "through several commands (every command on 0.17.0, 0.28.0 and "
@@ -47,8 +49,8 @@ EXTENDED_TIERS = {
     "commands, the nightly gate's run and its reports, the audit hook "
     "through apply, the release workflow's steps, the benchmarks' runs, "
     "gpu-check's dry run), test's verdict on each kind of tree it cannot "
-    "or need not judge, the matrix's cells, the overlay on 0.27.0, 0.29.0 "
-    "and 0.32.0 and more vendor builds, and more releases or cases of "
+    "or need not judge, the matrix's cells, the overlay on 0.27.0 and "
+    "0.29.0 and StaticSink's vendor builds, and more releases or cases of "
     "checks the default run makes on one",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",

@@ -186,12 +186,10 @@ def check_release(version: str, row: dict, dest: Path) -> None:
     assert harmful == expected, version
 
 
-@pytest.mark.audit_sweep
-@pytest.mark.parametrize("version", ["0.12.0", "0.26.0", "0.27.0", "0.32.0"])
-def test_other_verdicts_stay_on_releases_of_each_era(
-    version: str, tmp_path: Path
-) -> None:
-    check_release(version, matrix_rows()[version], tmp_path)
+def test_other_verdicts_stay_on_a_release_past_the_fix(tmp_path: Path) -> None:
+    """0.32.0 (#51585 upstream, StaticSink's finding): every release is
+    checked in the audit_sweep tier."""
+    check_release("0.32.0", matrix_rows()["0.32.0"], tmp_path)
 
 
 @pytest.mark.audit_sweep

@@ -125,21 +125,13 @@ VENDOR_EDITS = {
     "capture-adds-sink": capture_adds_sink,
 }
 """A vendor line in ``build``, and the issue's shapes (a) and (d) (all four
-are judged by the AST in tests/unit/test_static_sink_releases.py)."""
+are judged by the AST in tests/unit/test_static_sink_releases.py). Each
+is a vLLM start-up through the plugin and the doctor: the extended
+``slow`` tier (the default run drives #51585's vendor build,
+tests/overlay/test_vendor_build.py)."""
 
-DEFAULT_VENDOR_EDIT = "capture-adds-sink"
-"""The shape the default run drives through the plugin and the doctor; the
-other two are in the extended ``slow`` tier (each a vLLM start-up)."""
 
-
-@pytest.fixture(
-    params=[
-        name
-        if name == DEFAULT_VENDOR_EDIT
-        else pytest.param(name, marks=pytest.mark.slow)
-        for name in sorted(VENDOR_EDITS)
-    ]
-)
+@pytest.fixture(params=sorted(VENDOR_EDITS))
 def vendor_tree(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, Path]:
     """The shadow copy's PYTHONPATH entry and its edited module."""
     tree = tmp_path / "tree"
