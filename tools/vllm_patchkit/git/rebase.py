@@ -16,9 +16,8 @@ since the series wrote it is the user's and is replayed as it is. Any
 conflict stops the run with a report naming the patch or commit, the
 files and the conflicting hunks, and the branch is left exactly as it
 was; it moves to the new commits only when every commit went through. A
-history that cannot be replayed
-commit by commit (a merge after the base, no base below HEAD) is refused
-before anything is touched.
+history that cannot be replayed commit by commit (a merge after the base,
+no base below HEAD) is refused before anything is touched.
 
 The temporary worktree lives under the git directory's ``vllm-patchkit/``
 folder, locked with a reason naming this tool, and is removed at the end;
