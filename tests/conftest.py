@@ -59,11 +59,12 @@ EXTENDED_TIERS = {
 test costs 10 s to a minute of CPU, mostly vLLM imported in a fresh
 process or a release tree checked out; the default run keeps a smaller
 check of the same kind: 20 hypothesis batches, the default compile
-variants, the audit on 0.28.0 and 0.29.0, the overlay on 0.28.0 and one
-vendor build, the matrix's cache and exit rules, the demo on the embedded
-release (apply, then ``test`` before and after), ``test`` on a stock
-checkout, each command on its own, one release per era for apply and the
-code readings, and the verdict rules on the suite's own runs). They run
+variants, the audit on 0.28.0 and 0.29.0, the overlay on 0.28.0 and
+0.32.0 and one vendor build, the matrix's cache and exit rules, the demo
+on the embedded release (apply, then ``test`` before and after), ``test``
+on a stock checkout, each command on its own, apply on 0.12.0 and 0.28.0,
+the code readings on 0.28.0, and the verdict rules on the suite's own
+runs). They run
 with ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when
 ``-m`` names them; otherwise each of their tests is reported skipped, with
 that command, never left out silently."""
