@@ -292,6 +292,47 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     assert git.is_clean()
 
 
+@pytest.mark.slow
+def test_an_edited_commit_of_a_patch_the_target_does_not_carry_is_replayed(
+    upstream: Path, tmp_path: Path
+) -> None:
+    """0003's commit, amended by the fork's maintainer (a comment of theirs
+    in the file it patches), rebased onto 0.20.0, which the series does not
+    carry 0003 for: the edit is the user's work, so the commit is not left
+    out as its unedited self would be; it is replayed (a conflict would stop
+    the run with the branch as it was)."""
+    tree = tmp_path / "fork28"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
+    )
+    git = as_user(tree)
+    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    after = [p.name for p in carried("0.28.0")]
+    after = after[after.index(AITER) + 1 :]
+    skips = [arg for name in after for arg in ("--skip", name)]
+    code, applied = patchkit_json("apply", *skips, str(tree))
+    assert (code, applied["status"]) == (0, "applied")
+    aiter_file = tree / "vllm/v1/attention/backends/rocm_aiter_unified_attn.py"
+    aiter_file.write_text(aiter_file.read_text() + "# our tuning notes\n")
+    git.run("commit", "--quiet", "--amend", "--no-edit", "-a")
+    before = checkout_state(tree)
+
+    code, result = patchkit_json(
+        "rebase", "--onto", "v0.20.0", "--upstream", str(upstream), str(tree)
+    )
+
+    # It applies there (0.20.0 has the file and the method), so it is kept,
+    # the edit with it, and reported applied, not not-carried.
+    assert code == 0, result
+    report = next(p for p in result["patches"] if p["name"] == AITER)
+    assert report["status"] == "applied", report
+    assert "# our tuning notes" in aiter_file.read_text()
+    subject = next(p.subject for p in SERIES.patches if p.name == AITER)
+    log = git.out("log", "--format=%s", f"{result['onto']}..HEAD").splitlines()
+    assert subject in log, log  # 0004 and 0005 go in from their files after it
+    assert before != checkout_state(tree)  # the branch moved, as asked
+
+
 def test_refresh_refuses_to_write_an_empty_series(
     upstream: Path, tmp_path: Path
 ) -> None:
