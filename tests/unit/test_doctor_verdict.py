@@ -13,12 +13,7 @@ from __future__ import annotations
 import pytest
 
 from vllm_patchkit.commands.doctor import verdict
-from vllm_patchkit.judge.doctor import (
-    Diagnosis,
-    FixStatus,
-    affected_over,
-    deciding,
-)
+from vllm_patchkit.judge.doctor import Diagnosis, FixStatus
 from vllm_patchkit.judgement import Verdict
 
 NEEDED_OPEN = dict(affected=True, protected=False)
@@ -35,18 +30,7 @@ def fixes(*words: dict[str, object]) -> list[FixStatus]:
 
 
 def diagnosis(statuses: list[FixStatus]) -> Diagnosis:
-    decides = deciding(statuses)
-    return Diagnosis(
-        target="tree",
-        vllm_version="0.28.0",
-        affected=affected_over(statuses),
-        fix=decides.fix,
-        shape=decides.shape,
-        reason=decides.detail,
-        file=decides.file,
-        line=decides.line,
-        fixes=statuses,
-    )
+    return Diagnosis.over(statuses, target="tree", vllm_version="0.28.0")
 
 
 @pytest.mark.parametrize(

@@ -100,12 +100,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verdict(diagnosis: Diagnosis) -> Verdict:
-    """Over every fix, by the regression verdict's rule (a failure outranks
-    what could not run): not fixed when one is needed and not protected,
-    whatever else cannot be read; else cannot judge when one cannot be read;
-    else fixed."""
-    if any(fix.affected and not fix.protected for fix in diagnosis.fixes):
-        return Verdict.NOT_FIXED
-    if not diagnosis.judged:
+    """The deciding fix's word (:func:`~vllm_patchkit.judge.doctor.deciding`:
+    a needed, unprotected fix outranks one that cannot be read): cannot
+    judge when it cannot be read; else fixed when every fix is protected."""
+    if diagnosis.affected is None:
         return Verdict.CANNOT_JUDGE
-    return Verdict.FIXED
+    return Verdict.FIXED if diagnosis.protected else Verdict.NOT_FIXED

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vllm_overlay.entry_points import (
     ENTRY_POINT_GROUP,
@@ -68,14 +69,13 @@ class Diagnosis:
     target: str
     vllm_version: str
     affected: bool | None
-    """Over every fix (:func:`affected_over`): yes when one is needed and
+    """The deciding fix's word (see :attr:`fix`): yes when one is needed and
     not protected, else None (cannot judge) when one cannot be read, else
     whether one is needed."""
     fix: str
-    """The fix whose word is the tree's (:func:`deciding`: the first needed
-    and not protected, else the first that cannot be judged, else the first
-    needed, else the first), whose code :attr:`shape`, :attr:`file` and
-    :attr:`line` show."""
+    """The fix whose word is the tree's (:func:`deciding`), whose code
+    :attr:`shape`, :attr:`file` and :attr:`line` show, so the tree's line
+    never pairs one fix's word with another's code."""
     shape: str
     reason: str
     file: str
@@ -92,6 +92,27 @@ class Diagnosis:
     """What the overlay patches: target, why, how, related PRs, removal."""
     fixes: list[FixStatus] = field(default_factory=list)
     """Each fix separately: a release can need one, several or none."""
+
+    @classmethod
+    def over(
+        cls, fixes: list[FixStatus], target: str, vllm_version: str, **rest: Any
+    ) -> Diagnosis:
+        """The diagnosis whose tree-level word and code are the
+        :func:`deciding` fix's; ``rest``: the other fields."""
+        decides = deciding(fixes)
+        return cls(
+            target=target,
+            vllm_version=vllm_version,
+            affected=decides.affected,
+            fix=decides.fix,
+            shape=decides.shape,
+            reason=decides.detail,
+            file=decides.file,
+            line=decides.line,
+            overlay_decision=decides.overlay_decision,
+            fixes=fixes,
+            **rest,
+        )
 
     @property
     def judged(self) -> bool:
@@ -174,16 +195,11 @@ def fix_statuses(
     return statuses
 
 
-def affected_over(fixes: list[FixStatus]) -> bool | None:
-    """Over every fix: the word of the fix that decides (:func:`deciding`),
-    so the tree's line never pairs one fix's word with another's code: yes
-    when one is needed and not protected (whatever else cannot be read),
-    else None when one cannot be judged, else whether one is needed."""
-    return deciding(fixes).affected
-
-
 def deciding(fixes: list[FixStatus]) -> FixStatus:
-    """The fix whose word is the tree's (see :attr:`Diagnosis.fix`)."""
+    """The fix whose word is the tree's: the first needed and not protected
+    (whatever else cannot be read: a failure outranks what could not run,
+    as in the regression verdict), else the first that cannot be judged,
+    else the first needed, else the first."""
     return next(
         (f for f in fixes if f.affected and not f.protected),
         next(
@@ -202,22 +218,14 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     patches = classify_path(root, series)
     states = assess_tree(root, version)
     fixes = fix_statuses(root, series, patches, states, installed=path is None)
-    decides = deciding(fixes)
     needed = [f for f in fixes if f.affected is not False]
-    return Diagnosis(
+    return Diagnosis.over(
+        fixes,
         target=str(root) if path is not None else f"installed ({root})",
         vllm_version=version,
-        affected=affected_over(fixes),
-        fix=decides.fix,
-        shape=decides.shape,
-        reason=decides.detail,
-        file=decides.file,
-        line=decides.line,
         patches=patches,
         installed=path is None,
         overlay_entry_point=entry_point_registered(*OVERLAY_ENTRY_POINT),
         overlay_would_activate=bool(needed) and all(f.overlay_active for f in needed),
-        overlay_decision=decides.overlay_decision,
         overlay_record=[target.as_dict() for target in RECORD],
-        fixes=fixes,
     )

@@ -58,7 +58,7 @@ from vllm_patchkit.git.checkout import classify_path, invariant_holds
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.judge import audit, overlay_probe
-from vllm_patchkit.judge.doctor import affected_over, deciding, fix_statuses
+from vllm_patchkit.judge.doctor import deciding, fix_statuses
 from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.judge.regression.verdict import NOT_CARRIED, set_apart
 from vllm_patchkit.judge.verify import judge_tree
@@ -609,10 +609,11 @@ def static_facts(tree: Path, series: Series) -> dict[str, Any]:
     # A release's row, not this shell's settings: the cell is cached for
     # every later sweep, whose environment may differ.
     statuses = fix_statuses(tree, series, reports, configured=False)
+    decides = deciding(statuses)
     return {
-        "affected": affected_over(statuses),
+        "affected": decides.affected,
         "fixes": {f.fix: f.affected for f in statuses},
-        "shape": deciding(statuses).shape,
+        "shape": decides.shape,
         "series": ", ".join(r.status for r in reports),
         "overlay_plan": ", ".join(f"{f.fix}: {f.overlay}" for f in statuses),
         "torch_pin": torch_pin(tree),
