@@ -381,12 +381,11 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         return None
     version = read_version(work.root)
     # A patch the series does not carry for the target stays out of the
-    # branch (and in the series: this is no drop), as apply leaves it out.
-    # From its file, by the carry rule; its commit, unedited, only where
-    # the target's trusted release is outside its Affects: range (code
-    # that moved or cannot be read may still need the fix the user has).
-    outside = version.trusted and not patch.carried_for(version.release)
-    if step.commit is None or (outside and not step.edited):
+    # branch (and in the series: this is no drop), as apply leaves it out:
+    # from its file, by the carry rule; its commit, unedited, only where the
+    # target's release is trusted, so that the rule is its Affects: range
+    # (code that moved or cannot be read may still need the user's fix).
+    if step.commit is None or (version.trusted and not step.edited):
         skipped = not_carried(patch, work.root, version)
         if skipped is not None:
             report.status, report.detail = skipped.status, skipped.detail
