@@ -35,7 +35,8 @@ from vllm_patchkit.judge.regression.runner import run_scenarios
 from vllm_patchkit.judge.tree_pytest import run_tree_tests
 from vllm_patchkit.judge.verify import run_tree
 from vllm_patchkit.trees import tree_runtime
-from vllm_patchkit.trees.versions import RELEASE_ENV
+from vllm_patchkit.trees.tree_process import TreeLauncher, vllm_cache_root
+from vllm_patchkit.trees.versions import RELEASE_ENV, parse_release
 
 MARK = "TREE_PROCESS_MARK"
 HANG = "TREE_PROCESS_HANG"
@@ -49,6 +50,7 @@ record = {{
     "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
     "target": os.environ.get("VLLM_TARGET_DEVICE"),
     "release": os.environ.get("{RELEASE_ENV}"),
+    "vllm_cache": os.environ.get("VLLM_CACHE_ROOT"),
     "no_bytecode": sys.flags.dont_write_bytecode,
     "path": sys.path,
     "argv": sys.argv,
@@ -96,6 +98,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "PYTHONDONTWRITEBYTECODE",
     ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "users-vllm-cache"))
     monkeypatch.setenv(MARK, str(tmp_path / "marks"))
     return make_tree(tmp_path / "tree")
 
@@ -165,6 +168,7 @@ def test_each_child_runs_under_the_one_policy(
         assert record["cuda"] == "" and record["target"] == "cpu", (user, record)
         assert record["no_bytecode"] == 1, (user, record)
         assert record["release"] == "", (user, record)  # the tiny tree is none
+        assert record["vllm_cache"] == str(vllm_cache_root(None)), (user, record)
         assert str(tree) in record["path"], (user, record)
         assert record["pgid"] != os.getpgid(0), f"{user}: in the parent's group"
     assert not list(tree.rglob("__pycache__")), f"{user}: bytecode in the tree"
@@ -226,6 +230,7 @@ def test_memcheck_runs_its_script_under_the_policy(
     of the user's modules."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "users-vllm-cache"))
     monkeypatch.setenv(MARK, str(tmp_path / "marks"))
     script = tmp_path / "script.py"
     script.write_text(RECORD + "sys.exit(7)\n")
@@ -233,6 +238,7 @@ def test_memcheck_runs_its_script_under_the_policy(
     assert memcheck_command.run(args) == 7
     (record,) = marks(tmp_path)
     assert record["cuda"] == "" and record["no_bytecode"] == 1
+    assert record["vllm_cache"] == str(tmp_path / "users-vllm-cache")
     assert record["pgid"] == os.getpgid(0)
     assert str(Path(__file__).resolve().parents[2]) not in record["path"]
 
@@ -243,3 +249,26 @@ def test_a_judged_tree_gets_its_runtime_once(tree: Path) -> None:
     run = run_tree(tree, "after", [TEST_FILE])
     assert run.upstream_test is not None and run.upstream_test.ran, run.problem
     assert tree_runtime.MADE[tree] - before == 1
+
+
+def test_each_release_gets_a_vllm_cache_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM keeps one model-inspection entry per class in its cache; trees of
+    two releases in one cache would evict each other's, and each miss costs
+    a process that imports vLLM again. So each release's children get a
+    cache of their own under the toolkit's, and the user's is not used."""
+    monkeypatch.setenv("VLLM_OVERLAY_CACHE", str(tmp_path / "toolkit-cache"))
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "users-vllm-cache"))
+    roots = {}
+    for version in ("0.28.0", "0.29.0"):
+        tree = tmp_path / version
+        (tree / "vllm").mkdir(parents=True)
+        (tree / "vllm" / "_version.py").write_text(f"__version__ = '{version}'\n")
+        roots[version] = TreeLauncher(tree).env()["VLLM_CACHE_ROOT"]
+    assert roots == {
+        v: str(tmp_path / "toolkit-cache" / "vllm-cache" / v) for v in roots
+    }
+    # The installed vLLM (the pinned 0.28.0) shares its release's cache.
+    assert TreeLauncher().env()["VLLM_CACHE_ROOT"] == roots["0.28.0"]
+    assert vllm_cache_root(parse_release("0.28.0")) == Path(roots["0.28.0"])

@@ -12,6 +12,8 @@ so they agree on one policy:
 - the release the tree is (:data:`~vllm_patchkit.trees.versions.RELEASE_ENV`);
 - CPU only: no device visible, vLLM's CPU platform (without it a CPU-only
   host gets the fallback platform, which claims pinned memory and fails);
+- vLLM's cache of the tree's release (:func:`vllm_cache_root`), not the
+  user's;
 - no bytecode written into the tree;
 - a process group of its own, killed whole when the child exits, runs past
   its timeout or this process is interrupted, so no grandchild outlives it;
@@ -30,10 +32,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_patchkit.paths import PACKAGE_DIR
+from vllm_patchkit.paths import PACKAGE_DIR, cache_dir
 from vllm_patchkit.trees.child_json import Finished, run_in_group
+from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.tree_runtime import TreeRuntime, runtime_for
-from vllm_patchkit.trees.versions import RELEASE_ENV, release_text, tree_release
+from vllm_patchkit.trees.versions import (
+    RELEASE_ENV,
+    Release,
+    release_text,
+    tree_release,
+)
 
 
 def _checkout_paths() -> tuple[str, ...]:
@@ -52,6 +60,32 @@ TOOLKIT_PATHS = _checkout_paths()
 
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"}
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+VLLM_CACHE_ENV = "VLLM_CACHE_ROOT"
+
+
+def vllm_cache_root(release: Release | None) -> Path:
+    """vLLM's own cache directory for a child running ``release`` (None:
+    unknown).
+
+    vLLM keeps one entry per model class there (``modelinfos/``: what
+    inspecting the class found, with its file's hash), and a miss costs a
+    process that imports vLLM again to inspect it (7-10 s here). Trees of
+    different releases have different model files, so in one cache they
+    evict each other's entries and every child pays that process; one cache
+    per release keeps each release's entries. The user's own vLLM cache is
+    left alone.
+    """
+    name = release_text(release) if release is not None else "unknown"
+    return cache_dir() / "vllm-cache" / name
+
+
+def _installed_release() -> Release | None:
+    """The release of the vLLM this environment has installed (None: none,
+    or not a release)."""
+    try:
+        return tree_release(installed_vllm_dir().parent)[1]
+    except ModuleNotFoundError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -83,9 +117,9 @@ class TreeLauncher:
         env = dict(os.environ)
         env.pop(RELEASE_ENV, None)
         first = self.runtime.pythonpath() if self.runtime else []
+        release = tree_release(self.tree)[1] if self.tree else _installed_release()
         if self.tree is not None:
             first = first or [str(self.tree)]
-            _, release = tree_release(self.tree)
             env[RELEASE_ENV] = release_text(release) if release is not None else ""
         rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         toolkit = () if self.user_devices else TOOLKIT_PATHS
@@ -96,6 +130,7 @@ class TreeLauncher:
         else:
             env.update(CPU_ONLY)
             env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+            env[VLLM_CACHE_ENV] = str(vllm_cache_root(release))
         for name, value in overrides.items():
             if value is None:
                 env.pop(name, None)
