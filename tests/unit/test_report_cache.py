@@ -116,7 +116,7 @@ def test_a_tree_runs_once_per_content_and_reads_as_its_own(
     assert str(second) in failed.failures[0] or str(second) in failed.output
 
 
-def test_off_without_the_variable_and_never_for_the_installed_vllm(
+def test_off_without_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(report_cache.ENV, raising=False)
@@ -126,16 +126,35 @@ def test_off_without_the_variable_and_never_for_the_installed_vllm(
         assert run_tree_tests(tree, [TEST_FILE]) is not None
     assert len(counter.read_text().splitlines()) == 2
 
-    monkeypatch.setenv(report_cache.ENV, str(tmp_path / "reports"))
+
+def test_the_installed_vllm_is_keyed_by_the_package_a_child_imports(
+    tmp_path: Path, cache: Path
+) -> None:
+    """No tree: the ``vllm`` a child would import (the first on its
+    ``PYTHONPATH``, else the venv's) is the content; a change to one of its
+    files, or another package first on the path, runs again."""
     calls = []
 
     def produce() -> tuple[dict[str, int], bool]:
         calls.append(1)
         return {"n": len(calls)}, True
 
-    for _ in range(2):
-        report_cache.reuse("k", None, [], dict(os.environ), produce)
-    assert len(calls) == 2
+    def ask(env: dict[str, str]) -> int:
+        return report_cache.reuse("k", None, [], env, produce)["n"]
+
+    venv = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    assert [ask(venv), ask(venv)] == [1, 1]
+    shadow = tmp_path / "shadow"
+    (shadow / "vllm").mkdir(parents=True)
+    module = shadow / "vllm" / "__init__.py"
+    module.write_text("ANSWER = 2\n")
+    shadowed = {**venv, "PYTHONPATH": str(shadow)}
+    assert [ask(shadowed), ask(shadowed)] == [2, 2]
+    module.write_text("ANSWER = 30\n")
+    assert ask(shadowed) == 3
+    (shadow / "vllm" / "__pycache__").mkdir()  # bytecode an import wrote
+    (shadow / "vllm" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert [ask(shadowed), ask(venv)] == [3, 1]
 
 
 def test_an_incomplete_run_is_not_kept(tmp_path: Path, cache: Path) -> None:

@@ -15,8 +15,9 @@ and its arguments, the tree's content (every file and directory but
 distribution with its version, and the environment the run gets (the
 tree's own path written as a placeholder). A hit is returned with the
 stored tree's path replaced by the new one, as a run there would print it.
-Only runs that completed are stored; a tree is never cached as ``None``
-(the installed vLLM), whose content the key could not cover cheaply.
+Only runs that completed are stored. The installed vLLM (a tree of None:
+about 750 MB with its libraries) is keyed by the package a child would
+import, its files' names, sizes and times (:func:`installed_fingerprint`).
 A suite run that shows it read nothing of its tree outside the ``vllm``
 package, its metadata and the top level is also stored under a key of just
 those (:func:`package_view`), for trees that differ only in their tests.
@@ -26,11 +27,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.machinery
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +78,11 @@ def reuse(
     root.mkdir(parents=True, exist_ok=True)
     with_view = package_only is not None
     whole, view = (
-        (None, None) if tree is None else fingerprints(tree, with_view=with_view)
+        (installed_fingerprint(env), None)
+        if tree is None
+        else fingerprints(tree, with_view=with_view)
     )
-    if tree is None or whole is None:
+    if whole is None:
         started = time.perf_counter()
         record = produce()[0]
         _note(root, "ran", kind, tree, time.perf_counter() - started)
@@ -95,6 +99,8 @@ def reuse(
             stored = cache.load(entry)
             if stored is not None:
                 _note(root, how, kind, tree)
+                if tree is None:
+                    return stored["record"]
                 return _moved(stored["record"], stored["tree"], str(tree))
         started = time.perf_counter()
         record, keep = produce()
@@ -102,7 +108,8 @@ def reuse(
         if keep:
             shared = view is not None and package_only is not None
             for entry in keys if shared and package_only(record) else keys[:1]:
-                cache.store(entry, {"tree": str(tree), "record": record})
+                where = None if tree is None else str(tree)
+                cache.store(entry, {"tree": where, "record": record})
         return record
 
 
@@ -144,15 +151,20 @@ def entry_key(
 
 
 def run_key(
-    kind: str, tree: Path, params: list[str], env: dict[str, str], content: str
+    kind: str,
+    tree: Path | None,
+    params: list[str],
+    env: dict[str, str],
+    content: str,
 ) -> CacheKey:
     """A run's key: its kind and arguments, the tree's ``content`` (the whole
-    tree's digest, or the narrower :func:`package_view`), this package's
-    source, and the interpreter, its distributions and the run's variables
-    (the tree's own path written as a placeholder)."""
-    here = str(tree)
+    tree's digest, the narrower :func:`package_view`, or the installed
+    vLLM's :func:`installed_fingerprint`), this package's source, and the
+    interpreter, its distributions and the run's variables (the tree's own
+    path written as a placeholder)."""
+    here = str(tree) if tree is not None else None
     run_env = {
-        name: value.replace(here, TREE_PLACEHOLDER)
+        name: value if here is None else value.replace(here, TREE_PLACEHOLDER)
         for name, value in env.items()
         if name not in _IGNORED_ENV and not name.startswith(_IGNORED_ENV_PREFIXES)
     }
@@ -227,6 +239,32 @@ def _walk(tree: Path) -> Iterator[tuple[Path, str]]:
                 continue
             path = base / name
             yield path, "link" if path.is_symlink() else "file"
+
+
+def installed_fingerprint(env: Mapping[str, str]) -> str | None:
+    """A digest of the ``vllm`` package a child run with ``env`` and no tree
+    imports: the first on its ``PYTHONPATH``, else this environment's.
+
+    From each file's name, size and modification time, not its bytes (an
+    installed release is about 750 MB): pip, and an edit, give what they
+    change a new time. None when no ``vllm`` package is found.
+    """
+    here = os.getcwd()
+    search = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    search += [p for p in sys.path if p and os.path.abspath(p) != here]
+    spec = importlib.machinery.PathFinder.find_spec("vllm", search)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    digest = hashlib.sha256(f"installed {package}\0".encode())
+    for path, kind in _walk(package):
+        if "__pycache__" in path.parts:
+            continue  # an import from this venv may write bytecode there
+        digest.update(f"{kind} {path.relative_to(package)}\0".encode())
+        if kind == "file":
+            stat = path.stat()
+            digest.update(f"{stat.st_size} {stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
 
 
 def toolkit_fingerprint() -> str:
