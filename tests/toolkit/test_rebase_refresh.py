@@ -293,6 +293,44 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
 
 
 @pytest.mark.slow
+def test_on_a_target_of_no_known_release_every_series_commit_is_replayed(
+    upstream: Path, tmp_path: Path
+) -> None:
+    """The same 0.28.0 fork rebased onto 0.20.0's code in a commit that no
+    release tag reaches and no ``_version.py`` names (upstream's source
+    imported without its history, as a vendoring fork has it): the
+    target's release is unknown, so its
+    ``Affects:`` ranges say nothing there, and 0003's commit is replayed
+    (it applies on that code), not left out as on the tagged v0.20.0: a
+    target that moved must not silently lose the user's fix."""
+    tree = tmp_path / "fork28"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
+    )
+    git = as_user(tree)
+    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    code, applied = patchkit_json("apply", str(tree))
+    assert (code, applied["status"]) == (0, "applied")
+    # 0.20.0's source as a checkout has it (no _version.py), in one commit.
+    index = {"GIT_INDEX_FILE": str(tmp_path / "import.index")}
+    git.run("read-tree", "v0.20.0", env=index)
+    git.run("update-index", "--force-remove", "vllm/_version.py", env=index)
+    source = git.run("write-tree", env=index).stdout.strip()
+    imported = git.out("commit-tree", source, "-m", "Import vLLM's source")
+
+    code, result = patchkit_json("rebase", "--onto", imported, str(tree))
+
+    assert code == 0, result
+    report = next(p for p in result["patches"] if p["name"] == AITER)
+    assert report["status"] == "applied", report
+    assert "not carried" not in result["message"]
+    subject = next(p.subject for p in SERIES.patches if p.name == AITER)
+    log = git.out("log", "--format=%s", f"{imported}..HEAD").splitlines()
+    assert subject in log, log
+    assert git.is_clean()
+
+
+@pytest.mark.slow
 def test_an_edited_commit_of_a_patch_the_target_does_not_carry_is_replayed(
     upstream: Path, tmp_path: Path
 ) -> None:
