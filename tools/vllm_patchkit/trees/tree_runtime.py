@@ -329,11 +329,13 @@ def _venv_has(module: str) -> bool:
     directory)."""
     if module in sys.builtin_module_names or module in sys.stdlib_module_names:
         return True
-    return importlib.machinery.PathFinder.find_spec(module, _venv_path()) is not None
+    return importlib.machinery.PathFinder.find_spec(module, venv_path()) is not None
 
 
 @cache
-def _venv_path() -> list[str]:
+def venv_path() -> list[str]:
+    """Where this interpreter imports from, less the current directory (a
+    child started elsewhere does not have it)."""
     here = os.getcwd()
     return [p for p in sys.path if p and os.path.abspath(p) != here]
 

@@ -249,10 +249,10 @@ def installed_fingerprint(env: Mapping[str, str]) -> str | None:
     installed release is about 750 MB): pip, and an edit, give what they
     change a new time. None when no ``vllm`` package is found.
     """
-    here = os.getcwd()
+    from vllm_patchkit.trees.tree_runtime import venv_path
+
     search = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    search += [p for p in sys.path if p and os.path.abspath(p) != here]
-    spec = importlib.machinery.PathFinder.find_spec("vllm", search)
+    spec = importlib.machinery.PathFinder.find_spec("vllm", search + venv_path())
     if spec is None or not spec.submodule_search_locations:
         return None
     package = Path(next(iter(spec.submodule_search_locations)))
