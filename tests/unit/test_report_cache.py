@@ -280,3 +280,23 @@ def test_the_child_reports_what_it_read_outside_the_package(tmp_path: Path) -> N
     before, after = (json.loads(line) for line in done.stdout.splitlines())
     assert before == []
     assert "tests/__init__.py" in after and "data/table.txt" in after
+
+
+def test_the_key_does_not_depend_on_what_the_process_imported() -> None:
+    """A test worker that imported setuptools (it puts its vendored
+    packages on ``sys.path``) and a command it starts, that did not, key
+    one run alike: else the command runs what the worker already ran."""
+    show = (
+        "from vllm_patchkit.judge.regression import report_cache\n"
+        "print(report_cache.installed_distributions())\n"
+    )
+    seen = [
+        subprocess.run(
+            [sys.executable, "-c", first + show],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for first in ("", "import setuptools\n")
+    ]
+    assert "pytest==" in seen[0] and seen[0] == seen[1]

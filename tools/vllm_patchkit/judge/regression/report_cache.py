@@ -281,12 +281,22 @@ def toolkit_fingerprint() -> str:
 
 @functools.cache
 def installed_distributions() -> tuple[str, ...]:
-    """``name==version`` of every distribution this interpreter can import."""
+    """``name==version`` of every distribution installed in this
+    interpreter's site directories.
+
+    Not every one on ``sys.path``: an import adds to it (setuptools puts its
+    vendored packages there), and a key that depended on what this process
+    had imported would differ between a test worker and the command it
+    starts, for one run.
+    """
+    import site
     from importlib import metadata  # only when a cache is in use
 
-    return tuple(
-        sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()})
-    )
+    places = site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        places.append(site.getusersitepackages())
+    found = metadata.distributions(path=places)
+    return tuple(sorted({f"{d.metadata['Name']}=={d.version}" for d in found}))
 
 
 def _moved(value: Any, old: str, new: str) -> Any:
