@@ -117,10 +117,12 @@ class TreeLauncher:
         env = dict(os.environ)
         env.pop(RELEASE_ENV, None)
         first = self.runtime.pythonpath() if self.runtime else []
-        release = tree_release(self.tree)[1] if self.tree else _installed_release()
         if self.tree is not None:
             first = first or [str(self.tree)]
+            release = tree_release(self.tree)[1]
             env[RELEASE_ENV] = release_text(release) if release is not None else ""
+        else:
+            release = _installed_release()
         rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         toolkit = () if self.user_devices else TOOLKIT_PATHS
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*first, *toolkit, *rest]))
