@@ -260,6 +260,17 @@ def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
     assert (patches / "series").read_bytes() == before["series"]
 
 
+def fork_of_0_28(upstream: Path, tmp_path: Path) -> tuple[Path, Git]:
+    """A user's clone of upstream at v0.28.0 on a branch of their own."""
+    tree = tmp_path / "fork28"
+    Git(tmp_path).run(
+        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
+    )
+    git = as_user(tree)
+    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    return tree, git
+
+
 def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     upstream: Path, tmp_path: Path
 ) -> None:
@@ -267,12 +278,7 @@ def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     rebased onto 0.20.0: 0003's commit, and any other of a patch the series
     does not carry for 0.20.0, stays out of the branch, as apply would leave
     it out there, and the rebase goes through."""
-    tree = tmp_path / "fork28"
-    Git(tmp_path).run(
-        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
-    )
-    git = as_user(tree)
-    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    tree, git = fork_of_0_28(upstream, tmp_path)
     code, applied = patchkit_json("apply", str(tree))
     assert (code, applied["status"]) == (0, "applied")
     assert AITER in [p.name for p in carried("0.28.0")]  # its commit is here
@@ -299,16 +305,11 @@ def test_on_a_target_of_no_known_release_every_series_commit_is_replayed(
     """The same 0.28.0 fork rebased onto 0.20.0's code in a commit that no
     release tag reaches and no ``_version.py`` names (upstream's source
     imported without its history, as a vendoring fork has it): the
-    target's release is unknown, so its
-    ``Affects:`` ranges say nothing there, and 0003's commit is replayed
+    target's release is unknown, so its ``Affects:`` ranges say nothing
+    there, and 0003's commit is replayed
     (it applies on that code), not left out as on the tagged v0.20.0: a
     target that moved must not silently lose the user's fix."""
-    tree = tmp_path / "fork28"
-    Git(tmp_path).run(
-        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
-    )
-    git = as_user(tree)
-    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    tree, git = fork_of_0_28(upstream, tmp_path)
     code, applied = patchkit_json("apply", str(tree))
     assert (code, applied["status"]) == (0, "applied")
     # 0.20.0's source as a checkout has it (no _version.py), in one commit.
@@ -339,12 +340,7 @@ def test_an_edited_commit_of_a_patch_the_target_does_not_carry_is_replayed(
     carry 0003 for: the edit is the user's work, so the commit is not left
     out as its unedited self would be; it is replayed (a conflict would stop
     the run with the branch as it was)."""
-    tree = tmp_path / "fork28"
-    Git(tmp_path).run(
-        "clone", "--quiet", "--branch", "v0.28.0", str(upstream), str(tree)
-    )
-    git = as_user(tree)
-    git.run("switch", "--quiet", "-c", "rocm-fixes")
+    tree, git = fork_of_0_28(upstream, tmp_path)
     after = [p.name for p in carried("0.28.0")]
     after = after[after.index(AITER) + 1 :]
     skips = [arg for name in after for arg in ("--skip", name)]
