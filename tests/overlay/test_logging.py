@@ -67,16 +67,29 @@ EDITS = {
 }
 
 
+class Shadows:
+    """Shadow trees of the installed vLLM by name (``EDITS``, and "aiter"),
+    each made when a test first asks for it: a run of some of this module's
+    tests pays for the ones they read."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._made: dict[str, Path] = {}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self._made:
+            tree = self._root / name
+            if name == "aiter":
+                shadow_installed_vllm(tree, vendor_get_builder_cls, AITER_UNIFIED_ATTN)
+            else:
+                shadow_installed_vllm(tree, EDITS[name])
+            self._made[name] = tree
+        return self._made[name]
+
+
 @pytest.fixture(scope="module")
-def shadows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("shadows")
-    trees = {}
-    for name, edit in EDITS.items():
-        shadow_installed_vllm(root / name, edit)
-        trees[name] = root / name
-    shadow_installed_vllm(root / "aiter", vendor_get_builder_cls, AITER_UNIFIED_ATTN)
-    trees["aiter"] = root / "aiter"
-    return trees
+def shadows(tmp_path_factory: pytest.TempPathFactory) -> Shadows:
+    return Shadows(tmp_path_factory.mktemp("shadows"))
 
 
 def probe(
@@ -144,13 +157,14 @@ def test_installed_is_logged_once_the_class_carries_the_fix(tmp_path: Path) -> N
     "import_rocm_attn", [False, pytest.param(True, marks=pytest.mark.slow)]
 )
 def test_fixed_code_never_logs_above_debug(
-    tmp_path: Path, shadows: dict[str, Path], import_rocm_attn: bool
+    tmp_path: Path, shadows: Shadows, import_rocm_attn: bool
 ) -> None:
     report = probe(tmp_path, import_rocm_attn=import_rocm_attn, tree=shadows["fixed"])
     assert report["action"] == "not-needed"
     assert report["records"] and {r["level"] for r in report["records"]} == {"DEBUG"}
 
 
+@pytest.mark.slow
 def test_disabled_overlay_logs_only_debug(tmp_path: Path) -> None:
     report = probe(tmp_path, import_rocm_attn=True, env={"VLLM_OVERLAY_DISABLE": "1"})
     assert report["action"] == "disabled"
@@ -158,7 +172,7 @@ def test_disabled_overlay_logs_only_debug(tmp_path: Path) -> None:
 
 
 def test_unrecognised_code_warns_only_when_rocm_attn_loads(
-    tmp_path: Path, shadows: dict[str, Path]
+    tmp_path: Path, shadows: Shadows
 ) -> None:
     quiet = probe(tmp_path, import_rocm_attn=False, tree=shadows["unrecognised"])
     assert quiet["action"] == "unrecognised"
@@ -173,9 +187,7 @@ def test_unrecognised_code_warns_only_when_rocm_attn_loads(
     assert not above_debug[0]["fix_on_class"]
 
 
-def test_conflict_markers_are_never_patched(
-    tmp_path: Path, shadows: dict[str, Path]
-) -> None:
+def test_conflict_markers_are_never_patched(tmp_path: Path, shadows: Shadows) -> None:
     report = probe(tmp_path, import_rocm_attn=False, tree=shadows["conflict"])
     assert report["action"] == "unrecognised"
     assert not report["planned"]
@@ -185,8 +197,9 @@ def test_conflict_markers_are_never_patched(
     assert {r["level"] for r in report["records"]} == {"DEBUG"}
 
 
+@pytest.mark.slow
 def test_vendor_code_it_cannot_fix_is_left_alone_with_a_warning(
-    tmp_path: Path, shadows: dict[str, Path]
+    tmp_path: Path, shadows: Shadows
 ) -> None:
     report = probe(tmp_path, import_rocm_attn=True, tree=shadows["guarded"])
     assert report["action"] == "unrecognised" and not report["planned"]
@@ -202,6 +215,7 @@ def test_vendor_code_it_cannot_fix_is_left_alone_with_a_warning(
     assert not above_debug[0]["fix_on_class"]
 
 
+@pytest.mark.slow
 def test_aiter_installed_is_logged_once_the_backend_hands_out_its_builder(
     tmp_path: Path,
 ) -> None:
@@ -222,7 +236,7 @@ def test_aiter_installed_is_logged_once_the_backend_hands_out_its_builder(
 
 @pytest.mark.slow
 def test_unrecognised_aiter_code_warns_only_when_its_module_loads(
-    tmp_path: Path, shadows: dict[str, Path]
+    tmp_path: Path, shadows: Shadows
 ) -> None:
     quiet = probe(tmp_path, import_rocm_attn=True, tree=shadows["aiter"])
     assert quiet["fixes"][AITER_FIX]["action"] == "unrecognised"
