@@ -101,6 +101,7 @@ def test_the_backend_handed_the_builder_is_judged_when_it_changes() -> None:
     assert (found.kind, found.victims) == ("harmful", [AITER_NAME])
 
 
+@pytest.mark.slow
 def test_0001_0002_leave_it_harmful_and_0003_ends_it(
     tmp_path: Path, series: Series
 ) -> None:

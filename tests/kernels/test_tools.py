@@ -151,6 +151,7 @@ def test_memcheck_command_on_upstream_kernel(tmp_path: Path) -> None:
     assert "0 bytes after the end of 'Q' (byte offset +8192;" in done.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
     done = subprocess.run(

@@ -253,6 +253,7 @@ def unrecognised_aiter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tree
 
 
+@pytest.mark.slow
 def test_unrecognised_aiter_code_is_left_alone_while_51585_installs(
     tmp_path: Path, unrecognised_aiter: Path
 ) -> None:
@@ -281,6 +282,7 @@ def test_unrecognised_aiter_code_is_left_alone_while_51585_installs(
     assert "the body is not one `return <name>`" in warnings[0]
 
 
+@pytest.mark.slow
 def test_strict_mode_raises_on_unrecognised_aiter_code(
     tmp_path: Path, unrecognised_aiter: Path
 ) -> None:

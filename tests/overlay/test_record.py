@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from tests.toolkit.series_expectations import SERIES_FIXES
 from vllm_overlay.doctor import fix_report
@@ -130,6 +132,7 @@ def test_json_after_loading_vllm_is_one_object_with_the_state() -> None:
     assert "the #53821 AITER unified capture fix" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_disabled_fix_is_reported_on_its_own() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "vllm_overlay", "--json"],

@@ -221,7 +221,15 @@ def stubborn_run(tree: Path, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     (tmp_path / "marks" / "release").touch()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize(
+    "sig",
+    [
+        signal.SIGINT,
+        # The same handler for each: the extended tier sends the others.
+        pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
+        pytest.param(signal.SIGHUP, marks=pytest.mark.slow),
+    ],
+)
 def test_a_signal_returns_within_seconds_whatever_the_hook_does(
     tree: Path, stubborn_run: subprocess.Popen[str], sig: signal.Signals
 ) -> None:

@@ -87,7 +87,9 @@ def test_apply_on_affected_releases(
     )
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.32.0"])
+@pytest.mark.parametrize(
+    "version", ["0.29.0", pytest.param("0.32.0", marks=pytest.mark.slow)]
+)
 def test_fixed_releases_get_only_the_regression_test(
     release_clone: Callable[[str], Path], version: str
 ) -> None:

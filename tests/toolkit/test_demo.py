@@ -14,6 +14,7 @@ from tests.toolkit.cli_helpers import patchkit
 pytestmark = pytest.mark.release_trees
 
 
+@pytest.mark.slow
 def test_demo_on_the_embedded_release(tmp_path: Path) -> None:
     proc = patchkit("demo", "--json", "--workdir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -141,6 +141,7 @@ def test_rebase_onto_0_29_drops_the_upstreamed_fix_and_keeps_its_test(
     assert inspect_capture_tree(fork).shape is Shape.FIXED
 
 
+@pytest.mark.slow
 def test_conflicting_upstream_leaves_the_fork_byte_identical(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:
@@ -207,6 +208,7 @@ def test_refresh_reproduces_the_series_and_is_idempotent(
     assert all(line.startswith(b"index ") for line in differ[0]), differ
 
 
+@pytest.mark.slow
 def test_refresh_after_drop_removes_the_patch(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:
@@ -271,6 +273,7 @@ def fork_of_0_28(upstream: Path, tmp_path: Path) -> tuple[Path, Git]:
     return tree, git
 
 
+@pytest.mark.slow
 def test_rebase_onto_a_release_that_does_not_carry_0003_leaves_it_out(
     upstream: Path, tmp_path: Path
 ) -> None:
@@ -450,6 +453,7 @@ def test_rebase_replays_your_own_commits_in_order(fork: Path, upstream: Path) ->
     assert git.is_clean()
 
 
+@pytest.mark.slow
 def test_rebase_keeps_an_edited_series_commit_as_you_edited_it(
     fork: Path, upstream: Path
 ) -> None:

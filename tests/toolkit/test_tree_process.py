@@ -127,6 +127,13 @@ USERS_IN_TIERS = [
 tree pytest's and the audit's children, the extended tier the overlay
 probe's and the mutation runner's (a vLLM import each)."""
 
+TIMEOUT_USERS = [
+    user if user == "suite" else pytest.param(user, marks=pytest.mark.slow)
+    for user in USERS
+]
+"""Each user's child timed out: by default the suite's (every user kills
+through one function); the extended tier times out each of the others."""
+
 
 def marks(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "marks"
@@ -174,7 +181,7 @@ def test_each_child_runs_under_the_one_policy(
     assert not list(tree.rglob("__pycache__")), f"{user}: bytecode in the tree"
 
 
-@pytest.mark.parametrize("user", USERS_IN_TIERS)
+@pytest.mark.parametrize("user", TIMEOUT_USERS)
 def test_a_timed_out_child_takes_its_grandchildren_with_it(
     user: str, tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -55,6 +55,7 @@ def test_the_slices_cover_every_file_once(
     assert max(map(len, slices)) - min(map(len, slices)) <= 1
 
 
+@pytest.mark.slow
 def test_a_slice_runs_its_files_and_names_the_rest(tmp_path: Path) -> None:
     every = sorted(
         p.relative_to(ROOT).as_posix() for p in ROOT.glob("tests/**/test_*.py")

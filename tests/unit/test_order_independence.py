@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from vllm_patchkit.paths import PROJECT_ROOT
 
 AITER = "tests/unit/test_overlay_aiter.py::"
@@ -66,6 +68,7 @@ def test_reading_the_index_configuration_leaves_setuptools_importable() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_the_four_pass_after_the_polluters_in_one_worker(tmp_path: Path) -> None:
     polluters = tmp_path / "test_polluters.py"
     polluters.write_text(POLLUTERS)

@@ -41,6 +41,22 @@ AFFECTED = [
     "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
 ]  # fmt: skip
 """Every release on the package index in the affected range (see the matrix)."""
+ENDS = (AFFECTED[0], AFFECTED[-1])
+"""The default run reads the range's first and last release (each a pass
+over its sdist); the extended tier every release between them."""
+
+
+def in_tiers(versions: list[str]) -> list[object]:
+    """``versions`` as parameters: the ends of the range and those outside
+    it by default, the rest of the range in the extended tier."""
+    return [
+        pytest.param(v, marks=pytest.mark.slow)
+        if v in AFFECTED and v not in ENDS
+        else v
+        for v in versions
+    ]
+
+
 FILES = (ROCM_ATTN, AITER_UNIFIED_ATTN)
 
 
@@ -79,12 +95,21 @@ def fixed_upstream() -> str:
     return ast.dump(method)
 
 
-def test_the_affected_releases_share_one_method_body() -> None:
-    bodies = {ast.dump(capture_method(v)[0]) for v in AFFECTED}
+@pytest.mark.parametrize(
+    "versions",
+    [
+        pytest.param(ENDS, id="ends"),
+        pytest.param(AFFECTED, id="every", marks=pytest.mark.slow),
+    ],
+)
+def test_the_affected_releases_share_one_method_body(
+    versions: tuple[str, ...] | list[str],
+) -> None:
+    bodies = {ast.dump(capture_method(v)[0]) for v in versions}
     assert len(bodies) == 1
 
 
-@pytest.mark.parametrize("version", AFFECTED)
+@pytest.mark.parametrize("version", in_tiers(AFFECTED))
 def test_the_plan_gives_the_upstream_fix(version: str, fixed_upstream: str) -> None:
     method, file = capture_method(version)
     plan = plan_fix(copy.deepcopy(method), classify_method(method, file))
@@ -108,7 +133,7 @@ def release_file(version: str, relative: Path, dest: Path) -> Path | None:
     return file
 
 
-@pytest.mark.parametrize("version", [*AFFECTED, "0.29.0", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", in_tiers([*AFFECTED, "0.29.0", "0.32.0", "0.33.0"]))
 def test_the_aiter_fix_is_planned_exactly_on_the_affected_releases(
     version: str, tmp_path: Path
 ) -> None:

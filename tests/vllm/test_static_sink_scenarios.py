@@ -105,6 +105,7 @@ def test_0_11_has_no_static_sink_so_the_checks_do_not_apply() -> None:
         assert check["detail"] == NOT_APPLICABLE
 
 
+@pytest.mark.slow
 def test_0_27_has_no_fused_drafting_so_the_draft_update_does_not_apply() -> None:
     run = run_scenarios(release_tree("0.27.0"), [DRAFT_UPDATE])
     assert run.report is not None, run.log[-3000:]
@@ -144,6 +145,7 @@ def test_the_fix_survives_and_every_wrong_fix_is_killed(fixed_0_33: Path) -> Non
     assert earlier["failing_checks"] == [f"{DRAFT_UPDATE}[q={q}]" for q in (1, 3)]
 
 
+@pytest.mark.slow
 def test_the_stock_method_is_killed() -> None:
     report = _mutants(release_tree("0.33.0"))
     assert sorted(report["baseline_failing"]) == CHECKS, report["baseline_failing"]
