@@ -44,14 +44,17 @@ EXTENDED_TIERS = {
     "slow": "200 hypothesis batches, the compile matrix, memcheck on "
     "upstream's kernel, the audit's reproductions, whole journeys "
     "through several commands (every command on 0.17.0, 0.28.0 and "
-    "0.29.0, demo on user checkouts, apply then test with its base, pr's "
-    "dry run, a fork of 0.22.0, an old release's runtime, the README's "
-    "commands, the nightly gate's run and its reports, the audit hook "
-    "through apply, the release workflow's steps, the benchmarks' runs, "
-    "gpu-check's dry run), test's verdict on each kind of tree it cannot "
-    "or need not judge, the matrix's cells, the overlay on 0.27.0 and "
-    "0.29.0 and StaticSink's vendor builds, and more releases or cases of "
-    "checks the default run makes on one",
+    "0.29.0, demo on the embedded release and on user checkouts, apply "
+    "then test with its base, pr's dry run, a fork of 0.22.0, an old "
+    "release's runtime, the README's commands, the nightly gate's run and "
+    "its reports, the audit hook through apply, the audit's reach through "
+    "a partly applied series, rebase then refresh, the release workflow's "
+    "steps, the benchmarks' runs, gpu-check's dry run, CI's own scripts), "
+    "test's verdict on each kind of tree it cannot or need not judge, the "
+    "matrix's cells, the overlay on 0.27.0 and 0.29.0 and StaticSink's "
+    "vendor builds, and more releases or cases of checks the default run "
+    "makes on one (the releases inside a patch's range, each signal, each "
+    "child's timeout, each fix's unrecognised and strict cases)",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }
@@ -60,11 +63,11 @@ test costs 10 s to a minute of CPU, mostly vLLM imported in a fresh
 process or a release tree checked out; the default run keeps a smaller
 check of the same kind: 20 hypothesis batches, the default compile
 variants, the audit on 0.28.0 and 0.29.0, the overlay on 0.28.0 and
-0.32.0 and one vendor build, the matrix's cache and exit rules, the demo
-on the embedded release (apply, then ``test`` before and after), ``test``
-on a stock checkout, each command on its own, apply on 0.12.0 and 0.28.0,
-the code readings on 0.28.0, and the verdict rules on the suite's own
-runs). They run
+0.32.0 and one vendor build, the matrix's cache and exit rules, the demo's
+refusals, ``test`` on a stock checkout and the suite on the patched one,
+each command on its own, apply on 0.12.0 and 0.28.0, the code readings on
+0.28.0, the releases at the edges of each patch's range, and the verdict
+rules on the suite's own runs). They run
 with ``--all-tiers`` (CI's run: ``tools/run-tests --all-tiers``) or when
 ``-m`` names them; otherwise each of their tests is reported skipped, with
 that command, never left out silently."""
@@ -138,32 +141,37 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 LONGEST_FIRST = (
     "tests/toolkit/test_rebase_refresh.py",
-    "tests/vllm/test_static_sink_scenarios.py",
-    "tests/overlay/test_logging.py",
-    "tests/toolkit/test_demo.py",
     "tests/audit/test_dynamic.py",
-    "tests/audit/test_cli.py",
-    "tests/overlay/test_plugin.py",
-    "tests/toolkit/test_forks.py",
-    "tests/toolkit/test_checkout_safety.py",
-    "tests/toolkit/test_cli_apply_check.py",
-    "tests/vllm/test_aiter_unified_capture.py",
-    "tests/toolkit/test_precommit.py",
-    "tests/unit/test_tree_readings.py",
-    "tests/overlay/test_record.py",
-    "tests/overlay/test_static_sink_plugin.py",
-    "tests/toolkit/test_matrix.py",
-    "tests/toolkit/test_tree_process.py",
     "tests/vllm/test_victims_and_capture_loop.py",
-    "tests/toolkit/test_hostile_inputs.py",
-    "tests/toolkit/test_verify_tree.py",
+    "tests/vllm/test_static_sink_scenarios.py",
+    "tests/overlay/test_plugin.py",
+    "tests/overlay/test_logging.py",
+    "tests/toolkit/test_precommit.py",
+    "tests/toolkit/test_checkout_safety.py",
+    "tests/vllm/test_aiter_unified_capture.py",
+    "tests/toolkit/test_tree_process.py",
+    "tests/toolkit/test_cli_apply_check.py",
     "tests/toolkit/test_pr.py",
+    "tests/toolkit/test_hostile_inputs.py",
+    "tests/vllm/test_verdict_rules.py",
+    "tests/overlay/test_record.py",
+    "tests/toolkit/test_matrix.py",
+    "tests/unit/test_tree_readings.py",
+    "tests/packaging/test_wheels.py",
+    "tests/audit/test_static.py",
+    "tests/toolkit/test_verify_tree.py",
+    "tests/toolkit/test_faults.py",
+    "tests/toolkit/test_apply_release_trees.py",
 )
 """Scheduling only (what runs is unchanged): the files that took longest in
-a measured default run (1,609 s of test time on 2026-12-05 at c31c227, the
-tests moved to the extended tiers since left out), longest first, so that
-no worker is left alone with a long file at the end (the demo, one test of
-a minute, early). Other files follow in collection order."""
+a measured default run (1,302 s of test time on 2026-12-05 at c9fec8e),
+longest first, so that no worker is left alone with a long file at the
+end. Other files follow in collection order. Two files that share a run
+are kept apart, the one that makes it first: ``test_dynamic.py`` makes the
+audit's dynamic runs that ``tests/audit/test_cli.py`` (not listed, so
+later) reads from the report cache (side by side, one worker waited 22 to
+29 s for the other's run), and ``test_victims_and_capture_loop.py`` the
+patched tree that ``test_verdict_rules.py`` reads."""
 
 SPLIT_ACROSS_WORKERS = frozenset(
     {

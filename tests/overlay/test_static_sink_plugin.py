@@ -98,6 +98,7 @@ def assert_draft_step_refreshed(report: dict[str, Any]) -> None:
     assert report["draft_sink_blocks_kept"]
 
 
+@pytest.mark.slow
 def test_installed_vllm_gets_the_fix(tmp_path: Path) -> None:
     report = probe(tmp_path, dict(os.environ))
     assert report["vllm_version"] == "0.28.0"

@@ -1159,6 +1159,7 @@ def docs_repo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.release_trees
+@pytest.mark.slow
 def test_matrix_scripts_list_measure_merge_and_publish(
     tmp_path: Path, docs_repo: Path
 ) -> None:
