@@ -49,12 +49,14 @@ EXTENDED_TIERS = {
     "release's runtime, the README's commands, the nightly gate's run and "
     "its reports, the audit hook through apply, the audit's reach through "
     "a partly applied series, rebase then refresh, the release workflow's "
-    "steps, the benchmarks' runs, gpu-check's dry run, CI's own scripts), "
+    "steps, the wheels installed in fresh venvs, the benchmarks' runs, "
+    "gpu-check's dry run, CI's own scripts), "
     "test's verdict on each kind of tree it cannot or need not judge, the "
     "matrix's cells, the overlay on 0.27.0 and 0.29.0 and StaticSink's "
     "vendor builds, and more releases or cases of checks the default run "
     "makes on one (the releases inside a patch's range, each signal, each "
-    "child's timeout, each fix's unrecognised and strict cases)",
+    "child's timeout, each fix's unrecognised and strict cases, each "
+    "option injected by the same way)",
     "gpu_image": "tools/gpu-check under the GPU image's torch and Triton, "
     "in a venv of their own that is built by hand",
 }

@@ -4,7 +4,8 @@ Both products are built with ``python -m build`` (the sdist, then the wheel
 from the sdist, so the sdist is shown to be complete) from a copy of this
 checkout, and checked with ``twine check``. Each wheel is then installed,
 not editable, into a fresh ``python -m venv`` (no system site-packages)
-and run from there with no ``PYTHONPATH``:
+and run from there with no ``PYTHONPATH`` (the extended tier: each install
+is a whole journey; the default run builds, checks and reads the wheels):
 
 - the toolkit, with the dependencies it declares from the package index,
   in a venv with neither torch nor vLLM: ``--help``, ``doctor``, ``check``
@@ -211,6 +212,7 @@ def imported_or_run(tree: ast.AST) -> set[str]:
 
 
 @pytest.mark.release_trees
+@pytest.mark.slow
 def test_toolkit_wheel_in_a_venv_without_torch_or_vllm(
     dist: Path, tmp_path: Path, release_clone: Callable[[str], Path]
 ) -> None:
@@ -298,6 +300,7 @@ def test_toolkit_wheel_in_a_venv_without_torch_or_vllm(
     assert "torch" in line and "vllm" in line
 
 
+@pytest.mark.slow
 def test_overlay_wheel_beside_an_installed_vllm(dist: Path, tmp_path: Path) -> None:
     venv = tmp_path / "overlay-venv"
     python = fresh_venv(venv)

@@ -586,7 +586,23 @@ INJECTIONS = {
 }
 
 
-@pytest.mark.parametrize("case", list(INJECTIONS), ids=list(INJECTIONS))
+INJECTIONS_BY_DEFAULT = (
+    "rebase --upstream ext helper",
+    "rebase --onto refspec into your branch",
+    "refresh --base option",
+)
+"""One of each way in (a remote, a refspec, a revision); the other cases of
+the same ways run in the extended tier."""
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        c if c in INJECTIONS_BY_DEFAULT else pytest.param(c, marks=pytest.mark.slow)
+        for c in INJECTIONS
+    ],
+    ids=list(INJECTIONS),
+)
 def test_no_user_value_reaches_git_as_an_option(
     fork: Path, upstream: Path, tmp_path: Path, case: str
 ) -> None:
