@@ -17,21 +17,18 @@ from typing import Any
 
 import pytest
 
+from vllm_overlay.fixes import by_name
+from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
+    AITER_CAPTURE,
+    AITER_LOOP,
+    ROCM_CAPTURE,
+)
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
     PAIR_MUTANTS,
 )
+from vllm_patchkit.judge.regression.runner import TreeReport
 from vllm_patchkit.trees.releases import release_tree
 from vllm_patchkit.trees.tree_process import TreeLauncher
-
-SCENARIOS_ONLY = """
-import json
-from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import runs as pair
-outcomes = [run(q) for run in pair.SCENARIOS.values() for q in (1, 3)]
-print(json.dumps({
-    "outcomes": [o.to_json() for o in outcomes],
-    "checks": [c.to_json() for c in pair.pair_checks(outcomes)],
-}))
-"""
 
 
 def _run(tree: Path | None, *command: str) -> dict[str, Any]:
@@ -47,25 +44,33 @@ def _run(tree: Path | None, *command: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def test_stock_0_28_zeroes_the_offsets_the_aiter_graph_reads() -> None:
-    report = _run(None, "-c", SCENARIOS_ONLY)
+def test_stock_0_28_zeroes_the_offsets_the_aiter_graph_reads(
+    scenario_reports: dict[str, TreeReport],
+) -> None:
+    """Read from the suite's run on the venv's stock 0.28.0, which runs every
+    registered scenario (the victim tests read the same run)."""
+    report = scenario_reports["stock"].report
+    assert report is not None
     by_name = {(o["scenario"], o["decode_query_len"]): o for o in report["outcomes"]}
     for query_len in (1, 3):
-        aiter = by_name[("aiter_unified_capture", query_len)]["facts"]
+        aiter = by_name[(AITER_CAPTURE, query_len)]["facts"]
         assert aiter["builder"] == "RocmAttentionMetadataBuilder"
         assert aiter["device_zeroed"] and not aiter["device_unchanged"]
         assert aiter["metadata_uses_shared_buffers"]
-        loop = by_name[("aiter_unified_runner_loop", query_len)]["facts"]
+        loop = by_name[(AITER_LOOP, query_len)]["facts"]
         # vLLM's own runner loop: its persistent device buffer is left all
         # zero, and the AITER metadata points at that buffer.
         assert loop["runner_device_after"] == [0] * 5
         assert loop["metadata_reads_runner_buffer"]
-        rocm = by_name[("rocm_attn_capture_via_backend", query_len)]["facts"]
+        rocm = by_name[(ROCM_CAPTURE, query_len)]["facts"]
         assert rocm["device_zeroed"] and not rocm["host_unchanged"]
-    # Every pair check ran and failed: none was skipped or errored.
-    assert report["checks"]
-    assert all(c["status"] == "failed" for c in report["checks"]), report["checks"]
+    # Every check of the pair ran and failed: none was skipped or errored.
+    checks = [c for c in report["checks"] if c["fix"] == AITER_FIX.pr]
+    assert checks
+    assert all(c["status"] == "failed" for c in checks), checks
 
+
+AITER_FIX = by_name("rocm-aiter-unified-capture-keeps-offsets")
 
 PAIR_MUTANTS_MODULE = "vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants"
 
