@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
 )
 from vllm_overlay.fixes.rocm_capture_host_offsets.install import plan_fix
 from vllm_overlay.state import Action
-from vllm_patchkit.trees.releases import sdist_path
+from vllm_patchkit.trees.releases import release_sources
 
 pytestmark = pytest.mark.release_trees
 
@@ -41,41 +40,14 @@ AFFECTED = [
     "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
 ]  # fmt: skip
 """Every release on the package index in the affected range (see the matrix)."""
-ENDS = (AFFECTED[0], AFFECTED[-1])
-"""The default run reads the range's first and last release (each a pass
-over its sdist); the extended tier every release between them."""
-
-
-def in_tiers(versions: list[str]) -> list[object]:
-    """``versions`` as parameters: the ends of the range and those outside
-    it by default, the rest of the range in the extended tier."""
-    return [
-        pytest.param(v, marks=pytest.mark.slow)
-        if v in AFFECTED and v not in ENDS
-        else v
-        for v in versions
-    ]
-
-
 FILES = (ROCM_ATTN, AITER_UNIFIED_ATTN)
 
 
 @functools.cache
 def released_sources(version: str) -> dict[Path, bytes]:
-    """The two modules these tests read, as released: one pass over the
-    sdist, once per session, that stops when both are read (a pass per file
-    decompressed each sdist three times)."""
-    wanted = {f"vllm-{version}/{relative}": relative for relative in FILES}
-    found = {}
-    with tarfile.open(sdist_path(version), "r|gz") as tar:
-        for member in tar:
-            relative = wanted.get(member.name)
-            handle = tar.extractfile(member) if relative is not None else None
-            if handle is not None:
-                found[relative] = handle.read()
-                if len(found) == len(wanted):
-                    break
-    return found
+    """The two modules these tests read, as released (those it ships)."""
+    read = release_sources(version, tuple(str(f) for f in FILES))
+    return {Path(r): text for r, text in read.items() if text is not None}
 
 
 @functools.cache
@@ -95,21 +67,12 @@ def fixed_upstream() -> str:
     return ast.dump(method)
 
 
-@pytest.mark.parametrize(
-    "versions",
-    [
-        pytest.param(ENDS, id="ends"),
-        pytest.param(AFFECTED, id="every", marks=pytest.mark.slow),
-    ],
-)
-def test_the_affected_releases_share_one_method_body(
-    versions: tuple[str, ...] | list[str],
-) -> None:
-    bodies = {ast.dump(capture_method(v)[0]) for v in versions}
+def test_the_affected_releases_share_one_method_body() -> None:
+    bodies = {ast.dump(capture_method(v)[0]) for v in AFFECTED}
     assert len(bodies) == 1
 
 
-@pytest.mark.parametrize("version", in_tiers(AFFECTED))
+@pytest.mark.parametrize("version", AFFECTED)
 def test_the_plan_gives_the_upstream_fix(version: str, fixed_upstream: str) -> None:
     method, file = capture_method(version)
     plan = plan_fix(copy.deepcopy(method), classify_method(method, file))
@@ -133,7 +96,7 @@ def release_file(version: str, relative: Path, dest: Path) -> Path | None:
     return file
 
 
-@pytest.mark.parametrize("version", in_tiers([*AFFECTED, "0.29.0", "0.32.0", "0.33.0"]))
+@pytest.mark.parametrize("version", [*AFFECTED, "0.29.0", "0.32.0", "0.33.0"])
 def test_the_aiter_fix_is_planned_exactly_on_the_affected_releases(
     version: str, tmp_path: Path
 ) -> None:

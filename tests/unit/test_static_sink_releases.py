@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import functools
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ from vllm_overlay.fixes.static_sink_seq_lens import (
 )
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.state import Action
-from vllm_patchkit.trees.releases import sdist_path
+from vllm_patchkit.trees.releases import release_sources
 
 pytestmark = pytest.mark.release_trees
 
@@ -64,13 +63,7 @@ builder's own, not refreshed in ``update_draft_decode_metadata``)."""
 @functools.cache
 def released(version: str) -> bytes | None:
     """The release's ``static_sink_attention.py`` (None: it has none)."""
-    name = f"vllm-{version}/{STATIC_SINK}"
-    with tarfile.open(sdist_path(version), "r|gz") as tar:
-        for member in tar:
-            if member.name == name:
-                handle = tar.extractfile(member)
-                return handle.read() if handle else None
-    return None
+    return release_sources(version, (str(STATIC_SINK),))[str(STATIC_SINK)]
 
 
 @pytest.mark.parametrize("version", WITH_STATIC_SINK)

@@ -9,6 +9,9 @@ are cheap local clones; the cached tree itself is never modified.
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import shutil
 import tarfile
 import tempfile
@@ -150,6 +153,56 @@ def release_files(version: str, dest: Path, only: tuple[str, ...]) -> Path:
     check that reads a few files of every release in seconds."""
     _extract(sdist_path(version), dest, f"vllm-{version}", only)
     return dest
+
+
+def release_sources(
+    version: str, relatives: tuple[str, ...]
+) -> dict[str, bytes | None]:
+    """The files ``relatives`` (paths in the source tree) of vLLM ``version``'s
+    sdist; None for one the release does not ship.
+
+    A gzip'd sdist is read by decompressing it up to the member: about half
+    a second per release, for a check that reads a module of every release.
+    What was read is kept (``sdist-files/``) with the sdist's size and
+    modification time, and read again only when the sdist changed or a file
+    was never asked for.
+    """
+    sdist = sdist_path(version)
+    stat = sdist.stat()
+    stamp = [stat.st_size, stat.st_mtime_ns]
+    kept_file = cache_dir() / "sdist-files" / f"vllm-{version}.json"
+    with locked(f"sdist-files-{version}"):
+        kept: dict[str, str | None] = {}
+        try:
+            entry = json.loads(kept_file.read_text())
+            files = entry.get("files")
+            if entry.get("sdist") == stamp and isinstance(files, dict):
+                kept = {
+                    k: v for k, v in files.items() if v is None or isinstance(v, str)
+                }
+        except (OSError, ValueError):
+            pass  # absent or damaged: read from the sdist
+        missing = [r for r in relatives if r not in kept]
+        if missing:
+            kept.update(dict.fromkeys(missing))
+            wanted = {f"vllm-{version}/{r}": r for r in missing}
+            with tarfile.open(sdist, "r|gz") as tar:
+                for member in tar:
+                    relative = wanted.pop(member.name, None)
+                    handle = tar.extractfile(member) if relative else None
+                    if relative and handle is not None:
+                        kept[relative] = base64.b64encode(handle.read()).decode()
+                    if not wanted:
+                        break
+            kept_file.parent.mkdir(parents=True, exist_ok=True)
+            scratch = kept_file.with_suffix(f".{os.getpid()}.tmp")
+            scratch.write_text(json.dumps({"sdist": stamp, "files": kept}))
+            scratch.replace(kept_file)
+    found: dict[str, bytes | None] = {}
+    for relative in relatives:
+        text = kept[relative]
+        found[relative] = None if text is None else base64.b64decode(text)
+    return found
 
 
 def clone_release(version: str, dest: Path, *, checkout: bool = False) -> Git:
