@@ -7,6 +7,7 @@ right statement, not at a number copied from its own output.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -106,7 +107,10 @@ def test_a_module_past_the_size_bound_is_not_read_and_is_named(
     a copy of 0.29.0's vllm/: not read, so no finding of it, and the audit
     names it as a check that could not run (it cannot judge, never passes)."""
     tree = tmp_path / "vllm-0.29.0-huge"
-    shutil.copytree(release_tree("0.29.0") / "vllm", tree / "vllm")
+    # Hard links: the audit only reads, and the test writes a new file only.
+    shutil.copytree(
+        release_tree("0.29.0") / "vllm", tree / "vllm", copy_function=os.link
+    )
     huge = "vllm/v1/attention/backends/huge_builders.py"
     head = (
         "from vllm.v1.attention.backends.utils import AttentionMetadataBuilder\n"
