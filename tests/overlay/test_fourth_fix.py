@@ -18,8 +18,8 @@ Each surface then runs as a real process of the copy, on real vLLM code
 (the installed 0.28.0 and a 0.28.0 checkout shaped as users have it): the
 plugin and its doctor, the toolkit's doctor, ``apply`` (the patch's
 invariant, derived from the fix), the matrix's columns, the documentation's
-fix table, ``pr``, the mutation tier's targets and mutants and, in the
-extended tier, ``test``'s verdict.
+fix table, ``pr`` and, in the extended tier (as the mutation tier itself),
+the mutation tier's targets and mutants and ``test``'s verdict.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ def test_the_toolkit_reaches_the_fourth_fix(scratch: Scratch, tmp_path: Path) ->
         assert other not in body, other
 
 
+@pytest.mark.slow
 def test_the_mutation_tier_lists_the_fourth_fixs_mutant(
     scratch: Scratch, tmp_path: Path
 ) -> None:
