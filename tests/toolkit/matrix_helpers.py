@@ -12,11 +12,13 @@ from vllm_patchkit.trees.releases import release_tree
 def own_matrix_cache(root: Path) -> dict[str, str]:
     """The environment for a cache directory of the test's own under
     ``root`` (no matrix cell or applied clone of another run) that shares
-    the release trees, their locks and the downloads."""
+    the release trees, their locks, the downloads and what is read of them,
+    and vLLM's own caches of the tree children (a model-inspection entry
+    missing there costs a process that imports vLLM again)."""
     shared = Path(release_tree("0.28.0")).parents[1]
     cache = root / "cache"
     cache.mkdir()
-    for name in ("trees", "sdists", "extras", "locks"):
+    for name in ("trees", "sdists", "sdist-files", "extras", "locks", "vllm-cache"):
         if (shared / name).is_dir():
             (cache / name).symlink_to(shared / name)
     return {"VLLM_OVERLAY_CACHE": str(cache)}
