@@ -150,12 +150,10 @@ LONGEST_FIRST = (
     "tests/overlay/test_logging.py",
     "tests/toolkit/test_precommit.py",
     "tests/toolkit/test_checkout_safety.py",
-    "tests/vllm/test_aiter_unified_capture.py",
     "tests/toolkit/test_tree_process.py",
     "tests/toolkit/test_cli_apply_check.py",
     "tests/toolkit/test_pr.py",
     "tests/toolkit/test_hostile_inputs.py",
-    "tests/vllm/test_verdict_rules.py",
     "tests/overlay/test_record.py",
     "tests/toolkit/test_matrix.py",
     "tests/unit/test_tree_readings.py",
@@ -168,12 +166,8 @@ LONGEST_FIRST = (
 """Scheduling only (what runs is unchanged): the files that took longest in
 a measured default run (1,302 s of test time on 2026-12-05 at c9fec8e),
 longest first, so that no worker is left alone with a long file at the
-end. Other files follow in collection order. Two files that share a run
-are kept apart, the one that makes it first: ``test_dynamic.py`` makes the
-audit's dynamic runs that ``tests/audit/test_cli.py`` (not listed, so
-later) reads from the report cache (side by side, one worker waited 22 to
-29 s for the other's run), and ``test_victims_and_capture_loop.py`` the
-patched tree that ``test_verdict_rules.py`` reads."""
+end. Other files follow in collection order. A file that reads another's
+runs goes with it (``WITH_THE_FILE_THAT_MAKES_ITS_RUNS``)."""
 
 SPLIT_ACROSS_WORKERS = frozenset(
     {
@@ -192,6 +186,19 @@ SPLIT_ACROSS_WORKERS = frozenset(
 """Long files whose tests share no module-scoped fixture: under ``--dist
 loadfile`` their tests go one by one to whichever worker is free, instead
 of all to one (test_verify_tree.py alone was 40% of a worker's time)."""
+
+WITH_THE_FILE_THAT_MAKES_ITS_RUNS = {
+    "tests/audit/test_cli.py": "tests/audit/test_dynamic.py",
+    "tests/vllm/test_aiter_unified_capture.py": (
+        "tests/vllm/test_victims_and_capture_loop.py"
+    ),
+    "tests/vllm/test_verdict_rules.py": "tests/vllm/test_victims_and_capture_loop.py",
+}
+"""Files that read a run another file makes (the audit's dynamic runs
+through the report cache; the scenario runs and the patched tree through
+``tests.vllm.shared_fixtures``) go to that file's worker, after it: side by
+side on two workers, one waited on the other's lock for the length of the
+run (22 to 80 s, by the order)."""
 
 _WIDE_SCOPES = {"module", "package", "class"}
 
@@ -257,7 +264,8 @@ def _file_of(item: pytest.Item) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` (tools/run-tests), but the files in
-    ``SPLIT_ACROSS_WORKERS`` go test by test. (xdist's own ``loadgroup``
+    ``SPLIT_ACROSS_WORKERS`` go test by test and those in
+    ``WITH_THE_FILE_THAT_MAKES_ITS_RUNS`` with that file. (xdist's own ``loadgroup``
     cannot be used: its marks no longer reach the node ids under pytest 9.)"""
     if config.getvalue("dist") != "loadfile":
         return None
@@ -266,7 +274,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class SplitLongFiles(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             file = nodeid.split("::", 1)[0]
-            return nodeid if file in SPLIT_ACROSS_WORKERS else file
+            if file in SPLIT_ACROSS_WORKERS:
+                return nodeid
+            return WITH_THE_FILE_THAT_MAKES_ITS_RUNS.get(file, file)
 
     return SplitLongFiles(config, log)
 
