@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -106,3 +107,17 @@ def test_a_child_past_the_timeout_is_killed_and_says_so(tmp_path: Path) -> None:
     pid = int((tmp_path / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_child_ends_with_its_main_s_status_without_the_collector() -> None:
+    """``exit_with`` is each tree child's entry point: ``main()``'s status
+    is the exit status, and the cyclic collector is off while it runs."""
+    program = (
+        "import gc\n"
+        "from vllm_patchkit.trees.child_json import exit_with\n"
+        "exit_with(lambda: 7 if gc.isenabled() else 5)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 5, proc.stderr

@@ -58,6 +58,7 @@ from vllm_patchkit.judge.audit.dynamic import (
 )
 from vllm_patchkit.judge.regression import survey
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, describe
+from vllm_patchkit.trees.child_json import exit_with
 
 _INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
 _SUBSCRIPT_ASSIGN = re.compile(r"\]\s*(\+|-|\*|/|//|%|&|\||\^)?=[^=]")
@@ -396,4 +397,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

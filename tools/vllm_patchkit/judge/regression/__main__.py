@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
+from vllm_patchkit.trees.child_json import exit_with
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,4 +125,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -15,7 +15,6 @@ every mutant.
 from __future__ import annotations
 
 import importlib
-import sys
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from vllm_patchkit.judge.mutation.mutants import (
     report_command,
 )
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
+from vllm_patchkit.trees.child_json import exit_with
 
 ROCM_BACKEND = "RocmAttentionBackend"
 
@@ -258,4 +258,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

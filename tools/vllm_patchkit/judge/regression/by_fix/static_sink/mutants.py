@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import sys
 import types
 from typing import Any
 
@@ -33,6 +32,7 @@ from vllm_patchkit.judge.mutation.mutants import (
 )
 from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
+from vllm_patchkit.trees.child_json import exit_with
 
 COPY = "common_attn_metadata = copy(common_attn_metadata)"
 ADD = "torch.add(self.runner_seq_lens, self.sink_len, out=seq_lens)"
@@ -196,4 +196,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)
