@@ -63,7 +63,7 @@ def test_a_changed_sdist_is_read_afresh(cache: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["", "{", '{"sdist": [1, 2], "files": []}', '{"files": {"vllm/a.py": 7}}'],
+    ["", "{", "[]", '{"sdist": [1, 2], "files": []}', '{"files": {"vllm/a.py": 7}}'],
 )
 def test_a_damaged_entry_is_read_again(cache: Path, damage: str) -> None:
     write_sdist(cache, {A: b"a = 1\n"})

@@ -175,6 +175,7 @@ def release_sources(
         kept: dict[str, str | None] = {}
         try:
             entry = json.loads(kept_file.read_text())
+            entry = entry if isinstance(entry, dict) else {}
             files = entry.get("files")
             if entry.get("sdist") == stamp and isinstance(files, dict):
                 kept = {
