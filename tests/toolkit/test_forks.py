@@ -17,6 +17,7 @@ from tests.toolkit.cli_helpers import patchkit
 from tests.toolkit.series_expectations import (
     SERIES,
     carried,
+    release_of,
     stock_status,
     stock_statuses,
 )
@@ -30,7 +31,7 @@ from vllm_patchkit.git.carry import (
     decide,
     read_code,
 )
-from vllm_patchkit.git.series import Series, load_series
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import RELEASE_DATE, clone_release, release_files
 from vllm_patchkit.trees.versions import parse_release
@@ -46,12 +47,9 @@ def _edges(releases: list[str]) -> frozenset[str]:
     """The releases on either side of a change in what the series carries
     (each patch's ``Affects:`` range), and the first and last: where a rule
     that disagrees with the code would show first."""
-    series = load_series()
-    carried = []
-    for text in releases:
-        release = parse_release(text)
-        assert release is not None, text
-        carried.append(tuple(p.carried_for(release) for p in series.patches))
+    carried = [
+        tuple(p.carried_for(release_of(r)) for p in SERIES.patches) for r in releases
+    ]
     edges = {releases[0], releases[-1]}
     for i in range(1, len(releases)):
         if carried[i] != carried[i - 1]:
