@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,11 @@ from tests.release_pool import ReleasePool
 from tests.toolkit.cli_helpers import user_commit
 from tests.vllm_in_process import import_vllm
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.judge.regression import report_cache
-from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
-from vllm_patchkit.trees.installed import copy_installed_vllm
 from vllm_patchkit.trees.releases import clone_release
 
-pytest_plugins = ("tests.interpreter_state",)
+pytest_plugins = ("tests.interpreter_state", "tests.run_wide_fixtures")
 
 _REPORTS = pytest.StashKey[str]()
 _OWN_REPORTS = pytest.StashKey[bool]()
@@ -196,7 +192,7 @@ WITH_THE_FILE_THAT_MAKES_ITS_RUNS = {
 }
 """Files that read a run another file makes (the audit's dynamic runs
 through the report cache; the scenario runs and the patched tree through
-``tests.vllm.shared_fixtures``) go to that file's worker, after it: side by
+``tests.run_wide_fixtures``) go to that file's worker, after it: side by
 side on two workers, one waited on the other's lock for the length of the
 run (22 to 80 s, by the order)."""
 
@@ -292,32 +288,6 @@ def vllm_in_process() -> None:
 @pytest.fixture(scope="session")
 def series() -> Series:
     return load_series()
-
-
-@pytest.fixture(scope="session")
-def patched_installed_tree(
-    tmp_path_factory: pytest.TempPathFactory, series: Series
-) -> Path:
-    """A git copy of the installed vLLM with the series applied by ``git am``."""
-    tree = tmp_path_factory.mktemp("patched-installed") / "vllm-tree"
-    copy_installed_vllm(tree)
-    result = apply_series(tree, series)
-    assert result.status is Status.APPLIED, result
-    return tree
-
-
-@pytest.fixture(scope="session")
-def scenario_reports(patched_installed_tree: Path) -> dict[str, TreeReport]:
-    """Scenario runs on stock installed vLLM and on the patched copy, in parallel."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        stock = pool.submit(run_scenarios, None)
-        patched = pool.submit(run_scenarios, patched_installed_tree)
-        reports = {"stock": stock.result(), "patched": patched.result()}
-    for name, report in reports.items():
-        assert report.report is not None, (
-            f"{name} run produced no report:\n{report.log}"
-        )
-    return reports
 
 
 @pytest.fixture(scope="session")

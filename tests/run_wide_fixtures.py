@@ -1,12 +1,11 @@
-"""Run-wide versions of the root conftest's expensive fixtures, for xdist.
+"""The suite's expensive fixtures, built once per run, not per xdist worker.
 
 Under ``-n 2`` (xdist) each worker builds its own session fixtures:
-two test files that use ``scenario_reports`` cost two patched trees and four
-scenario subprocesses, about 90 s of the two cores. These overrides make the
-first worker that needs one build it in the run's shared temporary directory
-under a file lock; the other reads it. Without xdist they behave exactly like
-the root fixtures. ``tests/vllm/conftest.py`` and ``tests/mutation/conftest.py``
-use them; they could move to ``tests/conftest.py`` as they are.
+two test files that use ``scenario_reports`` would cost two patched trees
+and four scenario subprocesses, about 90 s of the two cores. Here the first
+worker that needs one builds it in the run's shared temporary directory
+under a file lock; the other reads it. Without xdist, once per session.
+(A plugin of ``tests/conftest.py``.)
 """
 
 from __future__ import annotations
