@@ -242,28 +242,21 @@ def test_a_run_is_shared_by_package_view_only_when_it_read_nothing_else(
     assert calls == [first, reader, third]
 
 
-def test_the_child_reports_what_it_read_outside_the_package(tmp_path: Path) -> None:
-    """A real child with the audit hook: an import of the package and of its
-    metadata are inside the view; a test module and a data file are not."""
-    tree = make_tree(tmp_path / "tree", tmp_path / "runs")
-    (tree / "vllm.egg-info").mkdir()
-    (tree / "vllm.egg-info" / "PKG-INFO").write_text("Version: 1\n")
-    (tree / "tests" / "__init__.py").write_text("")
-    (tree / "data").mkdir()
-    (tree / "data" / "table.txt").write_text("x\n")
+def reads_outside(tree: Path, cwd: Path, *steps: str) -> list[list[str]]:
+    """A real child with the audit hook installed before it imports the
+    ``vllm`` at ``tree``: what it read outside the package view after each
+    of ``steps`` (Python lines, ``tree`` bound to the tree's path)."""
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
         "from vllm_patchkit.judge.regression.tree_reads import TreeReads\n"
         "reads = TreeReads()\n"
+        "tree = sys.argv[1]\n"
         "import vllm\n"
-        "Path(sys.argv[1], 'vllm.egg-info', 'PKG-INFO').read_text()\n"
         "package = Path(vllm.__file__).parent\n"
-        "print(json.dumps(reads.outside(package)))\n"
-        "import tests\n"
-        "Path(sys.argv[1], 'data', 'table.txt').read_text()\n"
-        "print(json.dumps(reads.outside(package)))\n"
     )
+    for step in steps:
+        script += f"{step}\nprint(json.dumps(reads.outside(package)))\n"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(tree), *sys.path]),
@@ -271,15 +264,58 @@ def test_the_child_reports_what_it_read_outside_the_package(tmp_path: Path) -> N
     }
     done = subprocess.run(
         [sys.executable, "-c", script, str(tree)],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    before, after = (json.loads(line) for line in done.stdout.splitlines())
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_the_child_reports_what_it_read_outside_the_package(tmp_path: Path) -> None:
+    """An import of the package and of its metadata are inside the view; a
+    test module and a data file are not."""
+    tree = make_tree(tmp_path / "tree", tmp_path / "runs")
+    (tree / "vllm.egg-info").mkdir()
+    (tree / "vllm.egg-info" / "PKG-INFO").write_text("Version: 1\n")
+    (tree / "tests" / "__init__.py").write_text("")
+    (tree / "data").mkdir()
+    (tree / "data" / "table.txt").write_text("x\n")
+
+    before, after = reads_outside(
+        tree,
+        tmp_path,
+        "Path(tree, 'vllm.egg-info', 'PKG-INFO').read_text()",
+        "import tests; Path(tree, 'data', 'table.txt').read_text()",
+    )
+
     assert before == []
     assert "tests/__init__.py" in after and "data/table.txt" in after
+
+
+def test_a_read_is_judged_where_its_file_really_is(tmp_path: Path) -> None:
+    """Links resolved: a tree imported through a link is the tree; a link in
+    the package to a data file outside it is a read outside the view; a link
+    outside the tree to a file of the package is inside it."""
+    tree = make_tree(tmp_path / "tree", tmp_path / "runs")
+    (tree / "data").mkdir()
+    (tree / "data" / "table.txt").write_text("x\n")
+    (tree / "vllm" / "table.txt").symlink_to(tree / "data" / "table.txt")
+    (tmp_path / "alias").symlink_to(tree)
+    (tmp_path / "init.py").symlink_to(tree / "vllm" / "__init__.py")
+
+    inside, through_package, through_alias = reads_outside(
+        tmp_path / "alias",
+        tmp_path,
+        f"open({str(tmp_path / 'init.py')!r}).read()",
+        "Path(tree, 'vllm', 'table.txt').read_text()",
+        "list(Path(tree, 'tests').iterdir())",
+    )
+
+    assert inside == []
+    assert through_package == ["data/table.txt"]
+    assert through_alias == ["data/table.txt", "tests"]
 
 
 def test_the_key_does_not_depend_on_what_the_process_imported() -> None:

@@ -52,18 +52,41 @@ class TreeReads:
         """The paths read under ``package_dir``'s parent (the tree) that the
         package view does not cover: anything but the package, its metadata
         directory, the tree's own listing and its top-level files; relative,
-        sorted."""
+        sorted. Each path is judged where it really is (symlinks resolved);
+        a run reads thousands, mostly outside the tree, so each directory is
+        resolved once and paths are compared as strings."""
         package = package_dir.resolve()
-        tree = package.parent
-        covered = covered_dirs(tree, package.name)
+        tree = str(package.parent)
+        covered = [str(d) for d in covered_dirs(package.parent, package.name)]
+        real_dirs: dict[str, str] = {}
         found = set()
         for raw in list(self._paths):
-            path = Path(os.path.realpath(raw))
-            if path == tree or any(d == path or d in path.parents for d in covered):
+            path = _realpath(raw, real_dirs)
+            if not _under(path, tree):
                 continue
-            if tree not in path.parents:
+            if any(path == d or _under(path, d) for d in covered):
                 continue
-            if path.parent == tree and not path.is_dir():
+            relative = os.path.relpath(path, tree)
+            if os.sep not in relative and not os.path.isdir(path):
                 continue  # a top-level file: its content (or absence) is covered
-            found.add(path.relative_to(tree).as_posix())
+            found.add(Path(relative).as_posix())
         return sorted(found)
+
+
+def _under(path: str, directory: str) -> bool:
+    """``path`` lies strictly below ``directory`` (both resolved)."""
+    return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _realpath(raw: str, real_dirs: dict[str, str]) -> str:
+    """``os.path.realpath(raw)`` for an absolute, normalised ``raw``, with
+    its directory's resolution kept in ``real_dirs``: only a last component
+    that is itself a link is resolved again."""
+    head, tail = os.path.split(raw)
+    real_head = real_dirs.get(head)
+    if real_head is None:
+        real_head = real_dirs[head] = os.path.realpath(head)
+    if not tail:
+        return real_head
+    joined = os.path.join(real_head, tail)
+    return os.path.realpath(joined) if os.path.islink(joined) else joined
