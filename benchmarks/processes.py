@@ -34,6 +34,8 @@ class Series:
     argv: list[str]
     ok: tuple[int, ...] = (0,)
     """Exit codes that mean the command did its job (doctor: 1 = affected)."""
+    env: Mapping[str, str] | None = None
+    """This command's environment, when it is not the run's."""
     samples: list[Sample] = field(default_factory=list)
 
     def median(self, what: str) -> float:
@@ -100,7 +102,9 @@ def paired(
         for series in (baseline, command):
             if before_each is not None:
                 before_each()
-            sample = run_process(series.argv, cwd=cwd, env=env, ok=series.ok)
+            sample = run_process(
+                series.argv, cwd=cwd, env=series.env or env, ok=series.ok
+            )
             if round_:
                 series.samples.append(sample)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from vllm_patchkit.child_death import dies_with_parent, watched
+from vllm_patchkit.trees import bytecode
 
 
 @dataclass(frozen=True)
@@ -177,13 +178,17 @@ def _text(data: bytes) -> str:
 
 
 def exit_with(main: Callable[[], int]) -> NoReturn:
-    """End a child process (``python -m MODULE``) with ``main()``'s status.
+    """Run a child process (``python -m MODULE``) and end it with
+    ``main()``'s status.
 
-    Without the cyclic garbage collector: the child imports torch and vLLM,
-    runs for seconds and ends, and the collector's passes over what those
-    imports make free nothing its exit would not (about a tenth of a suite
-    run's CPU). Only at a child's entry point: ``main`` called in-process
-    keeps its caller's collector.
+    The tree's modules compile through the bytecode cache its launcher
+    names (:mod:`vllm_patchkit.trees.bytecode`), and without the cyclic
+    garbage collector: the child imports torch and vLLM, runs for seconds
+    and ends, and the collector's passes over what those imports make free
+    nothing its exit would not (about a tenth of a suite run's CPU). Only
+    at a child's entry point: ``main`` called in-process keeps its caller's
+    importers and collector.
     """
+    bytecode.install()
     gc.disable()
     sys.exit(main())

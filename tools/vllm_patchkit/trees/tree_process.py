@@ -14,7 +14,8 @@ so they agree on one policy:
   host gets the fallback platform, which claims pinned memory and fails);
 - vLLM's cache of the tree's release (:func:`vllm_cache_root`), not the
   user's;
-- no bytecode written into the tree;
+- no bytecode written into the tree; a child that installs it compiles the
+  tree's modules once per content instead (:mod:`~vllm_patchkit.trees.bytecode`);
 - a process group of its own, killed whole when the child exits, runs past
   its timeout or this process is interrupted, so no grandchild outlives it;
   and killed by the kernel if this process is killed outright
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_patchkit.paths import PACKAGE_DIR, cache_dir
+from vllm_patchkit.trees import bytecode
 from vllm_patchkit.trees.child_json import Finished, run_in_group
 from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.tree_runtime import TreeRuntime, runtime_for
@@ -133,6 +135,8 @@ class TreeLauncher:
             env.update(CPU_ONLY)
             env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
             env[VLLM_CACHE_ENV] = str(vllm_cache_root(release))
+            # The user's setting, when there is one ("": compile each time).
+            env.setdefault(bytecode.ENV, str(cache_dir() / "bytecode"))
         for name, value in overrides.items():
             if value is None:
                 env.pop(name, None)
