@@ -1,8 +1,8 @@
 """``vllm-patchkit audit`` as a user runs it: exit codes, JSON, human output.
 
 The full audit (static and dynamic passes) runs once on the installed vLLM
-(the pinned 0.28.0: no PATH, as ``doctor``) and once on the 0.29.0 release
-tree, each in a real subprocess of the CLI.
+(the pinned 0.28.0: no PATH, as ``doctor``) and, in the ``audit_sweep``
+tier, once on the 0.29.0 release tree, each in a real subprocess of the CLI.
 """
 
 from __future__ import annotations
@@ -83,22 +83,27 @@ def test_the_51585_host_zeroing_is_harmful_on_the_pinned_release(
     )
 
 
+@pytest.mark.parametrize(
+    ("where", "kind", "victims"),
+    [
+        ("installed", "harmful", ["ROCM_AITER_UNIFIED_ATTN"]),
+        pytest.param("fixed", "intentional", [], marks=pytest.mark.audit_sweep),
+    ],
+)
 def test_the_device_zeroing_is_harmful_only_where_aiter_unified_reads_it(
-    installed: tuple[int, dict[str, Any]], fixed: tuple[int, dict[str, Any]]
+    where: str, kind: str, victims: list[str], request: pytest.FixtureRequest
 ) -> None:
     """#25985's band-aid: on the pinned 0.28.0 ROCM_AITER_UNIFIED_ATTN is
     handed ROCm's builder and replays dummy batches on the zeroed offsets
     (#53821); 0.29.0 gives it a builder of its own."""
-    for (_, report), kind, victims in (
-        (installed, "harmful", ["ROCM_AITER_UNIFIED_ATTN"]),
-        (fixed, "intentional", []),
-    ):
-        device = one(report, ROCM, "query_start_loc")
-        assert (device["kind"], device["victims"]) == (kind, victims)
-        assert device["method"] == CAPTURE
-        assert "#25985" in device["reason"]
+    _, report = request.getfixturevalue(where)
+    device = one(report, ROCM, "query_start_loc")
+    assert (device["kind"], device["victims"]) == (kind, victims)
+    assert device["method"] == CAPTURE
+    assert "#25985" in device["reason"]
 
 
+@pytest.mark.audit_sweep
 def test_the_host_zeroing_is_gone_on_0_29_0(
     fixed: tuple[int, dict[str, Any]],
 ) -> None:
