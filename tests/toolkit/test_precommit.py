@@ -19,8 +19,10 @@ import yaml
 from tests.toolkit.cli_helpers import as_user, patchkit, patchkit_json, snapshot
 from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git, init_repo
+from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit import derive_config
 from vllm_patchkit.precommit.derive import derive
+from vllm_patchkit.precommit.runner import MYPY_CACHE, run_in
 from vllm_patchkit.trees.releases import clone_release, release_tree
 
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
@@ -185,6 +187,19 @@ def test_patched_tree_passes_vllm_hooks(patched_tree: Path) -> None:
     assert str(patched_tree) not in report["config"]
     assert report["command"][1:4] == ["-m", "pre_commit", "run"]
     assert report["command"][-len(SERIES_FILES) :] == SERIES_FILES
+    # mypy's cache outlives the scratch clone, in the toolkit's cache.
+    assert (cache_dir() / "precommit" / MYPY_CACHE / "3.10").is_dir()
+
+
+def test_hooks_keep_mypys_cache_beside_the_toolkits_unless_the_user_set_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    show = [sys.executable, "-c", "import os; print(os.environ['MYPY_CACHE_DIR'])"]
+    monkeypatch.delenv("MYPY_CACHE_DIR", raising=False)
+    kept = cache_dir() / "precommit" / MYPY_CACHE
+    assert run_in(tmp_path, show, []).stdout.strip() == str(kept)
+    monkeypatch.setenv("MYPY_CACHE_DIR", str(tmp_path / "mine"))
+    assert run_in(tmp_path, show, []).stdout.strip() == str(tmp_path / "mine")
 
 
 @pytest.mark.release_trees

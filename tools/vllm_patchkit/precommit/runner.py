@@ -23,6 +23,7 @@ from pathlib import Path
 
 from vllm_patchkit.errors import EnvironmentFailure
 from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit.derive import (
     NO_FILES,
     PENDING,
@@ -103,10 +104,20 @@ def precommit_command(
     return [*command, "--files", *files]
 
 
+MYPY_CACHE = "mypy"
+"""Under the toolkit's ``precommit/`` cache: mypy's cache for vLLM's hooks."""
+
+
 def run_in(
     tree: Path, command: list[str], skip: Sequence[str]
 ) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
+    # The clone is thrown away, and with it the .mypy_cache mypy would keep
+    # there: vLLM's mypy hooks took 17 s of CPU on the series' files at
+    # each run, 4.8 s with the cache kept (mypy checks each entry by the
+    # file's hash, so another clone's entries serve). The user's own
+    # setting wins.
+    env.setdefault("MYPY_CACHE_DIR", str(cache_dir() / "precommit" / MYPY_CACHE))
     if skip:
         env["SKIP"] = ",".join(filter(None, [env.get("SKIP", ""), *skip]))
     return subprocess.run(
