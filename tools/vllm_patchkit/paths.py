@@ -82,3 +82,10 @@ def memory_scratch() -> str | None:
     if os.environ.get("TMPDIR") or not os.access(SHARED_MEMORY, os.W_OK | os.X_OK):
         return None
     return str(SHARED_MEMORY)
+
+
+def below(path: str, directory: str) -> bool:
+    """``path`` lies strictly below ``directory``: both absolute and
+    normalised (the caller resolves links where it must), compared as
+    strings, because the callers judge thousands of paths per process."""
+    return path.startswith(directory.rstrip(os.sep) + os.sep)

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import CodeType
 
+from vllm_patchkit.paths import below
+
 ENV = "VLLM_PATCHKIT_BYTECODE"
 """The cache directory a child's compiled code is kept in (unset: none)."""
 
@@ -117,7 +119,7 @@ def path_hook(
 
 
 def _within(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+    return path == directory or below(path, directory)
 
 
 def _read(entry: Path) -> CodeType | None:

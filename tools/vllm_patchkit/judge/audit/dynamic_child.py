@@ -58,6 +58,7 @@ from vllm_patchkit.judge.audit.dynamic import (
 )
 from vllm_patchkit.judge.regression import survey
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, describe
+from vllm_patchkit.paths import below
 from vllm_patchkit.trees.child_json import exit_with
 
 _INTERPRETER = os.path.join("triton", "runtime", "interpreter.py")
@@ -78,7 +79,7 @@ class Tree:
         """``vllm/...`` for a file of the tree, None for any other."""
         if filename not in self._inside:
             real = os.path.realpath(filename)
-            inside = real.startswith(self.package + os.sep)
+            inside = below(real, self.package)
             self._inside[filename] = (
                 os.path.relpath(real, self.root) if inside else None
             )

@@ -17,6 +17,8 @@ import os
 import sys
 from pathlib import Path
 
+from vllm_patchkit.paths import below
+
 _EVENTS = ("open", "os.listdir", "os.scandir")
 METADATA_SUFFIXES = (".egg-info", ".dist-info")
 """Top-level directories the view covers whole besides the package: the
@@ -62,20 +64,15 @@ class TreeReads:
         found = set()
         for raw in list(self._paths):
             path = _realpath(raw, real_dirs)
-            if not _under(path, tree):
+            if not below(path, tree):
                 continue
-            if any(path == d or _under(path, d) for d in covered):
+            if any(path == d or below(path, d) for d in covered):
                 continue
             relative = os.path.relpath(path, tree)
             if os.sep not in relative and not os.path.isdir(path):
                 continue  # a top-level file: its content (or absence) is covered
             found.add(Path(relative).as_posix())
         return sorted(found)
-
-
-def _under(path: str, directory: str) -> bool:
-    """``path`` lies strictly below ``directory`` (both resolved)."""
-    return path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _realpath(raw: str, real_dirs: dict[str, str]) -> str:
