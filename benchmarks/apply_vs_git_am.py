@@ -15,7 +15,6 @@ start and the toolkit's own work.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -27,6 +26,7 @@ from processes import (
     import_profile,
     paired,
     ratio,
+    release_arguments,
     run_process,
     with_bytecode,
 )
@@ -62,11 +62,7 @@ def git_processes(argv: list[str], env: dict[str, str], scratch: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default="0.28.0")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    args = release_arguments(__doc__, argv, repeat=5)
     series = load_series()
     with tempfile.TemporaryDirectory(prefix="bench-apply-") as scratch:
         env = with_bytecode({**os.environ, **TOOL_IDENTITY}, Path(scratch))

@@ -15,7 +15,6 @@ contributor's first ``check`` does.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio, with_bytecode
+from processes import Series, paired, ratio, release_arguments, with_bytecode
 
 from vllm_patchkit.trees.releases import clone_release
 
@@ -40,11 +39,7 @@ def pre_commit(python: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default="0.28.0")
-    parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    args = release_arguments(__doc__, argv, repeat=10)
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-check-") as scratch:
         env = with_bytecode(os.environ, Path(scratch))

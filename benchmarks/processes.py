@@ -9,6 +9,7 @@ alternating, and compared by medians, so a loaded machine slows both sides.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -123,6 +124,19 @@ def with_bytecode(env: Mapping[str, str], scratch: Path) -> dict[str, str]:
     cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     cached["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
     return cached
+
+
+def release_arguments(
+    doc: str, argv: list[str] | None, *, repeat: int
+) -> argparse.Namespace:
+    """The options of a benchmark on a release checkout: ``--version``
+    (0.28.0), ``--repeat`` (``repeat`` paired rounds) and ``--json``; the
+    description is the first paragraph of the script's ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--version", default="0.28.0")
+    parser.add_argument("--repeat", type=int, default=repeat)
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args(argv)
 
 
 def ratio(command: Series, baseline: Series, what: str = "wall_s") -> float:

@@ -13,14 +13,13 @@ a user's first run does; no report cache, so each run is a run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio
+from processes import Series, paired, ratio, release_arguments
 
 from vllm_patchkit.trees import bytecode
 from vllm_patchkit.trees.releases import clone_release
@@ -30,11 +29,7 @@ NOT_FIXED = 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default="0.28.0")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    args = release_arguments(__doc__, argv, repeat=5)
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-bytecode-") as scratch:
         tree = Path(scratch) / "vllm"
