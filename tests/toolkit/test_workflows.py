@@ -43,6 +43,7 @@ from vllm_patchkit.paths import PATCHES_DIR, PROJECT_ROOT
 WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "rebase-upstream.yml"
 CI = PROJECT_ROOT / "tools" / "ci"
+NIGHTLY = CI / "nightly-rebase"
 BIN = Path(sys.executable).parent
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
 FIX = "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch"
@@ -85,9 +86,14 @@ def run_blocks() -> Iterator[tuple[str, str]]:
                     yield f"{path.name}:{job_id}:{step.get('name')}", step["run"]
 
 
+def ci_scripts() -> list[Path]:
+    """tools/ci's shell scripts: the *.sh ones and the nightly job's."""
+    return [*sorted(CI.glob("*.sh")), NIGHTLY]
+
+
 def shell_sources() -> Iterator[tuple[str, str]]:
     yield from run_blocks()
-    for script in sorted(CI.glob("*.sh")):
+    for script in ci_scripts():
         yield script.name, script.read_text()
 
 
@@ -102,8 +108,8 @@ def patchkit_invocations() -> list[tuple[str, list[str]]]:
             lexer.whitespace_split = True
             tokens = list(lexer)
             for index, token in enumerate(tokens):
-                if token != "vllm-patchkit":
-                    continue
+                if token != "vllm-patchkit" or tokens[index - 1 : index] == ["-v"]:
+                    continue  # not it, or a lookup (`command -v`), not a call
                 argv = []
                 for arg in tokens[index + 1 :]:
                     if arg and set(arg) <= set("();<>|&"):
@@ -147,8 +153,8 @@ def test_actionlint_passes_every_workflow() -> None:
 
 
 def test_tools_ci_scripts_pass_shellcheck() -> None:
-    scripts = sorted(CI.glob("*.sh"))
-    assert scripts
+    scripts = ci_scripts()
+    assert len(scripts) > 1
     proc = subprocess.run(
         [tool("shellcheck"), "--severity=style", *map(str, scripts)],
         capture_output=True,
@@ -161,8 +167,8 @@ def test_tools_ci_scripts_pass_shellcheck() -> None:
 BREAKAGES = {
     # shellcheck, through actionlint: an unquoted variable in a run: script.
     "unquoted-variable": (
-        'vllm-patchkit test "$CHECKOUT"',
-        "vllm-patchkit test $CHECKOUT",
+        '"$UPSTREAM_REF" "$OUT"',
+        '"$UPSTREAM_REF" $OUT',
         "shellcheck reported issue in this script: SC2086",
     ),
     # actionlint's expression checker: an input that does not exist.
@@ -175,9 +181,9 @@ BREAKAGES = {
     ),
     # a step condition that refers to a step id that does not exist.
     "unknown-step": (
-        "steps.refresh.outputs.changed",
-        "steps.refreshed.outputs.changed",
-        'property "refreshed" is not defined',
+        "steps.nightly.outputs.changed",
+        "steps.nightlyy.outputs.changed",
+        'property "nightlyy" is not defined',
     ),
     # the publish job reading an output the rebase job does not declare.
     "unknown-job-output": (
@@ -344,7 +350,9 @@ def test_upstream_code_runs_only_in_the_read_only_job() -> None:
     # runs, and only job 1 restores it.
     names = [s.get("uses", "") + s.get("run", "") for s in rebase["steps"]]
     saved = next(i for i, n in enumerate(names) if "actions/cache/save" in n)
-    first_upstream = next(i for i, n in enumerate(names) if "provision" in n)
+    first_upstream = next(
+        i for i, n in enumerate(names) if "tools/ci/nightly-rebase" in n
+    )
     assert saved < first_upstream
     assert not any("actions/cache@" in n for n in names)
     assert "cache" not in "\n".join(step_texts(publish))
@@ -366,35 +374,47 @@ def test_workflow_names_no_host() -> None:
 
 
 def test_gates_run_before_anything_is_pushed() -> None:
+    """Job 1 is one call of tools/ci/nightly-rebase, whose steps run in the
+    order that keeps the checks before the refresh and the decision."""
     rebase, publish = jobs()
     runs = [s.get("run", "") for s in rebase["steps"]]
+    calls = [run for run in runs if "tools/ci/nightly-rebase" in run]
+    assert len(calls) == 1 and '>>"$GITHUB_OUTPUT"' in calls[0]
+    nightly = next(s for s in rebase["steps"] if "nightly-rebase" in s.get("run", ""))
+    assert rebase["outputs"]["action"] == "${{ steps.nightly.outputs.action }}"
+    assert nightly["id"] == "nightly"
+    script = NIGHTLY.read_text()
+    code = "\n".join(
+        line for line in script.splitlines() if not line.lstrip().startswith("#")
+    )
 
     def position(needle: str) -> int:
-        hits = [i for i, run in enumerate(runs) if needle in run]
-        assert hits, f"no step runs {needle!r}"
-        return hits[0]
+        assert needle in code, f"nightly-rebase does not run {needle!r}"
+        return code.index(needle)
 
     order = [
         position(gate)
         for gate in (
-            "tools/ci/provision-upstream.sh",
-            "tools/ci/rebase-series.sh",
-            "vllm-patchkit precommit",
-            "vllm-patchkit test",
-            'vllm-patchkit pr "',
-            "tools/ci/gate_report.py",
-            "vllm-patchkit refresh",
+            '"$here/provision-upstream.sh"',
+            '"$here/rebase-series.sh"',
+            'run-gate.sh" precommit',
+            'run-gate.sh" test',
+            'run-gate.sh" signoff',
+            '"$here/gate_report.py"',
+            'vllm-patchkit --patches "$patches" refresh',
             "pre-commit run --all-files",
-            "tools/ci/check-series-base.sh",
+            '"$here/check-series-base.sh"',
             'action="pr"',
         )
     ]
     assert order == sorted(order)
     # A failed check is reported, and the refresh (so the PR) waits for all.
-    gates = [s for s in rebase["steps"] if "run-gate.sh" in s.get("run", "")]
-    assert len(gates) == 3 and all(s["continue-on-error"] for s in gates)
-    refresh = next(s for s in rebase["steps"] if s.get("id") == "refresh")
-    assert "steps.gates.outputs.failed == ''" in refresh["if"]
+    assert code.count("run-gate.sh") == 3
+    assert len(re.findall(r"\|\|\s+true", code)) == 3
+    assert "if [[ $rebase_exit -eq 0 && -z $failed ]]; then" in code
+    # Every step reads and refreshes the scratch copy, never patches/.
+    assert "export VLLM_PATCHKIT_PATCHES=$overlay/patches" in code
+    assert code.count('--patches "$patches"') == 3
     # Everything that pushes or files is in job 2, after job 1's decision.
     publishing = "\n".join(s.get("run", "") for s in publish["steps"])
     for write in ("commit-bot-branch.sh", "gh pr create", "gh issue create"):
@@ -802,16 +822,24 @@ def test_gate_failures_become_one_issue_that_tells_3_from_1(tmp_path: Path) -> N
     proc = gate_report(out, "--rebase-json", str(out / "rebase.json"))
 
     assert proc.returncode == 0, proc.stderr
-    assert outputs(proc.stdout) == {"failed": "precommit,test"}
+    # Neither check ran: a refusal (2) and a cannot-judge (3).
+    assert outputs(proc.stdout) == {
+        "failed": "precommit,test",
+        "could_not_run": "precommit,test",
+    }
     # The same title as a conflict's: one issue per upstream repo and ref.
     title = (out / "issue-title.txt").read_text().strip()
     assert title == "Nightly rebase onto vllm-project/vllm main fails"
     body = (out / "issue-body.md").read_text()
     assert "`abc123`" in body and "Nothing was pushed" in body
-    assert "### `test` exited 3" in body and "could not run or judge" in body
+    opening = body.splitlines()[0]
+    assert "`test` could not run (exit 3)" in opening and "failed" not in opening
+    assert "No check found a problem in the series" in body
+    assert "### `test` could not run (exit 3)" in body
+    assert "could not run or judge" in body
     assert "runtime:" in body and "torch too old" in body
     assert "````text\n```\ntorch too old\n````" in body
-    assert f"### `precommit` exited {codes['precommit']}" in body
+    assert f"### `precommit` could not run (exit {codes['precommit']})" in body
     assert "**1** means the check ran and found a real problem" in body
     assert "the fix is missing or wrong" in body
     assert "Passed: `signoff`" in body and "run-42" in body
@@ -819,11 +847,15 @@ def test_gate_failures_become_one_issue_that_tells_3_from_1(tmp_path: Path) -> N
     # `test` exit 1: the fix is missing or wrong.
     ok = tmp_path / "ok"
     assert ci("run-gate.sh", "test", str(ok), "false", patches=PATCHES_DIR).returncode
-    assert outputs(gate_report(ok).stdout) == {"failed": "test"}
+    assert outputs(gate_report(ok).stdout) == {"failed": "test", "could_not_run": ""}
+    found = (ok / "issue-body.md").read_text()
+    assert "the fix is missing or wrong** on this upstream" in found
     assert (
-        "the fix is missing or wrong** on this upstream"
-        in (ok / "issue-body.md").read_text()
+        "`test` failed (exit 1): a fix is missing or wrong on this release"
+        in (found.splitlines()[0])
     )
+    assert "### `test` failed (exit 1)" in found
+    assert "No check found a problem" not in found
 
     # Every check passed: no issue texts.
     passed = tmp_path / "passed"
@@ -831,7 +863,7 @@ def test_gate_failures_become_one_issue_that_tells_3_from_1(tmp_path: Path) -> N
         ci("run-gate.sh", "test", str(passed), "true", patches=PATCHES_DIR).returncode
         == 0
     )
-    assert outputs(gate_report(passed).stdout) == {"failed": ""}
+    assert outputs(gate_report(passed).stdout) == {"failed": "", "could_not_run": ""}
     assert not (passed / "issue-body.md").exists()
 
     bad = ci("run-gate.sh", "Bad/Name", str(out), "true", patches=PATCHES_DIR)
@@ -1006,16 +1038,21 @@ def test_gate_judges_main_with_the_tree_runtime(tmp_path: Path) -> None:
     assert applied.returncode == 0, applied.stdout + applied.stderr
     out = tmp_path / "report"
     command = next(
-        line.split("run: ", 1)[1]
-        for line in WORKFLOW.read_text().splitlines()
-        if "run-gate.sh test " in line
+        " ".join(line.split())
+        for line in NIGHTLY.read_text().replace("\\\n", " ").splitlines()
+        if 'run-gate.sh" test ' in line
     )
-    assert command == 'tools/ci/run-gate.sh test "$OUT" vllm-patchkit test "$CHECKOUT"'
+    assert command == (
+        '"$here/run-gate.sh" test "$out" vllm-patchkit --patches "$patches" '
+        'test "$checkout" || true'
+    )
     proc = ci(
         "run-gate.sh",
         "test",
         str(out),
         tool("vllm-patchkit"),
+        "--patches",
+        str(PATCHES_DIR),
         "test",
         str(checkout),
         patches=PATCHES_DIR,
@@ -1027,7 +1064,202 @@ def test_gate_judges_main_with_the_tree_runtime(tmp_path: Path) -> None:
     assert "not carried" not in log and "verdict: FIXED" in log
     torch = metadata.version("torch")
     assert f"runtime: torch {torch} (the release pins torch 2.14.0" in log
-    assert outputs(gate_report(out).stdout) == {"failed": ""}
+    assert outputs(gate_report(out).stdout) == {"failed": "", "could_not_run": ""}
+
+
+# --- tools/ci/nightly-rebase: the rebase job as one script -------------------
+
+# The bot's git identity as the workflow configures it (`git config --global`),
+# for git and for `pr`, which reads the submitter from git's config.
+BOT = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "user.name",
+    "GIT_CONFIG_VALUE_0": USER["GIT_COMMITTER_NAME"],
+    "GIT_CONFIG_KEY_1": "user.email",
+    "GIT_CONFIG_VALUE_1": USER["GIT_COMMITTER_EMAIL"],
+}
+
+
+def series_copy(tmp_path: Path) -> Path:
+    """A copy of patches/ for a run to read (the run must leave it alone)."""
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES_DIR, patches)
+    return patches
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def series_names(series: Path) -> list[str]:
+    lines = series.read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and line[0] != "#"]
+
+
+def nightly(
+    url: Path, ref: str, out: Path, patches: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return ci("nightly-rebase", str(url), ref, str(out), patches=patches, **BOT, **env)
+
+
+def test_nightly_refuses_bad_input_before_cloning(tmp_path: Path) -> None:
+    """A ref or URL that reads as an option, and an OUT with an earlier run's
+    files in it (their checks would count), are refused: exit 2, no action."""
+    marker = tmp_path / "ran"
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "gates.tsv").write_text("test\t0\n")
+    cases = {
+        "ref": (str(tmp_path / "upstream"), f"--upload-pack=touch {marker}", "new"),
+        "url": (f"--upload-pack=touch {marker}", "v0.28.0", "new2"),
+        "out": (str(tmp_path / "upstream"), "v0.28.0", "used"),
+    }
+    for what, (url, ref, out) in cases.items():
+        proc = ci("nightly-rebase", url, ref, str(tmp_path / out), patches=PATCHES_DIR)
+        assert proc.returncode == 2, (what, proc.stderr)
+        assert proc.stdout == "", what  # no key: the workflow decides nothing
+        assert "::error::" in proc.stderr, what
+    assert not marker.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["used"]
+    assert (used / "gates.tsv").read_text() == "test\t0\n"
+
+
+@pytest.fixture(scope="module")
+def upstream_0_28() -> Path:
+    return build_upstream(["0.28.0"])
+
+
+@pytest.mark.release_trees
+def test_nightly_conflict_is_an_issue_that_names_it(
+    upstream_0_28: Path, tmp_path: Path
+) -> None:
+    """The script's decision on a conflict, cheaply (provision and rebase
+    only: no check runs after a conflict): action=issue, the cause, the
+    patch and its hunks in the issue; the series it read left as it was."""
+    work = tmp_path / "upstream-work"
+    upstream_rewrites_the_zeroing(upstream_0_28, work, "rewrite")
+    patches = series_copy(tmp_path)
+    before = snapshot(patches)
+    out = tmp_path / "report"
+
+    proc = nightly(work, "rewrite", out, patches, NIGHTLY_WORK=str(tmp_path / "w"))
+
+    assert proc.returncode == 0, proc.stderr
+    keys = outputs(proc.stdout)
+    assert all(re.fullmatch(r"[a-z_]+=.*", line) for line in proc.stdout.splitlines())
+    assert keys["action"] == "issue" and keys["cause"] == "conflict"
+    assert keys["exit"] == "4" and keys["status"] == "conflict"
+    assert keys["base"] == "v0.28.0"
+    assert keys["branch"] == "bot/rebase-vllm-project-vllm-rewrite"
+    assert "changed" not in keys and "failed" not in keys  # no check ran
+    assert "::error::the series conflicts with" in proc.stderr
+    title = (out / "issue-title.txt").read_text()
+    assert title == "Nightly rebase onto vllm-project/vllm rewrite fails\n"
+    body = (out / "issue-body.md").read_text()
+    assert "stopped: **conflict**" in body
+    row = next(line for line in body.splitlines() if line.startswith(f"| `{FIX}`"))
+    assert f"`{ROCM_ATTN}:" in row  # the conflicting hunk
+    assert not (out / "patches").exists() and not (out / "gates.tsv").exists()
+    assert snapshot(patches) == before
+    assert (tmp_path / "w" / "vllm" / ".git").is_dir()  # NIGHTLY_WORK is kept
+
+
+@pytest.mark.release_trees
+def test_signoff_check_runs_every_fixs_pr_and_names_what_is_missing(
+    upstream_0_28: Path, tmp_path: Path
+) -> None:
+    """On 0.28.0 the series carries several fixes: one `pr` for all of them
+    is refused ("pass --fix NAME"), which says nothing about sign-offs. The
+    check runs each fix's PR; a commit that lost its author's sign-off is
+    named, with its fix, in the issue."""
+    checkout = tmp_path / "vllm"
+    provision(upstream_0_28, checkout, PATCHES_DIR)
+    whole = subprocess.run(
+        [tool("vllm-patchkit"), "pr", str(checkout), "--dry-run", "--signoff",
+         "--no-test", "--no-precommit"],
+        capture_output=True, text=True, env={**os.environ, **BOT}, timeout=300,
+    )  # fmt: skip
+    assert whole.returncode == 2 and "pass --fix NAME" in whole.stdout
+
+    proc = ci("check-signoffs.sh", str(checkout), patches=PATCHES_DIR, **BOT)
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("signoff ")]
+    fixes = [line.split(":")[0].removeprefix("signoff of ") for line in lines]
+    assert len(fixes) >= 2 and "rocm-capture-keeps-host-offsets" in fixes
+    assert all(": exit 0: ready: " in line for line in lines), lines
+
+    # The last commit (StaticSink's test, 0005) by another author, unsigned.
+    git = Git(checkout, tuple(BOT.items()))
+    message = git.out("log", "-1", "--format=%B")
+    unsigned = "\n".join(
+        line for line in message.splitlines() if not line.startswith("Signed-off-by")
+    )
+    other = "Other Author <other@example.invalid>"
+    git.run("commit", "--quiet", "--amend", f"--author={other}", "-m", unsigned)
+    out = tmp_path / "report"
+    gate = ci(
+        "run-gate.sh", "signoff", str(out), str(CI / "check-signoffs.sh"),
+        str(checkout), patches=PATCHES_DIR, **BOT,
+    )  # fmt: skip
+
+    assert gate.returncode == 2, gate.stdout
+    said = [line for line in gate.stdout.splitlines() if line.startswith("signoff ")]
+    refused = [line for line in said if ": exit 2: " in line]
+    assert len(refused) == 1 and refused[0].startswith(
+        "signoff of static-sink-keeps-shared-seq-lens: exit 2: refused: "
+    )
+    assert f"lacks its author's sign-off ({other})" in refused[0]
+    assert all(": exit 0: ready: " in line for line in said if line not in refused)
+    report = gate_report(out)
+    assert outputs(report.stdout) == {"failed": "signoff", "could_not_run": ""}
+    body = (out / "issue-body.md").read_text()
+    assert "`signoff` failed (exit 2): a fix's pull request is not ready" in body
+    assert "### `signoff` failed (exit 2)" in body
+    assert "What each fix's pull request dry run said:" in body
+    assert f"lacks its author's sign-off ({other})" in body
+    assert "pass --fix NAME" not in body
+
+
+@pytest.mark.release_trees
+# Provision, rebase, vLLM's pre-commit and the regression suite on 0.34.0,
+# every fix's sign-off, refresh, base check: minutes (a whole journey).
+@pytest.mark.slow
+def test_nightly_onto_a_new_release_proposes_the_whole_series(tmp_path: Path) -> None:
+    """Issue 48's night: upstream with v0.28.0 and v0.34.0, REF v0.34.0.
+    Every check passes, action=pr, and OUT/patches keeps 0001-0005 (the
+    older releases still need 0001-0003) with 0004 carried on 0.34.0; the
+    series the run read is left as it was."""
+    from vllm_patchkit.git.series import parse_patch
+    from vllm_patchkit.trees.versions import require_release
+
+    upstream = build_upstream(["0.28.0", "0.34.0"])
+    patches = series_copy(tmp_path)
+    before = snapshot(patches)
+    out = tmp_path / "report"
+
+    proc = nightly(upstream, "v0.34.0", out, patches)
+
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    keys = outputs(proc.stdout)
+    assert keys["action"] == "pr", (keys, proc.stderr[-6000:])
+    assert keys["exit"] == "0" and keys["status"] == "rebased"
+    assert keys["failed"] == "" and keys["changed"] == "true"
+    assert "base_applies" in keys and "cause" not in keys
+    gates = (out / "gates.tsv").read_text().splitlines()
+    assert gates == ["precommit\t0", "test\t0", "signoff\t0"]
+    proposed = out / "patches"
+    names = series_names(proposed / "series")
+    assert [name[:4] for name in names] == ["0001", "0002", "0003", "0004", "0005"]
+    assert sorted(p.name for p in proposed.iterdir()) == sorted([*names, "series"])
+    fix = parse_patch(proposed / names[3])
+    assert fix.carried_for(require_release("0.34.0")), fix.affects
+    assert snapshot(patches) == before
+    assert (
+        (out / "pr-title.txt")
+        .read_text()
+        .startswith("Rebase the patch series onto vllm-project/vllm v0.34.0")
+    )
 
 
 # --- the matrix workflow: one job per release, one merged table -------------

@@ -1,13 +1,17 @@
 """Sum up the checks the nightly job ran on the rebased checkout.
 
 ``tools/ci/run-gate.sh`` runs each check (``vllm-patchkit precommit``,
-``test``, the sign-off dry run), keeps its output in ``OUT/gates/NAME.log``
-and appends ``NAME<TAB>EXIT`` to ``OUT/gates.tsv``. This reads them and,
-when a check failed, writes the issue the job files or comments on:
-``issue-title.txt`` (the same title as a conflict's, one per upstream
-repository and ref) and ``issue-body.md`` (which check failed, what its exit
-status means, the tail of its output). Prints ``failed=NAME,...`` (empty
-when every check passed) for ``$GITHUB_OUTPUT``.
+``test``, the sign-off dry run of every fix's PR), keeps its output in
+``OUT/gates/NAME.log`` and appends ``NAME<TAB>EXIT`` to ``OUT/gates.tsv``.
+This reads them and, when a check did not pass, writes the issue the job
+files or comments on: ``issue-title.txt`` (the same title as a conflict's,
+one per upstream repository and ref) and ``issue-body.md``. The body names
+the real cause: a check that ran and found a problem (``test`` exit 1: a fix
+is wrong on this release; a fix's PR lacking a sign-off) apart from a check
+that could not run (exit 3, or a refusal of its input), which is said as
+such and is no verdict on the series. Prints ``failed=NAME,...`` (every
+check that did not pass; empty when all passed) and ``could_not_run=...``
+(those of them that could not run) for ``$GITHUB_OUTPUT``.
 
     python tools/ci/gate_report.py --out OUT --repo vllm-project/vllm \\
         --ref main [--rebase-json OUT/rebase.json] [--run-url URL]
@@ -64,19 +68,44 @@ MEANINGS: dict[str, dict[int, str]] = {
     "signoff": {
         1: "a check that `pr` runs failed",
         2: (
-            "a commit of the rebased series lacks its author's DCO "
-            "`Signed-off-by` (only the author can give it), or the checkout "
-            "is dirty"
+            "a fix's pull request was refused: each fix's line below says why "
+            "(a commit without its author's DCO `Signed-off-by`, which only the "
+            "author can give, or a dirty checkout)"
         ),
-        3: "could not run",
+        3: (
+            "**could not run**: the fixes the checkout carries could not be "
+            "listed, or `pr` could not run; this says nothing about the sign-offs"
+        ),
     },
+}
+
+# The exit statuses by which a check that ran says no; any other non-zero
+# status means it could not run (or refused its input): no verdict.
+FINDINGS: dict[str, frozenset[int]] = {
+    "precommit": frozenset({1}),
+    "test": frozenset({Verdict.NOT_FIXED.exit_code}),
+    "signoff": frozenset({1, EXIT_REFUSED}),
+}
+
+# What a check found, in the issue's first sentence.
+FOUND: dict[str, str] = {
+    "precommit": "vLLM's pre-commit rejects the rebased series",
+    "test": "a fix is missing or wrong on this release",
+    "signoff": "a fix's pull request is not ready (below: what is missing)",
 }
 
 COMMANDS = {
     "precommit": "vllm-patchkit precommit CHECKOUT",
     "test": "vllm-patchkit test CHECKOUT",
-    "signoff": "vllm-patchkit pr CHECKOUT --dry-run --signoff --no-test --no-precommit",
+    "signoff": (
+        "tools/ci/check-signoffs.sh CHECKOUT: `vllm-patchkit pr CHECKOUT --fix "
+        "NAME --dry-run --signoff --no-test --no-precommit` for each fix the "
+        "checkout carries"
+    ),
 }
+
+# check-signoffs.sh's line for each fix's dry run.
+SIGNOFF_LINE = re.compile(r"^signoff of [^:\n]+: exit \d+: .*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -88,7 +117,29 @@ class Gate:
     @property
     def meaning(self) -> str:
         known = MEANINGS.get(self.name, {}).get(self.code)
-        return known or f"exit status {self.code}"
+        if known:
+            return known
+        if self.ran:
+            return f"exit status {self.code}"
+        return f"**could not run** (exit status {self.code}): no verdict"
+
+    @property
+    def ran(self) -> bool:
+        """Whether the check ran and said no (else it could not run)."""
+        return self.code in FINDINGS.get(self.name, frozenset({1}))
+
+    @property
+    def heading(self) -> str:
+        said = "failed" if self.ran else "could not run"
+        return f"`{self.name}` {said} (exit {self.code})"
+
+    @property
+    def cause(self) -> str:
+        """What went wrong, for the issue's first sentence."""
+        if not self.ran:
+            return f"`{self.name}` could not run (exit {self.code})"
+        found = FOUND.get(self.name, "it failed")
+        return f"`{self.name}` failed (exit {self.code}): {found}"
 
 
 def read_gates(out: Path) -> list[Gate]:
@@ -114,6 +165,20 @@ def tail(path: Path) -> str:
     return kept or "(no output)"
 
 
+def said_per_fix(gate: Gate) -> list[str]:
+    """The sign-off check's line for each fix's PR, as a list; else nothing."""
+    if gate.name != "signoff":
+        return []
+    try:
+        lines = SIGNOFF_LINE.findall(gate.log.read_text(errors="replace"))
+    except OSError:
+        return []
+    if not lines:
+        return []
+    quoted = ["- `" + line.replace("`", "'") + "`" for line in lines]
+    return ["What each fix's pull request dry run said:", "", *quoted, ""]
+
+
 def fenced(text: str) -> str:
     """A code block its content cannot close."""
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
@@ -124,25 +189,35 @@ def fenced(text: str) -> str:
 def issue_body(
     failed: list[Gate], passed: list[Gate], repo: str, ref: str, commit: str, run: str
 ) -> str:
-    names = ", ".join(f"`{g.name}`" for g in failed)
-    what = f"applied cleanly, but a check failed on the rebased checkout: {names}"
-    parts = [
-        issue_opening(f"{repo} `{ref}`", commit, what),
-        "",
+    causes = "; ".join(gate.cause for gate in failed)
+    what = f"applied cleanly, but on the rebased checkout {causes}"
+    parts = [issue_opening(f"{repo} `{ref}`", commit, what), ""]
+    if all(not gate.ran for gate in failed):
+        parts += [
+            (
+                "No check found a problem in the series: the ones above could "
+                "not run here, which is no verdict on the patches (fix the "
+                "environment or the toolkit, then run the job again)."
+            ),
+            "",
+        ]
+    parts += [
         (
             "Exit statuses: **1** means the check ran and found a real problem "
             "(for `test`: the fix is missing or wrong); **3** means it could "
             "not run or judge (an environment problem here, not a verdict on "
-            "the patches); **2** means it refused its input."
+            "the patches); **2** means it refused its input (for `signoff`: a "
+            "fix's pull request was refused, its line says why)."
         ),
         "",
     ]
     for gate in failed:
         parts += [
-            f"### `{gate.name}` exited {gate.code}",
+            f"### {gate.heading}",
             "",
             f"`{COMMANDS.get(gate.name, gate.name)}`: {gate.meaning}.",
             "",
+            *said_per_fix(gate),
             f"Last {TAIL_LINES} lines of its output:",
             "",
             fenced(tail(gate.log)),
@@ -180,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     print("failed=" + ",".join(g.name for g in failed))
+    print("could_not_run=" + ",".join(g.name for g in failed if not g.ran))
     return 0
 
 

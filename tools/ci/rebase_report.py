@@ -43,10 +43,11 @@ GATES = (
     "`vllm-patchkit precommit`: vLLM's own pre-commit hooks on the rebased checkout",
     "`vllm-patchkit test`: the regression suite on the rebased checkout",
     (
-        "`vllm-patchkit pr --dry-run`: every commit of the series carries a DCO "
+        "`vllm-patchkit pr --fix NAME --dry-run`, for each fix the series "
+        "carries: every commit of its pull request carries a DCO "
         "`Signed-off-by` (skipped when no patch is left)"
     ),
-    "`vllm-patchkit refresh`, then this repository's `pre-commit run --all-files`",
+    "`vllm-patchkit refresh`, then this repository's pre-commit on the result",
 )
 
 
