@@ -32,7 +32,9 @@ class PatchTarget:
     how: str
     related: tuple[str, ...]
     affected: str
-    """vLLM releases that need the patch (first-last, inclusive)."""
+    """vLLM releases that need the patch, as a patch's ``Affects:`` writes
+    them: ``first..last`` inclusive, or ``first..`` while no release fixes
+    the bug (a bug upstream has not fixed has no last release)."""
     inert_from: str
     """The first release whose code the overlay leaves alone (fixed there)."""
     removal: str
@@ -43,17 +45,32 @@ class PatchTarget:
     def target(self) -> str:
         return f"{self.module}:{self.qualname}"
 
+    @property
+    def unfixed(self) -> bool:
+        """No release fixes the bug yet: :attr:`affected` has no last release."""
+        return not self.affected.partition("..")[2].strip()
+
+    @property
+    def affected_text(self) -> str:
+        """:attr:`affected` for a reader: ``0.11.1-0.28.0``, or ``0.14.0 and
+        later (no release fixes it yet)``."""
+        first, _, last = (part.strip() for part in self.affected.partition(".."))
+        if self.unfixed:
+            return f"{first} and later (no release fixes it yet)"
+        return f"{first}-{last}"
+
     def predates(self, version: str) -> bool:
         """Whether release ``version`` is older than every release this
         target's bug is in (False for a version that is no release)."""
-        first = _release(self.affected.partition("-")[0])
+        first = _release(self.affected.partition("..")[0])
         release = _release(version)
         return first is not None and release is not None and release < first
 
     def affects(self, version: str) -> bool:
         """Whether release ``version`` is in :attr:`affected` (inclusive)."""
-        head, _, tail = self.affected.partition("-")
-        first, last, release = _release(head), _release(tail), _release(version)
+        head, _, tail = self.affected.partition("..")
+        first, release = _release(head), _release(version)
+        last = _release(tail) if tail.strip() else None
         if release is None or first is None:
             return False
         return first <= release and (last is None or release <= last)
@@ -80,7 +97,7 @@ def render_record(targets: tuple[PatchTarget, ...]) -> list[str]:
         lines += [
             f"patch {target.name}",
             f"  target: {target.target} ({target.source_file})",
-            f"  affects vLLM {target.affected}; inert from {target.inert_from}",
+            f"  affects vLLM {target.affected_text}; inert from {target.inert_from}",
             f"  why: {target.why}",
             f"  how: {target.how}",
         ]

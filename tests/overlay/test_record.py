@@ -50,7 +50,7 @@ def test_each_target_says_why_how_related_and_removal() -> None:
         "vllm.v1.attention.backends.rocm_attn:"
         "RocmAttentionMetadataBuilder.build_for_cudagraph_capture"
     )
-    assert capture.affected == "0.11.1-0.28.0" and capture.inert_from == "0.29.0"
+    assert capture.affected == "0.11.1..0.28.0" and capture.inert_from == "0.29.0"
     related = " ".join(capture.related)
     assert "#51585" in related and "#25985" in related
     assert "0.29.0" in capture.removal
@@ -60,7 +60,7 @@ def test_each_target_says_why_how_related_and_removal() -> None:
         "vllm.v1.attention.backends.rocm_aiter_unified_attn:"
         "RocmAiterUnifiedAttentionBackend.get_builder_cls"
     )
-    assert aiter.affected == "0.11.1-0.28.0" and aiter.inert_from == "0.29.0"
+    assert aiter.affected == "0.11.1..0.28.0" and aiter.inert_from == "0.29.0"
     assert aiter.related[0].startswith("vLLM PR #53821")
     assert "Inert from vLLM 0.29.0" in aiter.removal
     assert aiter.why and aiter.how
@@ -68,8 +68,11 @@ def test_each_target_says_why_how_related_and_removal() -> None:
         "vllm.model_executor.layers.attention.static_sink_attention:"
         "StaticSinkAttentionBuilder.build"
     )
-    # Not fixed upstream in any release: the record says so, not a version.
-    assert sink.affected == "0.14.0-0.33.0" and sink.inert_from == "none yet"
+    # Not fixed upstream in any release: the record says so, not a version,
+    # and its range has no end.
+    assert sink.affected == "0.14.0.." and sink.inert_from == "none yet"
+    assert sink.unfixed and sink.affects("0.34.0") and sink.affects("9.0.0")
+    assert sink.affected_text == "0.14.0 and later (no release fixes it yet)"
     assert "patch 0004" in sink.related[0] and sink.why and sink.how
 
 
@@ -225,7 +228,7 @@ def test_a_missing_target_is_cannot_judge_unless_the_release_predates_it() -> No
     may have moved the code), unless the release is older than every
     release the fix's record says is affected."""
     for fix in FIXES:
-        first = fix.record.affected.partition("-")[0]
+        first = fix.record.affected.partition("..")[0]
         older = _older_than(first)
         for version, expected in ((first, None), (older, False), ("dev", None)):
             state = fix.state(Action.ABSENT, version, f"no {fix.module}")

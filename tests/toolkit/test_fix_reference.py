@@ -103,7 +103,7 @@ def test_the_table_has_each_fix_and_its_disable_name() -> None:
     assert len(lines) == 2 + len(FIXES)
     for fix, line in zip(FIXES, lines[2:], strict=True):
         assert f"`{fix.name}`" in line
-        assert fix.record.affected in line
+        assert fix.record.affected_text in line
         assert fix.patches[0][:4] in line
 
 

@@ -13,7 +13,7 @@ import pytest
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
 from vllm_patchkit.git.series import Series
-from vllm_patchkit.trees.versions import parse_release, record_range, require_release
+from vllm_patchkit.trees.versions import parse_range, parse_release, require_release
 
 NOT_UPSTREAM = "none yet"
 """A record's ``inert_from`` while no upstream release carries the fix."""
@@ -23,18 +23,21 @@ NOT_UPSTREAM = "none yet"
 def test_the_record_s_releases_are_its_patch_s(fix: Fix, series: Series) -> None:
     """The record ends where the fix patch's ``Affects:`` ends and covers it
     (the overlay may cover releases the series leaves out, never fewer);
-    it is inert from the patch's ``Applied-Upstream:`` release."""
+    both stay open while no release fixes the bug; it is inert from the
+    patch's ``Applied-Upstream:`` release."""
     patches = {patch.name: patch for patch in series.patches}
     fix_patch = patches[fix.patches[0]]
     affects = fix_patch.affects
-    assert affects is not None and affects.last is not None, fix_patch.name
-    record = record_range(fix.record.affected)
+    assert affects is not None, fix_patch.name
+    record = parse_range(fix.record.affected)
     assert record.last == affects.last, (fix.record.affected, str(affects))
     assert record.first <= affects.first, (fix.record.affected, str(affects))
     upstream = fix_patch.trailer("Applied-Upstream")
+    assert (record.last is None) == fix.record.unfixed == (upstream is None)
     if upstream is None:
         assert fix.record.inert_from == NOT_UPSTREAM
     else:
+        assert affects.last is not None
         since = require_release(upstream.split(",")[0].strip())
         assert require_release(fix.record.inert_from) == since
         assert since > affects.last

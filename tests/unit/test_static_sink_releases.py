@@ -4,7 +4,7 @@ The overlay installs only on a ``create_static_sink_attention_backend``
 that is, by the normalised AST of the whole factory, a known upstream
 factory; these tests read the factory from each release's source
 distribution (cached) and hold the listed variants to them: every release
-from 0.14.0 to 0.33.0 ships a listed buggy variant, every listed variant is
+from 0.14.0 to the newest ships a listed buggy variant, every listed variant is
 shipped by a release, the releases before have no such module, and patch
 0004 applied to each release gives the one fixed variant. The first 0004
 (a buffer of the builder's own, never refreshed between Model Runner V2's
@@ -45,6 +45,7 @@ WITH_STATIC_SINK = [
     "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0",
     "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
     "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+    "0.34.0",
 ]  # fmt: skip
 """Every release on the package index from 0.14.0 to the newest (0.15.x was
 never published as an sdist)."""

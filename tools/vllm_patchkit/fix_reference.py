@@ -76,7 +76,7 @@ def facts(fixes: tuple[Fix, ...] = FIXES, series: Series | None = None) -> list[
             what=_subject(series, fix.patches[0]),
             patches=tuple(name.split("-", 1)[0] for name in fix.patches),
             upstream_pr=fix.pr if fix.pr.startswith("#") else None,
-            affected=fix.record.affected,
+            affected=fix.record.affected_text,
             fixed_in=parse_release(fix.record.inert_from),
             disable_name=fix.name,
         )

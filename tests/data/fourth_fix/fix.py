@@ -34,7 +34,7 @@ RECORD = PatchTarget(
     why="a scratch fix: the module lacks SCRATCH_FIXED",
     how="sets SCRATCH_FIXED when the module loads",
     related=("vllm-overlay patch 0099: scratch",),
-    affected="0.26.0-0.28.0",
+    affected="0.26.0..0.28.0",
     inert_from="0.29.0",
     removal="with the test",
 )

@@ -1,22 +1,25 @@
-"""Whether the series carries a patch for a tree: by its version and by its code.
+"""Whether the series carries a patch for a tree: by its code, else its version.
 
 The one place that decides it (apply, check, doctor, rebase, refresh and
-``test`` all ask :func:`decide`). Two rules, kept side by side:
+``test`` all ask :func:`decide`). Two rules, in this order:
 
-* the version rule: the tree's release is inside the patch's ``Affects:``
-  range (:meth:`vllm_patchkit.git.series.Patch.carried_for`);
 * the code rule: the patch's fix finds the bug's shape in the tree (the
-  fix's rule for the patch's ``Invariant:``; see :func:`read_code`).
+  fix's rule for the patch's ``Invariant:``; see :func:`read_code`). Where
+  the code can be read it decides, on any release: a release newer than
+  every ``Affects:`` range (one nobody had seen when the series was
+  written) is carried exactly when its code is still buggy, and a tree
+  whose code upstream fixed is not, whatever its tag says;
+* the version rule: the tree's release is inside the patch's ``Affects:``
+  range (:meth:`vllm_patchkit.git.series.Patch.carried_for`), used only
+  where the code cannot be read (an alias, a rename, a patch without a code
+  rule), and then only if the tree can vouch for its version
+  (:func:`read_version`: a ``_version.py`` naming a release, or its tag
+  near HEAD, and code that does not contradict it); the reason says the
+  version decided. Otherwise the patch is skipped with the reason, never
+  tried blind.
 
-On every release tree the two agree (a test reads 0.11.0 to 0.33.0). A
-version the tree can vouch for decides (:func:`read_version`: a
-``_version.py`` naming a release, or its tag near HEAD, and code that does
-not contradict it). A fork's version says little: a tag from long ago, no
-``_version.py``, or none at all; there the code decides, and the output says
-so where it goes against the version. A patch whose code cannot be read on
-such a tree is skipped with the reason, never tried blind. Where a version
-the tree vouches for decides because the code cannot be read (an alias, a
-rename), the reason says so too, carried or not.
+On every release tree the two agree (a test reads 0.11.0 to the newest);
+where they do not, the reason says the code decided, and why.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.versions import (
     Release,
     claimed_version,
+    parse_range,
     parse_release,
-    record_range,
     release_text,
     tag_release,
     tree_release,
@@ -119,7 +122,7 @@ def contradiction(root: Path, release: Release) -> str | None:
 def _against_record(record: PatchTarget, code: Code, release: Release) -> str | None:
     if not code.judged:
         return None
-    span = record_range(record.affected)
+    span = parse_range(record.affected)
     fixed_from = parse_release(record.inert_from)
     if release < span.first:
         shapes, era = NOT_FOR, f"before {release_text(span.first)}"
@@ -181,55 +184,65 @@ class Carry:
 def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
     """Whether the series carries ``patch`` for the tree at ``root``.
 
-    A version the tree can vouch for (:func:`read_version`) decides by the
-    patch's ``Affects:`` range, the maintainers' word. Otherwise the code
-    decides, and where it goes against the version the reason says so; a
-    patch whose code cannot be read is then skipped, with the reason.
+    Where the patch's code can be read, the code decides, whatever the
+    release: the bug's shape is carried, the fixed shape is upstream's, any
+    other shape is not the patch's; where that goes against the patch's
+    ``Affects:`` range the reason says so (a release the maintainers have not
+    seen yet is the normal case, not an exception). Only where the code
+    cannot be read does a version the tree can vouch for decide, and the
+    reason says that too; otherwise the patch is skipped, with the reason.
     """
     by_version = patch.carried_for(version.release)
     code = read_code(patch, root)
-    readable = code is not None and code.judged
-    if version.trusted or not readable:
-        if code is not None and not readable and not version.trusted:
-            return Carry(
-                False,
-                f"skipped: its code cannot be judged ({_why(code)}) and the "
-                f"version cannot be trusted ({version.why}); apply it by hand "
-                "if you know better",
-            )
-        fixed = _upstream_since(patch, version.release) or bool(
-            code and code.shape is Shape.FIXED
-        )
-        unread = (
-            f"; its code could not be read, so the version decided: {_why(code)}"
-            if code is not None and not readable
-            else ""
-        )
-        if by_version:
-            said = f"{BY_VERSION} (Affects: {patch.affects}){unread}"
-            return Carry(True, said if unread else "", fixed)
-        detail = not_carried_detail(patch, version.version) + unread
-        if code is not None and code.shape in (Shape.FIXED, *NOT_FOR):
-            detail += f": {_why(code)}"  # the code agrees
-        return Carry(False, detail, fixed)
-    assert code is not None
+    if code is None or not code.judged:
+        return _by_version(patch, code, version, by_version)
     by_code = code.shape is Shape.BUGGY
     fixed = code.shape is Shape.FIXED
     if version.release is None or by_code == by_version:
         if by_code:
             return Carry(True, "", fixed)
-        said = f"vLLM {version.version}: {version.why}"
-        return Carry(False, f"by its code ({said}): {_why(code)}", fixed)
+        if version.trusted:
+            detail = f"{not_carried_detail(patch, version.version)}: {_why(code)}"
+        else:
+            said = f"vLLM {version.version}: {version.why}"
+            detail = f"by its code ({said}): {_why(code)}"
+        return Carry(False, detail, fixed)
     said = "carries" if by_version else "does not carry"
     affects = f"Affects: {patch.affects}" if patch.affects else "no Affects"
+    trust = f"; {version.why}" if version.why else ""
     return Carry(
         by_code,
         f"the code decides, not the version: by its version (vLLM "
-        f"{version.version}; {version.why}) the series {said} it ({affects}), "
+        f"{version.version}{trust}) the series {said} it ({affects}), "
         f"but {_why(code)}",
         fixed,
         overrides=True,
     )
+
+
+def _by_version(
+    patch: Patch, code: Code | None, version: TreeVersion, by_version: bool
+) -> Carry:
+    """The decision where the patch's code cannot be read (or it has no code
+    rule): a version the tree vouches for decides, and says so; otherwise
+    the patch is skipped, never tried blind."""
+    if code is not None and not version.trusted:
+        return Carry(
+            False,
+            f"skipped: its code cannot be judged ({_why(code)}) and the "
+            f"version cannot be trusted ({version.why}); apply it by hand "
+            "if you know better",
+        )
+    fixed = _upstream_since(patch, version.release)
+    unread = (
+        f"; its code could not be read, so the version decided: {_why(code)}"
+        if code is not None
+        else ""
+    )
+    if by_version:
+        said = f"{BY_VERSION} (Affects: {patch.affects}){unread}"
+        return Carry(True, said if unread else "", fixed)
+    return Carry(False, not_carried_detail(patch, version.version) + unread, fixed)
 
 
 BY_VERSION = "by its version"

@@ -82,27 +82,16 @@ class ReleaseRange:
 
 
 def parse_range(text: str) -> ReleaseRange:
-    """``A..B`` or ``A..`` (a patch's ``Affects:``) of releases with ``A <=
-    B``; InputError otherwise."""
+    """``A..B`` or ``A..`` of releases with ``A <= B``: a patch's
+    ``Affects:`` and a fix record's ``affected`` alike (open: no release
+    fixes the bug yet); InputError otherwise."""
     first_text, dots, last_text = text.strip().partition("..")
-    return _span(text, dots, first_text, last_text, open_end=True)
-
-
-def record_range(text: str) -> ReleaseRange:
-    """``A-B``, a fix record's ``affected`` (closed, as its docs write it)."""
-    first_text, dash, last_text = text.strip().partition("-")
-    return _span(text, dash, first_text, last_text, open_end=False)
-
-
-def _span(
-    text: str, found: str, first_text: str, last_text: str, *, open_end: bool
-) -> ReleaseRange:
     first = parse_release(first_text.strip())
-    last = parse_release(last_text.strip()) if last_text else None
-    unbounded = open_end and not last_text
-    if not found or first is None or (last is None and not unbounded):
-        example = "0.11.1..0.28.0 or 0.29.0.." if open_end else "0.11.1-0.28.0"
-        raise InputError(f"{text!r} is not a release range such as {example}")
+    last = parse_release(last_text.strip()) if last_text.strip() else None
+    if not dots or first is None or (last is None and last_text.strip()):
+        raise InputError(
+            f"{text!r} is not a release range such as 0.11.1..0.28.0 or 0.29.0.."
+        )
     if last is not None and last < first:
         raise InputError(f"{text!r}: the range ends before it starts")
     return ReleaseRange(first, last)

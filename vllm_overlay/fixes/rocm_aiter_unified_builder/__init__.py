@@ -85,7 +85,7 @@ RECORD = PatchTarget(
             "rocm-capture-keeps-host-offsets (the inherited method runs it)"
         ),
     ),
-    affected="0.11.1-0.28.0",
+    affected="0.11.1..0.28.0",
     inert_from="0.29.0",
     removal=(
         "Inert from vLLM 0.29.0, whose AITER unified backend hands out its own "

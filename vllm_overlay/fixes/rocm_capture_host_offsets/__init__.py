@@ -64,7 +64,7 @@ RECORD = PatchTarget(
             "capture (why the device offsets are zeroed; band-aid PR #25983)"
         ),
     ),
-    affected="0.11.1-0.28.0",
+    affected="0.11.1..0.28.0",
     inert_from="0.29.0",
     removal=(
         "Inert from vLLM 0.29.0, whose method zeroes only the device offsets "

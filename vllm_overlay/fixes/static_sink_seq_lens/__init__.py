@@ -1,7 +1,7 @@
 """StaticSink: the static-sink builder leaves the shared ``seq_lens`` alone.
 
 ``StaticSinkAttentionBuilder.build`` (made by
-``create_static_sink_attention_backend``, vLLM 0.14.0 to 0.33.0) adds the
+``create_static_sink_attention_backend``, vLLM 0.14.0 and later) adds the
 sink to ``common_attn_metadata.seq_lens`` in place and reassigns
 ``max_seq_len`` and ``block_table_tensor`` on the object it was handed. The
 model runner hands every KV-cache group and the drafter a shallow copy of
@@ -52,7 +52,7 @@ METADATA_PARAMETER = "common_attn_metadata"
 
 KNOWN_BUGGY = {
     "b7134bf2b5acdd3870914c9f2a8457cc2ea20286048f7186a2b1e3ef78411621": (
-        "0.14.0-0.33.0"
+        "0.14.0-0.34.0"
     ),
 }
 """Every upstream factory whose builder writes the shared metadata, by the
@@ -220,7 +220,7 @@ RECORD = PatchTarget(
             "is ready in docs/upstream/static-sink-seq-lens.md)"
         ),
     ),
-    affected="0.14.0-0.33.0",
+    affected="0.14.0..",
     inert_from="none yet",
     removal=(
         "Inert on a vLLM whose builder leaves the shared metadata alone (the "
