@@ -14,6 +14,7 @@ code, whatever the ranges say.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import pytest
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, user_commit
 from vllm_overlay.fixes import by_name
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
+from vllm_patchkit.git.carry import NEAR_TAG
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 
@@ -115,6 +117,20 @@ def test_still_buggy_next_release_carries_the_fix_by_its_code(
     code, after = patchkit_json("doctor", str(tree))
     assert code == 0, after
 
+    # The fix's PR holds the fix, then its test (checks run elsewhere).
+    git = Git(tree)
+    git.run("config", "user.name", "Fork Maintainer")
+    git.run("config", "user.email", "fork@example.invalid")
+    code, pr = patchkit_json(
+        "pr", "--dry-run", "--signoff", "--no-test", "--no-precommit",
+        "--fix", SINK_FIX.name, str(tree),
+    )  # fmt: skip
+    assert code == 0, pr
+    assert [c["subject"] for c in pr["commits"]] == [
+        "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder",
+        "[Bugfix] Test that static sink attention keeps the shared seq_lens",
+    ], pr
+
 
 def test_next_release_whose_upstream_fixed_it_needs_no_fix(
     pooled_tree: Tree, tmp_path: Path
@@ -138,3 +154,50 @@ def test_next_release_whose_upstream_fixed_it_needs_no_fix(
     assert proc.stdout.startswith("applied: applied 2 patch(es)"), proc.stdout
     changed = Git(tree).out("diff", "--name-only", "HEAD~2", "HEAD").splitlines()
     assert str(STATIC_SINK) not in changed, changed
+
+
+def test_the_answer_does_not_flip_far_past_the_tag(
+    pooled_tree: Tree, tmp_path: Path
+) -> None:
+    """Past :data:`NEAR_TAG` commits the tag can no longer vouch for the
+    code; where the code can be read that changes nothing: every patch's
+    state is the same as just past the tag."""
+    tree = next_release(pooled_tree, tmp_path, fixed=False)
+    near = {name: p["status"] for name, p in statuses(tree).items()}
+    git = Git(tree)
+    head = git.out("rev-parse", "HEAD")
+    for number in range(NEAR_TAG + 1):
+        head = git.out(
+            "commit-tree", "HEAD^{tree}", "-p", head, "-m", f"fork commit {number}"
+        )
+    git.run("reset", "--quiet", "--hard", head)
+
+    far = statuses(tree)
+    assert {name: p["status"] for name, p in far.items()} == near
+    assert "skipped" not in far["0004"]["detail"], far["0004"]
+
+
+def test_a_closed_range_does_not_beat_buggy_code(
+    pooled_tree: Tree, tmp_path: Path
+) -> None:
+    """0004 with the range the series had before 0.34.0 came out
+    (``Affects: 0.14.0..0.33.0``) is still carried on the next release whose
+    code is buggy, and the output says the code decided against the version."""
+    tree = next_release(pooled_tree, tmp_path, fixed=False)
+    patches = tmp_path / "patches"
+    shutil.copytree(PATCHES, patches)
+    fix_file = patches / FIX_PATCH
+    text = fix_file.read_text()
+    assert text.count("\nAffects: 0.14.0..\n") == 1
+    fix_file.write_text(
+        text.replace("\nAffects: 0.14.0..\n", "\nAffects: 0.14.0..0.33.0\n")
+    )
+
+    proc = patchkit("--patches", str(patches), "check", str(tree), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = next(
+        p for p in json.loads(proc.stdout)["patches"] if p["name"] == FIX_PATCH
+    )
+    assert report["status"] == "applies", report
+    assert "the code decides, not the version" in report["carry"], report
+    assert "Affects: 0.14.0..0.33.0" in report["carry"], report
