@@ -1096,6 +1096,69 @@ def series_names(series: Path) -> list[str]:
     return [line.strip() for line in lines if line.strip() and line[0] != "#"]
 
 
+STATIC_SINK_FIX = "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
+
+
+def with_range(patches: Path, name: str, affects: str) -> None:
+    """Rewrite the ``Affects:`` trailer of patch ``name`` in ``patches``."""
+    path = patches / name
+    text, count = re.subn(
+        r"^Affects: .*$", f"Affects: {affects}", path.read_text(), flags=re.M
+    )
+    assert count == 1, name
+    path.write_text(text)
+
+
+def test_pr_texts_after_the_refresh_name_what_merging_changes(
+    tmp_path: Path,
+) -> None:
+    """rebase_report.py --refreshed: a patch upstream carries that the
+    refresh keeps (older releases need it) is "kept", not "dropped"; one
+    the refresh removed is dropped; a rewritten range is named, old and new."""
+    before = series_copy(tmp_path)
+    with_range(before, STATIC_SINK_FIX, "0.14.0..0.33.0")
+    after = tmp_path / "refreshed"
+    shutil.copytree(before, after)
+    with_range(after, STATIC_SINK_FIX, "0.14.0..")
+    (after / AITER_FIX).unlink()
+    series = (after / "series").read_text().replace(AITER_FIX + "\n", "")
+    (after / "series").write_text(series)
+    statuses = {FIX: "upstreamed", AITER_FIX: "upstreamed", STATIC_SINK_FIX: "applied"}
+    result = {
+        "status": "rebased",
+        "onto": "abc123",
+        "patches": [{"name": n, "status": s} for n, s in statuses.items()],
+    }
+    (tmp_path / "rebase.json").write_text(json.dumps(result))
+    out = tmp_path / "report"
+
+    proc = subprocess.run(
+        [sys.executable, str(CI / "rebase_report.py"),
+         "--rebase-json", str(tmp_path / "rebase.json"), "--repo",
+         "vllm-project/vllm", "--ref", "v0.34.0", "--exit-code", "0",
+         "--patches", str(before), "--refreshed", str(after), "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(proc.stdout)["dropped"] == "1"
+    title = (out / "pr-title.txt").read_text()
+    assert f"drop upstreamed {AITER_FIX}; new release ranges of 0004" in title
+    assert FIX not in title
+    body = (out / "pr-body.md").read_text()
+    kept = body.split("### Upstreamed, kept for older releases")[1]
+    assert kept.split("###")[0].count("\n- ") == 1 and f"`{FIX}`" in kept
+    dropped = body.split("### Dropped as upstreamed")[1].split("###")[0]
+    assert AITER_FIX in dropped and FIX not in dropped
+    assert f"This repository stops carrying `{AITER_FIX}` in" in body
+    line = f"- `{STATIC_SINK_FIX}`: `Affects: 0.14.0..0.33.0` -> `Affects: 0.14.0..`"
+    assert line in body
+    message = " ".join((out / "commit-message.txt").read_text().split())
+    assert f"{STATIC_SINK_FIX}: Affects: 0.14.0..0.33.0 -> Affects: 0.14.0.." in (
+        message
+    )
+
+
 def nightly(
     url: Path, ref: str, out: Path, patches: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
@@ -1226,15 +1289,18 @@ def test_signoff_check_runs_every_fixs_pr_and_names_what_is_missing(
 # every fix's sign-off, refresh, base check: minutes (a whole journey).
 @pytest.mark.slow
 def test_nightly_onto_a_new_release_proposes_the_whole_series(tmp_path: Path) -> None:
-    """Issue 48's night: upstream with v0.28.0 and v0.34.0, REF v0.34.0.
-    Every check passes, action=pr, and OUT/patches keeps 0001-0005 (the
-    older releases still need 0001-0003) with 0004 carried on 0.34.0; the
-    series the run read is left as it was."""
+    """Issue 48's night: upstream with v0.28.0 and v0.34.0, REF v0.34.0, and
+    the series as it was before 0.34.0 came out (0004's range closed at
+    0.33.0). Every check passes, action=pr, and OUT/patches keeps 0001-0005
+    (older releases still need 0001 and 0003, which 0.34.0 carries) with
+    0004's range covering 0.34.0, whose code is still buggy; the PR says so.
+    The series the run read is left as it was."""
     from vllm_patchkit.git.series import parse_patch
     from vllm_patchkit.trees.versions import require_release
 
     upstream = build_upstream(["0.28.0", "0.34.0"])
     patches = series_copy(tmp_path)
+    with_range(patches, STATIC_SINK_FIX, "0.14.0..0.33.0")
     before = snapshot(patches)
     out = tmp_path / "report"
 
@@ -1253,8 +1319,14 @@ def test_nightly_onto_a_new_release_proposes_the_whole_series(tmp_path: Path) ->
     assert [name[:4] for name in names] == ["0001", "0002", "0003", "0004", "0005"]
     assert sorted(p.name for p in proposed.iterdir()) == sorted([*names, "series"])
     fix = parse_patch(proposed / names[3])
+    assert fix.name == STATIC_SINK_FIX
     assert fix.carried_for(require_release("0.34.0")), fix.affects
     assert snapshot(patches) == before
+    title = (out / "pr-title.txt").read_text()
+    assert "drop upstreamed" not in title and "new release ranges of 0004" in title
+    body = (out / "pr-body.md").read_text()
+    assert "### Upstreamed, kept for older releases" in body
+    assert f"- `{STATIC_SINK_FIX}`: `Affects: 0.14.0..0.33.0` -> " in body
     assert (
         (out / "pr-title.txt")
         .read_text()

@@ -18,6 +18,13 @@ read. It writes into OUT:
 and prints ``key=value`` lines for ``$GITHUB_OUTPUT``: ``status``, ``applied``
 and ``dropped`` (counts) and ``branch`` (the bot branch for this upstream).
 
+``tools/ci/nightly-rebase`` runs it again after ``vllm-patchkit refresh``
+with ``--refreshed DIR`` (the refreshed series): the PR texts then say what
+merging really changes. A patch upstream carries at the ref but the refresh
+keeps (older releases in its ``Affects:`` range still need it) is named as
+kept, not dropped, and each ``Affects:`` or ``Applied-Upstream:`` trailer the
+refresh rewrote is listed, old and new.
+
     python tools/ci/rebase_report.py --rebase-json OUT/rebase.json \\
         --summary OUT/rebase-summary.md --repo vllm-project/vllm --ref main \\
         --out OUT
@@ -30,11 +37,11 @@ import json
 import re
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_patchkit.git.series import SeriesError, inside, parse_patch
+from vllm_patchkit.git.series import SeriesError, inside, parse_patch, series_entries
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.present.tables import markdown_table
 
@@ -61,6 +68,28 @@ class Dropped:
 
 
 @dataclass(frozen=True)
+class RangeChange:
+    """A range trailer of one patch that the refresh rewrote."""
+
+    name: str
+    key: str
+    old: str | None
+    new: str | None
+
+    def line(self, markdown: bool) -> str:
+        def said(value: str | None) -> str:
+            if value is None:
+                return "none"
+            return f"`{self.key}: {value}`" if markdown else f"{self.key}: {value}"
+
+        name = f"`{self.name}`" if markdown else self.name
+        return f"- {name}: {said(self.old)} -> {said(self.new)}"
+
+
+RANGE_TRAILERS = ("Affects", "Applied-Upstream")
+
+
+@dataclass(frozen=True)
 class Report:
     status: str
     repo: str
@@ -71,6 +100,9 @@ class Report:
     dropped: list[Dropped]
     summary: str
     run_url: str
+    kept: list[Dropped] = field(default_factory=list)
+    """Upstream carries them at the ref; the refreshed series keeps them."""
+    ranges: list[RangeChange] = field(default_factory=list)
 
     @property
     def short(self) -> str:
@@ -126,6 +158,32 @@ def read_result(rebase_json: Path | None) -> dict[str, Any]:
     return result if isinstance(result, dict) else {}
 
 
+def listed(directory: Path) -> list[str]:
+    """The patch names ``directory/series`` lists; none when it is unreadable."""
+    try:
+        entries = series_entries(directory / "series")
+    except (OSError, SeriesError):
+        return []
+    return [name for _, name in entries if name is not None]
+
+
+def range_changes(before: Path, after: Path) -> list[RangeChange]:
+    """Each range trailer that differs between a patch in both directories."""
+    changes = []
+    for name in listed(after):
+        try:
+            old = parse_patch(inside(before, name))
+            new = parse_patch(inside(after, name))
+        except (OSError, SeriesError):
+            continue  # a new patch, or one that cannot be read: nothing to compare
+        for key in RANGE_TRAILERS:
+            if old.trailer(key) != new.trailer(key):
+                changes.append(
+                    RangeChange(name, key, old.trailer(key), new.trailer(key))
+                )
+    return changes
+
+
 def load_report(args: argparse.Namespace) -> Report:
     result = read_result(args.rebase_json)
     status = str(result.get("status") or STATUS_BY_EXIT.get(args.exit_code, "error"))
@@ -133,6 +191,18 @@ def load_report(args: argparse.Namespace) -> Report:
     summary = ""
     if args.summary is not None and args.summary.is_file():
         summary = args.summary.read_text().strip()
+    upstreamed = [
+        why_dropped(p, args.patches, f"upstream {args.repo} `{args.ref}`")
+        for p in patches
+        if p.get("status") == "upstreamed"
+    ]
+    kept: list[Dropped] = []
+    ranges: list[RangeChange] = []
+    if args.refreshed is not None:
+        still = set(listed(args.refreshed))
+        kept = [d for d in upstreamed if d.name in still]
+        upstreamed = [d for d in upstreamed if d.name not in still]
+        ranges = range_changes(args.patches, args.refreshed)
     return Report(
         status=status,
         repo=args.repo,
@@ -144,13 +214,11 @@ def load_report(args: argparse.Namespace) -> Report:
             or "vllm-patchkit rebase gave no result"
         ),
         patches=patches,
-        dropped=[
-            why_dropped(p, args.patches, f"upstream {args.repo} `{args.ref}`")
-            for p in patches
-            if p.get("status") == "upstreamed"
-        ],
+        dropped=upstreamed,
         summary=summary,
         run_url=args.run_url,
+        kept=kept,
+        ranges=ranges,
     )
 
 
@@ -159,12 +227,17 @@ def pr_title(report: Report) -> str:
     if report.dropped:
         names = ", ".join(d.name for d in report.dropped)
         title += f"; drop upstreamed {names}"
+    if report.ranges:
+        names = ", ".join(dict.fromkeys(c.name[:4] for c in report.ranges))
+        title += f"; new release ranges of {names}"
     return title
 
 
-def dropped_lines(report: Report, markdown: bool) -> list[str]:
+def dropped_lines(
+    report: Report, markdown: bool, drops: list[Dropped] | None = None
+) -> list[str]:
     lines = []
-    for drop in report.dropped:
+    for drop in report.dropped if drops is None else drops:
         name = f"`{drop.name}`" if markdown else drop.name
         subject = f' ("{drop.subject}")' if drop.subject else ""
         lines.append(f"- {name}{subject}: {drop.why}")
@@ -218,6 +291,7 @@ def pr_body(report: Report) -> str:
             "",
             *merge_meaning(report),
         ]
+    parts += kept_and_ranges(report, markdown=True)
     parts += [report.summary or report.message, ""]
     parts += [
         "### Checks that passed before this was pushed",
@@ -226,6 +300,37 @@ def pr_body(report: Report) -> str:
         "",
     ]
     return document(parts, report.run_url)
+
+
+def kept_and_ranges(report: Report, markdown: bool) -> list[str]:
+    """The upstreamed patches the refresh kept, and the ranges it rewrote."""
+    parts = []
+    if report.kept:
+        parts += [
+            "### Upstreamed, kept for older releases" if markdown else "Kept:",
+            "",
+            (
+                "Upstream carries these at the new base, and the series keeps "
+                "them: older releases in their `Affects:` range still need them."
+            ),
+            "",
+            *dropped_lines(report, markdown, report.kept),
+            "",
+        ]
+    if report.ranges:
+        parts += [
+            "### Release ranges" if markdown else "Release ranges:",
+            "",
+            (
+                "The refresh read each patch's code on the new base: still "
+                "buggy there, its range goes on; fixed there, the range closes "
+                "and `Applied-Upstream:` names the release."
+            ),
+            "",
+            *(change.line(markdown) for change in report.ranges),
+            "",
+        ]
+    return parts
 
 
 def document(parts: list[str], run_url: str) -> str:
@@ -272,6 +377,18 @@ def commit_message(report: Report) -> str:
                 break_on_hyphens=False,
             )
         )
+    extra = [
+        textwrap.fill(
+            line.replace("`", ""),
+            width=72,
+            subsequent_indent="  " if line.startswith("- ") else "",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for line in kept_and_ranges(report, markdown=False)
+    ]
+    if extra:
+        paragraphs.append("\n".join(extra).strip())
     return subject + "\n\n" + "\n\n".join(paragraphs) + "\n"
 
 
@@ -327,6 +444,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ref", required=True, help="the upstream ref rebased onto")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--patches", type=Path, default=PATCHES_DIR)
+    parser.add_argument(
+        "--refreshed",
+        type=Path,
+        help="the series after `vllm-patchkit refresh`, for what merging changes",
+    )
     parser.add_argument("--run-url", default="")
     parser.add_argument(
         "--exit-code", type=int, default=3, help="the rebase's exit status"
