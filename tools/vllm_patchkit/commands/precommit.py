@@ -25,6 +25,9 @@ Each known remote hook repository is replaced, at the revision the config
 pins, by a local hook running the same tool at the same version, installed
 from the package index pip (or npm) is configured with:
 {mirrors}
+A rev pinned to a commit (pre-commit autoupdate --freeze) is the release its
+"# frozen: vX" comment names; a hook that would run at a commit no release is
+named for cannot run (exit 3; --skip leaves it out).
 The upstream hook definitions (entry, file types, default args) are kept, and
 the config's own per-hook settings (args, files, exclude, types, stages,
 name, ...) win over them, as pre-commit does. Remote repositories without a
@@ -48,7 +51,8 @@ exit codes:
      .pre-commit-config.yaml, none of the series' files in PATH, a config
      pre-commit rejects; nothing was run
   3  environment error: a hook's install from the package index failed (the
-     package and hook are named), git missing
+     package and hook are named), a hook to run is pinned to a commit with no
+     release named, git missing
 """
 
 

@@ -3,7 +3,9 @@
 vLLM's ``.pre-commit-config.yaml`` names remote hook repositories that an
 offline machine cannot clone. :func:`run_precommit` writes a derived config
 (outside the checkout) in which each known remote hook is the same tool at
-the same version installed from the package index (:mod:`.mirrors`), and
+the same version installed from the package index (:mod:`.mirrors`; a rev
+pinned to a commit by the release its ``# frozen:`` comment names,
+:mod:`.revs`), and
 runs ``pre-commit run --files`` with it in a throwaway clone of the checkout
 (:mod:`.runner`), so the checkout itself is only read.
 """
@@ -30,7 +32,9 @@ from vllm_patchkit.precommit.derive import (
     derive,
     online_plan,
     read_config,
+    read_text,
 )
+from vllm_patchkit.precommit.revs import read_pins
 from vllm_patchkit.precommit.runner import (
     PrecommitEnvironmentError,
     hook_diff,
@@ -83,7 +87,7 @@ class PrecommitResult:
 
 def derive_config(root: Path, files: Sequence[str]) -> tuple[Plan, Path]:
     """The offline plan for ``files`` of ``root`` and where its config went."""
-    plan = derive(read_config(root), root, files)
+    plan = derive(read_config(root), root, files, read_pins(read_text(root)))
     return plan, _write_config(root, plan)
 
 
@@ -112,6 +116,7 @@ def run_precommit(
         plan, config = online_plan(read_config(root)), root / CONFIG_FILE
     else:
         plan, config = derive_config(root, present)
+        _refuse_to_pass_unrun(plan, skip)
     command: list[str] = []
     output, returncode = "", None
     if plan.run_order:
@@ -147,6 +152,24 @@ def run_precommit(
         skip=list(skip),
         returncode=returncode,
     )
+
+
+def _refuse_to_pass_unrun(plan: Plan, skip: Sequence[str]) -> None:
+    """A hook that would run but cannot is no pass: exit 3 unless skipped."""
+    unrun: dict[str, list[str]] = {}
+    for index in plan.cannot_run:
+        report = plan.hooks[index]
+        if {report.id, report.alias} & set(skip):
+            report.detail = "--skip"
+        else:
+            unrun.setdefault(report.detail, []).append(report.alias or report.id)
+    if unrun:
+        why = "; ".join(f"{', '.join(ids)}: {d}" for d, ids in unrun.items())
+        ids = [hook for group in unrun.values() for hook in group]
+        raise PrecommitEnvironmentError(
+            f"{why} (a '# frozen: <tag>' comment on the rev line names one); "
+            f"--skip {' --skip '.join(ids)} leaves it out"
+        )
 
 
 def _checkout_root(path: Path) -> Path:

