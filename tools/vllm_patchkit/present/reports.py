@@ -99,8 +99,10 @@ def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
 
 
 def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
-    """One line per fix (``only``: that fix's): ``#53821: not carried here
-    (not carried for 0.25.0): 4 checks, not counted``, ``#51585: FIXED: why``."""
+    """Per fix (``only``: that fix's): ``#53821: not carried here (not
+    carried for 0.25.0): 4 checks, not counted``, or ``#51585: FIXED: why``
+    and under it the counts its verdict rests on (how many of its checks
+    ran, passed, failed, could not run)."""
     lines = []
     apart = set_apart(run.checks, run.not_counted)
     for fix, (verdict, why) in run.fix_verdicts().items():
@@ -111,8 +113,11 @@ def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
                 f"{fix}: {NOT_CARRIED} ({run.not_counted[fix]}): "
                 f"{apart.get(fix, 0)} checks, not counted"
             )
-        else:
-            lines.append(f"{fix}: {verdict.heading}: {why}")
+            continue
+        lines.append(f"{fix}: {verdict.heading}: {why}")
+        own = [c for c in run.checks if check_fix(c) == fix]
+        if own:
+            lines.append(f"{fix}:   {tally_line(tally(own))}")
     return lines
 
 

@@ -129,6 +129,7 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
     (async spec decode, multimodal prefix LM, DCP, routed experts, KV sharing)
     are off.
     """
+    require_v1_runner()
     try:
         from vllm.v1.worker.block_table import MultiGroupBlockTable
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
@@ -183,6 +184,19 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
     return runner
 
 
+V1_RUNNER = "v1/worker/gpu_model_runner.py"
+NO_V1_RUNNER = (
+    f"not applicable on this release: it has no V1 model runner (vllm/{V1_RUNNER}"
+    ", removed in 0.34.0); Model Runner V2 is its only runner"
+)
+
+
+def require_v1_runner() -> None:
+    """LoopUnavailable, saying so, on a tree without the V1 runner's file."""
+    if not harness.vllm_has(V1_RUNNER):
+        raise LoopUnavailable(NO_V1_RUNNER)
+
+
 def _uniform_decode(runner: Any, decode_query_len: int) -> torch.Tensor:
     """Fill the runner's buffers as ``_dummy_run`` does for a decode batch."""
     batch = harness.batch([decode_query_len] * NUM_REQS)
@@ -198,6 +212,7 @@ def _uniform_decode(runner: Any, decode_query_len: int) -> torch.Tensor:
 
 def run_v1_loop(decode_query_len: int) -> dict[str, Any]:
     """Capture-time metadata for a decode batch through the V1 runner."""
+    require_v1_runner()
     return _with_control(_v1_loop, decode_query_len)
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import json
 import sys
 import tempfile
 import types
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,19 @@ TINY_DEEPSEEK_CONFIG = {
 MODEL_CONFIGS = {"llama": TINY_MODEL_CONFIG, "deepseek": TINY_DEEPSEEK_CONFIG}
 NUM_INDEX_HEADS = 4
 SPARSE_TOPK_BLOCKS = 4
+MINIMAX_M3_FIELDS: dict[str, Any] = {
+    "sparse_attention_config": {
+        "sparse_num_index_heads": NUM_INDEX_HEADS,
+        "sparse_topk_blocks": SPARSE_TOPK_BLOCKS,
+    },
+    "index_n_heads": NUM_INDEX_HEADS,
+    "index_topk_blocks": SPARSE_TOPK_BLOCKS,
+}
+"""MiniMax-M3's index heads and top-k blocks, as its indexer and sparse
+builders read them from the model config, in every spelling a release
+reads: ``sparse_attention_config`` (0.24.0-0.33.0), flat ``index_n_heads``
+and ``index_topk_blocks`` (0.34.0). Each release reads its own; the
+others are inert there."""
 NUM_REQS = 4
 """Requests in the scenarios' batches."""
 CONTEXT_LEN = 10
@@ -103,11 +118,8 @@ def vllm_config(decode_query_len: int = 1, model: str = "llama") -> Any:
     model_config = ModelConfig(
         model=str(model_dir(model)), skip_tokenizer_init=True, dtype="float16"
     )
-    # MiniMax-M3's indexer and sparse builders read these from the config.
-    model_config.hf_config.sparse_attention_config = {
-        "sparse_num_index_heads": NUM_INDEX_HEADS,
-        "sparse_topk_blocks": SPARSE_TOPK_BLOCKS,
-    }
+    for name, value in MINIMAX_M3_FIELDS.items():
+        setattr(model_config.hf_config, name, value)
     extra: dict[str, Any] = {}
     if decode_query_len > 1:
         from vllm.config import SpeculativeConfig
@@ -305,11 +317,27 @@ def init_workspace_manager() -> None:
     vLLM's own CPU runner turns ``torch.accelerator``'s cache calls into
     no-ops first, and so does this.
     """
-    from vllm.v1.worker.cpu_model_runner import _set_torch_accelerator_to_noop
     from vllm.v1.worker.workspace import init_workspace_manager as start
 
-    _set_torch_accelerator_to_noop()
+    _accelerator_cache_noop()
     start(CPU)
+
+
+def _accelerator_cache_noop() -> None:
+    """vLLM's CPU runner's no-op for ``torch.accelerator``'s cache calls,
+    where the release has one (``cpu_model_runner``, before 0.34.0);
+    otherwise the same no-op here: 0.34.0 does it as a side effect of
+    importing ``vllm.v1.worker.cpu.shm``, which patches much more of torch."""
+    try:
+        from vllm.v1.worker.cpu_model_runner import _set_torch_accelerator_to_noop
+    except ModuleNotFoundError as exc:
+        if exc.name != "vllm.v1.worker.cpu_model_runner":
+            raise
+        # Two distinct no-ops, as vLLM's: Dynamo keys on synchronize's object.
+        torch.accelerator.synchronize = lambda *args, **kwargs: None
+        torch.accelerator.empty_cache = lambda *args, **kwargs: None
+        return
+    _set_torch_accelerator_to_noop()
 
 
 def register_mla_layer(config: Any, name: str) -> Any:
@@ -365,6 +393,35 @@ def add_encoder_lengths(metadata: Any) -> None:
     metadata.encoder_seq_lens_cpu = np.full(
         (metadata.num_reqs,), ENCODER_LEN, dtype=np.int32
     )
+
+
+def declared_arguments(
+    fn: Callable[..., Any], offered: dict[str, Any]
+) -> dict[str, Any]:
+    """Those of ``offered`` that ``fn`` declares, each in the type the
+    release declares it: an ``int`` where ``fn``'s annotation says tensor
+    becomes a 0-d ``int32`` tensor (0.34.0's ``update_draft_inputs`` takes
+    ``max_model_len`` as a device scalar its kernel loads; an int before).
+    The signature decides, not the version."""
+    params = inspect.signature(fn).parameters
+    wanted = {}
+    for name, value in offered.items():
+        param = params.get(name)
+        if param is None:
+            continue
+        if isinstance(value, int) and _declares_tensor(param.annotation):
+            value = torch.tensor(value, dtype=torch.int32)
+        wanted[name] = value
+    return wanted
+
+
+def _declares_tensor(annotation: Any) -> bool:
+    """``torch.Tensor``, an optional one, or its name in a string annotation."""
+    if isinstance(annotation, str):
+        return "Tensor" in annotation
+    if annotation is torch.Tensor:
+        return True
+    return torch.Tensor in typing.get_args(annotation)
 
 
 def vllm_has(relpath: str) -> bool:

@@ -8,6 +8,8 @@ the verdict side can be loaded by a command that never runs a scenario.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,7 +31,8 @@ class Outcome:
     status: str
     """``ok``; ``raised`` (the code under test, or a builder after it, raised);
     ``unavailable`` (could not run here: the reason is in ``error``); or
-    ``error`` (the harness failed before the behaviour could be seen)."""
+    ``error`` (the harness failed before the behaviour could be seen; a
+    set-up step that failed is named in ``error["step"]``)."""
     facts: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
 
@@ -100,3 +103,43 @@ def involves_code_under_test(exc: BaseException) -> bool:
                 return True
         current = current.__cause__ or current.__context__
     return False
+
+
+class SetupError(Exception):
+    """The harness could not build a scenario's inputs on this tree: it
+    called vLLM's API (a runner kernel, a constructor) the way another
+    release wants it. The behaviour under test was never reached, so the
+    check cannot judge; it is never "the bug reproduces"."""
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        super().__init__(f"cannot {step}: {describe(cause)}")
+        self.step = step
+        self.cause = cause
+
+
+@contextmanager
+def setting_up(step: str) -> Iterator[None]:
+    """Run one set-up step of a scenario (``step``: what it does, as in
+    "cannot <step>"). An exception that did not come through the code under
+    test becomes :class:`SetupError`; one that did is the code under test
+    failing, and propagates as it is."""
+    try:
+        yield
+    except SetupError:
+        raise
+    except Exception as exc:
+        if involves_code_under_test(exc):
+            raise
+        raise SetupError(step, exc) from exc
+
+
+def raised_outcome(scenario: str, decode_query_len: int, exc: Exception) -> Outcome:
+    """What a scenario's behaviour raising ``exc`` records: a set-up step
+    that failed (:class:`SetupError`) is the harness's ``error``, with the
+    step and the exception it failed with; anything else raised while the
+    behaviour ran is ``raised``, a finding."""
+    if isinstance(exc, SetupError):
+        info = error_info(exc.cause)
+        info["step"] = exc.step
+        return Outcome(scenario, decode_query_len, "error", error=info)
+    return Outcome(scenario, decode_query_len, "raised", error=error_info(exc))

@@ -24,9 +24,11 @@ from vllm_patchkit.judge.regression.harness import NUM_REQS
 from vllm_patchkit.judge.regression.records import (
     DECODE_QUERY_LENS,
     Outcome,
+    SetupError,
     describe,
     error_info,
     involves_code_under_test,
+    raised_outcome,
 )
 
 __all__ = ["DECODE_QUERY_LENS", "SCENARIOS", "Outcome", "error_info", "run_all"]
@@ -261,7 +263,10 @@ def failed_outcome(name: str, query_len: int, exc: Exception) -> Outcome:
     """The outcome of a scenario that raised ``exc``. Raised through the
     code under test: the behaviour failed. A vLLM module the tree lacks (a
     fork that renamed ``rocm_attn.py``): not in this tree, so the check did
-    not run. Anywhere else: the harness failed, the check did not run."""
+    not run. A set-up step that failed (:class:`SetupError`), or anything
+    else: the harness failed, the check did not run."""
+    if isinstance(exc, SetupError):
+        return raised_outcome(name, query_len, exc)
     missing = absent_module(exc)
     if missing is not None:
         why = f"not in this tree: {type(exc).__name__}: {exc}"

@@ -282,8 +282,7 @@ def _check(outcome: Outcome) -> Check:
         why = (outcome.error or {}).get("message") or "unavailable"
         return Check(name, NOT_RUN, str(why), fix)
     if outcome.status == "error":
-        detail = f"{HARNESS_ERROR}: {describe_error(outcome.error)}"
-        return Check(name, NOT_RUN, detail, fix)
+        return Check(name, NOT_RUN, harness_error(outcome.error), fix)
     scenario = outcome.scenario
     if scenario.startswith(VICTIM_PREFIX):  # a victim says how it raised
         ok, detail = _victim_verdict(outcome)
@@ -324,8 +323,7 @@ def facts_check(outcome: Outcome) -> Check:
         applies = not outcome.facts.get("absent")
         return Check(name, NOT_RUN, str(why), fix, applies)
     if outcome.status == "error":
-        detail = f"{HARNESS_ERROR}: {describe_error(outcome.error)}"
-        return Check(name, NOT_RUN, detail, fix)
+        return Check(name, NOT_RUN, harness_error(outcome.error), fix)
     if outcome.status != "ok":
         return Check(name, FAILED, describe_error(outcome.error), fix)
     facts = outcome.facts
@@ -339,6 +337,15 @@ def facts_check(outcome: Outcome) -> Check:
 
 def _status(ok: bool) -> str:
     return PASSED if ok else FAILED
+
+
+def harness_error(error: dict[str, Any] | None) -> str:
+    """A check the harness failed to run: ``harness error: ...``; for a
+    set-up step that failed (:func:`..records.setting_up`), which step, and
+    that the check cannot judge (it never saw the behaviour)."""
+    step = (error or {}).get("step")
+    said = f"cannot judge: could not {step}: " if step else ""
+    return f"{HARNESS_ERROR}: {said}{describe_error(error)}"
 
 
 def describe_error(error: dict[str, Any] | None) -> str:

@@ -38,7 +38,11 @@ from vllm_patchkit.judge.regression.by_fix.static_sink import (
     SINK_TWICE,
     SPECULATORS,
 )
-from vllm_patchkit.judge.regression.records import Outcome, error_info
+from vllm_patchkit.judge.regression.records import (
+    Outcome,
+    raised_outcome,
+    setting_up,
+)
 
 SINK_LEN = 2 * harness.BLOCK_SIZE
 """Two blocks of sink tokens, as openPangu's ``param_sink_number`` gives."""
@@ -178,7 +182,7 @@ def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcom
         runner.seq_lens.copy_(torch.tensor(SEQ_LENS, dtype=torch.int32))
         again = _build(sink, copy.copy(runner), decode_query_len)
     except Exception as exc:  # the builds raising is a finding
-        return Outcome(SINK_ONCE, decode_query_len, "raised", error=error_info(exc))
+        return raised_outcome(SINK_ONCE, decode_query_len, exc)
     diverged = {
         f"{where}.{key}": [expected.get(key), got.get(key)]
         for where, got in later.items()
@@ -218,7 +222,7 @@ def static_sink_twice(decode_query_len: int, create: Any = None) -> Outcome:
         two = _build(second, copy.copy(shared), decode_query_len)
         two_lens, two_max = two.seq_lens.tolist(), two.max_seq_len
     except Exception as exc:  # the builds raising is a finding
-        return Outcome(SINK_TWICE, decode_query_len, "raised", error=error_info(exc))
+        return raised_outcome(SINK_TWICE, decode_query_len, exc)
     once = _with_sink(1)
     facts = {
         "builder": type(first).__name__,
@@ -261,9 +265,7 @@ def static_sink_proposer_rebuilds(decode_query_len: int, create: Any = None) -> 
             runner.append(shared.seq_lens.tolist())
             shared.seq_lens[live] += 1
     except Exception as exc:  # the builds raising is a finding
-        return Outcome(
-            PROPOSER_REBUILDS, decode_query_len, "raised", error=error_info(exc)
-        )
+        return raised_outcome(PROPOSER_REBUILDS, decode_query_len, exc)
     expected = [
         [n + SINK_LEN if n else 0 for n in _advanced(step)]
         for step in range(DRAFT_STEPS)
@@ -297,10 +299,11 @@ def _draft_inputs_update() -> Callable[..., None] | None:
 
 
 def _advance(update: Callable[..., None], buffers: Any, step: int, reqs: int) -> None:
-    """One draft step's in-place advance, by the release's own kernel (its
-    arguments by name: they differ between releases)."""
-    import inspect
-
+    """One draft step's in-place advance, by the release's own kernel: its
+    arguments by name and in the types its signature declares (they differ
+    between releases). The harness drives the runner here: if the kernel
+    cannot be called with what the harness built, the scenario cannot judge
+    (:func:`...records.setting_up`)."""
     hidden = torch.zeros(reqs, 8)
     offered = {
         "draft_tokens": torch.zeros(reqs, dtype=torch.int64),
@@ -314,8 +317,8 @@ def _advance(update: Callable[..., None], buffers: Any, step: int, reqs: int) ->
         "max_model_len": harness.vllm_config().model_config.max_model_len,
         "num_speculative_steps": DRAFT_STEPS + 1,
     }
-    wanted = inspect.signature(update).parameters
-    update(**{name: value for name, value in offered.items() if name in wanted})
+    with setting_up("advance the runner's draft inputs (update_draft_inputs)"):
+        update(**harness.declared_arguments(update, offered))
 
 
 def static_sink_draft_update(decode_query_len: int, create: Any = None) -> Outcome:
@@ -367,8 +370,8 @@ def static_sink_draft_update(decode_query_len: int, create: Any = None) -> Outco
                 (metadata.seq_lens.data_ptr(), metadata.block_table.data_ptr())
                 != addresses
             )
-    except Exception as exc:  # the update raising is a finding
-        return Outcome(DRAFT_UPDATE, decode_query_len, "raised", error=error_info(exc))
+    except Exception as exc:  # a finding, unless a set-up step failed
+        return raised_outcome(DRAFT_UPDATE, decode_query_len, exc)
     runner_lens = runner.seq_lens.tolist()
     expected = [
         [n + SINK_LEN if n else 0 for n in _advanced(step + 1)]
