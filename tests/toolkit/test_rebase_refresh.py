@@ -209,7 +209,7 @@ def test_refresh_reproduces_the_series_and_is_idempotent(
 
 
 @pytest.mark.slow
-def test_refresh_after_drop_removes_the_patch(
+def test_refresh_after_drop_keeps_the_patches_older_releases_need(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:
     code, _ = patchkit_json(
@@ -218,26 +218,27 @@ def test_refresh_after_drop_removes_the_patch(
     assert code == 0
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
+    before = {p.name: p.read_bytes() for p in patches.iterdir()}
     code, result = patchkit_json("--patches", str(patches), "refresh", str(fork))
     assert code == 0
-    # 0003 is outside its Affects range on 0.29.0, but upstream carries it:
-    # upstreamed comes first, so it leaves the series like 0001. A patch not
-    # carried for 0.29.0 has no commit there: its file and line stay.
+    # Upstream carries 0001 and 0003 on 0.29.0, so the fork has no commit of
+    # them; 0.11.1-0.28.0 (0.27.0-0.28.0) still need them: their files and
+    # lines stay, as do those of every patch with no commit there.
     upstreamed = patches_in(UPSTREAMED, "0.29.0")
     assert upstreamed[:2] == [FIX, AITER] and TEST not in upstreamed  # by hand
-    assert [Path(p).name for p in result["removed"]] == upstreamed
-    assert result["kept"] == patches_in(NOT_CARRIED, "0.29.0")
-    left = [p.name for p in SERIES.patches if p.name not in upstreamed]
-    assert {TEST, SINK, SINK_TEST} <= set(left)
-    assert sorted(p.name for p in patches.glob("*.patch")) == sorted(left)
-    # The test patch is exported unchanged from its new base.
+    assert result["removed"] == []
+    no_commit = set(upstreamed + patches_in(NOT_CARRIED, "0.29.0"))
+    assert result["kept"] == [p.name for p in SERIES.patches if p.name in no_commit]
+    # The test patch is exported unchanged from its new base, and the code
+    # of 0.29.0 (the newest release upstream's tags name) moves no range.
     assert (patches / TEST).read_bytes() == (PATCHES_DIR / TEST).read_bytes()
-    listed = [
-        line
-        for line in (patches / "series").read_text().splitlines()
-        if not line.startswith("#")
-    ]
-    assert listed == left
+    # What has no commit here stays byte for byte, and so does the series
+    # (0004 is exported with 0.29.0's blob ids in its index line).
+    assert {n: (patches / n).read_bytes() for n in [*no_commit, "series"]} == {
+        n: before[n] for n in [*no_commit, "series"]
+    }
+    assert result["ranges"]["release"] == "0.29.0"
+    assert not [j for j in result["ranges"]["patches"] if j["changed"]]
 
 
 def test_refresh_on_a_release_that_does_not_carry_0003_keeps_it(
@@ -813,12 +814,19 @@ def test_refresh_keeps_every_comment_where_it_was(
     fork: Path, upstream: Path, tmp_path: Path
 ) -> None:
     """Ordinary, indented and trailing comments and blank lines survive; the
-    line of a dropped patch (0001 on 0.29.0) goes with its comment."""
+    line of a patch that leaves goes with its comment. A patch leaves only
+    when its whole range is upstream: here 0001 with its Affects: made
+    ``0.29.0..``, the release that has it upstream, on 0.29.0."""
     fix = FIX
     names = {"fix": FIX, "test": TEST, "sink": SINK, "sink_test": SINK_TEST}
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
     (patches / "series").write_text(COMMENTED_SERIES.format(**names))
+    text = (patches / fix).read_text()
+    assert text.count("\nAffects: 0.11.1..0.28.0\n") == 1
+    (patches / fix).write_text(
+        text.replace("Affects: 0.11.1..0.28.0", "Affects: 0.29.0..")
+    )
     code, _ = patchkit_json(
         "rebase", "--onto", "v0.29.0", "--upstream", str(upstream), str(fork)
     )

@@ -18,9 +18,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Export the commits between the series base (recorded by apply and "
             "rebase, or --base) and HEAD into the patches directory with stable "
             "git format-patch options, and rewrite the series file. Running it "
-            "twice gives byte-identical files. A patch with no commit here that "
-            "the series does not carry for the checkout's release (its Affects: "
-            "range) keeps its file and series line as they are."
+            "twice gives byte-identical files. A patch with no commit here "
+            "(upstream carries it on this release, or the series does not carry "
+            "it for this release) keeps its file and series line as they are: "
+            "older releases in its Affects: range need it; it leaves only when "
+            "its whole range is upstream. On the newest release the tags name, "
+            "each patch's Affects: and Applied-Upstream: trailers follow the "
+            "base's code: a range still buggy there opens (0.14.0..), one fixed "
+            "there closes at the release before, with Applied-Upstream: added "
+            "(--json: ranges)."
         ),
     )
     parser.add_argument(
@@ -47,5 +53,10 @@ def run(args: argparse.Namespace) -> int:
         for name in result.removed:
             print(f"  removed {name}")
         for name in result.kept:
-            print(f"  kept {name} (not carried for this checkout's release)")
+            print(f"  kept {name} (no commit here; {result.why_kept[name]})")
+        for judged in result.ranges.changes:
+            recorded = f"Affects: {judged.affects} -> {judged.new_affects}"
+            if judged.applied_upstream:
+                recorded += f", Applied-Upstream: {judged.applied_upstream}"
+            print(f"  range {judged.name}: {recorded} ({judged.why})")
     return EXIT_OK

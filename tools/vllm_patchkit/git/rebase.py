@@ -19,6 +19,13 @@ was; it moves to the new commits only when every commit went through. A
 history that cannot be replayed commit by commit (a merge after the base,
 no base below HEAD) is refused before anything is touched.
 
+A patch dropped from the branch is not dropped from the series: older
+releases in its ``Affects:`` range still need it, and the report says so
+(:func:`vllm_patchkit.git.ranges.needed_elsewhere`). On the newest release
+the tags name, each patch's range is judged by the target's code before
+anything is replayed (:func:`vllm_patchkit.git.ranges.judge_ranges`) and
+reported; ``refresh`` writes it into the patch files.
+
 The temporary worktree lives under the git directory's ``vllm-patchkit/``
 folder, locked with a reason naming this tool, and is removed at the end;
 one left by a run that was killed (SIGKILL) is removed by the next rebase,
@@ -48,6 +55,7 @@ from vllm_patchkit.git.checkout import (
 )
 from vllm_patchkit.git.guard import CheckoutGuard, restore
 from vllm_patchkit.git.invariants import check_invariant
+from vllm_patchkit.git.ranges import Ranges, judge_ranges, needed_elsewhere
 from vllm_patchkit.git.revs import (
     check_ref_name,
     check_repository,
@@ -77,6 +85,12 @@ class RebaseResult:
     commits: list[PatchReport] = field(default_factory=list)
     """The user's own commits after the base, in order (name: id and subject)."""
     notes: list[str] = field(default_factory=list)
+    ranges: Ranges = field(default_factory=lambda: Ranges(None))
+    """Each patch's ``Affects:`` range as the target's code says (judged on
+    the newest release only); ``refresh`` on the result records it."""
+    kept: list[str] = field(default_factory=list)
+    """Patches dropped from the branch that the series keeps: older releases
+    in their ``Affects:`` ranges need them."""
 
     @property
     def dropped(self) -> list[str]:
@@ -351,6 +365,8 @@ def _replay(
             target,
         )
         work = Git(tree, git.extra_env)
+        judged = [step.patch for step in steps if step.patch is not None]
+        result.ranges = judge_ranges(judged, tree, read_version(tree), work)
         for step in steps:
             failure = _replay_step(work, step, result)
             if failure is not None:
@@ -377,7 +393,7 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
     result.patches.append(report)
     if not step.edited and (in_history(work, patch) or invariant_holds(work, patch)):
         report.status = "upstreamed"
-        report.detail = "dropped: upstream carries it"
+        report.detail = "dropped: upstream carries it" + _kept(patch, result)
         return None
     version = read_version(work.root)
     # A patch the series does not carry for the target stays out of the
@@ -394,6 +410,8 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         failure = am_one(work, patch, report)
     else:
         failure = _pick(work, step.commit, report)
+        if report.status == "upstreamed":
+            report.detail += _kept(patch, result)
         if failure is None and invariant_holds(work, patch) is False:
             assert patch.invariant is not None
             check = check_invariant(patch.invariant, work.root)
@@ -406,6 +424,15 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         elif failure is None and patch.invariant:
             report.detail = "invariant holds"
     return f"{patch.name} {failure}" if failure else None
+
+
+def _kept(patch: Patch, result: RebaseResult) -> str:
+    """What a patch dropped from the branch stays in the series for."""
+    why = needed_elsewhere(patch)
+    if why is None:
+        return ""
+    result.kept.append(patch.name)
+    return f"; kept in the series: {why}"
 
 
 def _pick(work: Git, commit: str, report: PatchReport) -> str | None:
@@ -459,6 +486,22 @@ def _success_message(result: RebaseResult, onto: str) -> str:
     text += f" on {onto}"
     if result.dropped:
         text += f"; dropped as upstreamed: {', '.join(result.dropped)}"
+    if result.kept:
+        text += (
+            f" (from the branch; the series keeps {', '.join(result.kept)} for "
+            "the older releases in its Affects:)"
+        )
+    if result.ranges.changes:
+        moved = ", ".join(
+            f"{j.name} Affects: {j.affects} -> {j.new_affects}"
+            + (
+                f" (Applied-Upstream: {j.applied_upstream})"
+                if j.applied_upstream
+                else ""
+            )
+            for j in result.ranges.changes
+        )
+        text += f"; ranges the code moves (refresh records them): {moved}"
     skipped = [p.name for p in result.patches if p.status == "not-carried"]
     if skipped:
         text += (

@@ -4,15 +4,18 @@ The commits between the recorded base (``refs/vllm-patchkit/base``, or
 ``--base``) and HEAD are exported with ``git format-patch`` using options
 that make the output a function of the commits alone (zero commit hash in
 the From line, no signature, no numbering, fixed blob abbreviation), so
-running it twice gives byte-identical files. Patches whose commits are gone
-(dropped as upstreamed) leave the series, except a patch the series does
-not carry for the checkout's release (its ``Affects:`` range) and whose
-invariant does not hold there: it has no commit there by design, so its
-file and line are kept byte for byte. Comment and blank lines of the
-series file stay where they were. The series is read with the same
-validated loader as every other command, and every file written or
-removed is checked to resolve to a file directly inside the patches
-directory.
+running it twice gives byte-identical files. A patch of the series with no
+commit here (upstream carries it on this release, or the series does not
+carry it for this release) keeps its file byte for byte and its line in
+``series``, in order: older releases in its ``Affects:`` range still need
+it. It leaves only when its whole range is upstream
+(:func:`vllm_patchkit.git.ranges.needed_elsewhere`). On the newest release,
+each patch's ``Affects:``/``Applied-Upstream:`` trailers follow the base's
+code (:func:`vllm_patchkit.git.ranges.judge_ranges`), rewritten in place
+and nothing else in the file. Comment and blank lines of the series file
+stay where they were. The series is read with the same validated loader as
+every other command, and every file written or removed is checked to
+resolve to a file directly inside the patches directory.
 
 A patch keeps its file name while its subject does: format-patch numbers
 from 1, and renaming 0002 to 0001 after a drop would make a review of the
@@ -21,20 +24,32 @@ refreshed series show a deletion and an addition instead of no change.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.carry import read_version
-from vllm_patchkit.git.checkout import (
-    BASE_REF,
-    carry_of,
-    invariant_holds,
-    open_checkout,
+from vllm_patchkit.git.checkout import BASE_REF, open_checkout
+from vllm_patchkit.git.ranges import (
+    RangeJudgement,
+    Ranges,
+    judge_ranges,
+    needed_elsewhere,
+    with_range,
 )
 from vllm_patchkit.git.revs import check_revision
-from vllm_patchkit.git.series import inside, load_series, series_entries
+from vllm_patchkit.git.series import (
+    Patch,
+    SeriesError,
+    inside,
+    load_series,
+    parse_patch,
+    series_entries,
+)
+from vllm_patchkit.git.trial_tree import TrialTree
+from vllm_patchkit.gitcmd import Git
 
 FORMAT_PATCH_OPTIONS = (
     "--zero-commit",
@@ -57,9 +72,14 @@ class RefreshResult:
     removed: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
-    """Patches with no commit here that the series does not carry for this
-    checkout's release: their files and series lines are left as they are."""
+    """Patches of the series with no commit here that older (or other)
+    releases still need: their files and series lines stay (a file's
+    trailers change only as ``ranges`` says)."""
+    why_kept: dict[str, str] = field(default_factory=dict)
     base: str = ""
+    ranges: Ranges = field(default_factory=lambda: Ranges(None))
+    """Each patch's ``Affects:`` range as the base's code says (recorded on
+    the newest release only): what changed is written into the files."""
 
 
 def refresh_series(
@@ -83,25 +103,20 @@ def refresh_series(
     else:
         old_series, entries = None, []
     old_names = [name for _, name in entries if name is not None]
+    old_patches = {p.name: p for p in (old_series.patches if old_series else ())}
     version = read_version(git.root)
-    # Upstreamed comes before not-carried, as in classify: a patch upstream
-    # carries here leaves the series even where it is not carried.
-    not_carried_here = {
-        p.name
-        for p in (old_series.patches if old_series else ())
-        if not carry_of(p, git.root, version).carried and not invariant_holds(git, p)
-    }
     series_target = inside(patches_dir, "series")
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-refresh-") as scratch:
+        exported = Path(scratch) / "exported"
         git.run(
             "format-patch",
             *FORMAT_PATCH_OPTIONS,
             "-o",
-            scratch,
+            str(exported),
             f"{base_commit}..HEAD",
             "--",
         )
-        fresh = sorted(Path(scratch).glob("*.patch"))
+        fresh = sorted(exported.glob("*.patch"))
         if not fresh:
             # A series file without patches is refused by every command; the
             # end of the series is a decision for a person, not for refresh.
@@ -110,28 +125,80 @@ def refresh_series(
                 f"carries no patch of the series; {patches_dir} was left as it is"
             )
         names = stable_names([p.name for p in fresh], old_names)
-        targets = [inside(patches_dir, name) for name in names]
-        # A patch the series does not carry for this checkout's release has
-        # no commit here; that says nothing about whether it is still needed
-        # where it is carried, so its file and series line stay as they are.
-        result.kept = [n for n in old_names if n not in names and n in not_carried_here]
-        stale = [
-            inside(patches_dir, n)
-            for n in old_names
-            if n not in names and n not in result.kept
-        ]
-        for patch, name, target in zip(fresh, names, targets, strict=True):
-            content = patch.read_bytes()
-            if not target.is_file() or target.read_bytes() != content:
-                target.write_bytes(content)
-                result.changed.append(name)
+        # A patch with no commit here (upstream carries it on this release,
+        # or the series does not carry it for this release) says nothing of
+        # the older releases its Affects: range names: it stays, unless its
+        # whole range is upstream.
+        for name in old_names:
+            why = None if name in names else needed_elsewhere(old_patches[name])
+            if why is not None:
+                result.kept.append(name)
+                result.why_kept[name] = why
+        stale = [n for n in old_names if n not in names and n not in result.kept]
+        # Every path is checked before anything is written.
+        targets = {n: inside(patches_dir, n) for n in [*names, *result.kept, *stale]}
+        sources = dict(zip(names, fresh, strict=True))
+        sources |= {n: targets[n] for n in result.kept}
+        mails = {n: _exported(n, p) for n, p in zip(names, fresh, strict=True)}
+        judged = {**mails, **{n: old_patches[n] for n in result.kept}}
+        listed = with_kept(names, result.kept, old_names)
+        upstream = upstream_code(git, base_commit, Path(scratch) / "upstream")
+        in_order = [judged[n] for n in listed]
+        result.ranges = judge_ranges(
+            [p for p in in_order if p is not None], upstream, version, git
+        )
+        # Every text is made before any file is written: a trailer that
+        # cannot be rewritten leaves patches/ as it was.
+        contents = {
+            name: _recorded(source.read_bytes(), result.ranges.of(name))
+            for name, source in sources.items()
+        }
+    for name in [*names, *result.kept]:
+        target, content = targets[name], contents[name]
+        if not target.is_file() or target.read_bytes() != content:
+            target.write_bytes(content)
+            result.changed.append(name)
+        if name in names:
             result.written.append(name)
-    for target in stale:
-        target.unlink(missing_ok=True)
-        result.removed.append(target.name)
-    listed = with_kept(result.written, result.kept, old_names)
+    for name in stale:
+        targets[name].unlink(missing_ok=True)
+        result.removed.append(targets[name].name)
     series_target.write_text(rewrite_series(entries, listed))
     return result
+
+
+def upstream_code(git: Git, base: str, scratch: Path) -> Path:
+    """The checkout as upstream has it at ``base``: the files that differ
+    from ``base`` (the series, the user's commits and edits) taken from it,
+    the rest linked (a :class:`TrialTree`, not a copy of vLLM); nothing is
+    written to the checkout or its git directory."""
+    listed = git.run("diff", "--name-only", "-z", "--no-renames", base, "--").stdout
+    paths = [name for name in listed.split("\0") if name]
+    if not paths:
+        return git.root
+    scratch.mkdir()
+    index = {"GIT_INDEX_FILE": str(scratch / "index")}
+    git.run("read-tree", base, env=index)
+    tree = TrialTree(git, scratch)
+    tree.take_from_index(paths, index)
+    return tree.root
+
+
+def _exported(name: str, path: Path) -> Patch | None:
+    """The exported mail as the patch ``name`` (a commit that is no patch,
+    an empty one, is not judged)."""
+    try:
+        return dataclasses.replace(parse_patch(path), path=path.with_name(name))
+    except SeriesError:
+        return None
+
+
+def _recorded(content: bytes, judgement: RangeJudgement | None) -> bytes:
+    """``content`` with a changed range written into its trailers; else as it is."""
+    if judgement is None or not judgement.changed:
+        return content
+    text = content.decode("utf-8", "surrogateescape")
+    return with_range(text, judgement).encode("utf-8", "surrogateescape")
 
 
 def with_kept(names: list[str], kept: list[str], old: list[str]) -> list[str]:

@@ -28,7 +28,12 @@ from pathlib import Path, PurePosixPath
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.invariants import INVARIANTS
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.trees.versions import Release, ReleaseRange, parse_range
+from vllm_patchkit.trees.versions import (
+    Release,
+    ReleaseRange,
+    parse_range,
+    parse_release,
+)
 
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.+)$")
 _DIFF_GIT = re.compile(r"^diff --git a/(.+) b/(.+)$")
@@ -77,6 +82,14 @@ class Patch:
     @property
     def invariant(self) -> str | None:
         return self.trailer("Invariant")
+
+    @property
+    def applied_upstream(self) -> Release | None:
+        """The release of ``Applied-Upstream: 0.29.0, <PR>``: the first
+        release whose upstream code carries the change; None when none does
+        (or the trailer names no release)."""
+        text = self.trailer("Applied-Upstream") or ""
+        return parse_release(text.split(",")[0].strip())
 
 
 @dataclass(frozen=True)
