@@ -15,9 +15,12 @@ _DESCRIPTION = (
     "what', harmful first. A write only reading can see is latent (`audit` "
     "measures its effect); a documented band-aid is intentional for the "
     "backend it was made for and harmful where another backend runs it and "
-    "reads what it wrote. Files outside ROOT or not Python are skipped. Exit "
-    "1 on a harmful finding; 3 when ROOT has no CommonAttentionMetadata to "
-    "judge by; 0 otherwise."
+    "reads what it wrote. Files outside ROOT or not Python are skipped. Modules "
+    "are read as Python reads them (encoding declaration, BOM); one under "
+    "ROOT/vllm that cannot be (past 2 MB, not a regular file, not Python text, "
+    "not parsable) is named 'not read'. Exit 1 on a harmful finding; 3 when a "
+    "module was not read or ROOT has no CommonAttentionMetadata to judge by; "
+    "0 otherwise."
 )
 
 
@@ -64,5 +67,10 @@ def run(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(line)
     if report.exit_code and not report.harmful:
-        print(f"cannot judge: no CommonAttentionMetadata under {root / 'vllm'}")
+        why = (
+            f"{len(report.not_read)} module(s) under {root / 'vllm'} not read"
+            if report.not_read
+            else f"no CommonAttentionMetadata under {root / 'vllm'}"
+        )
+        print(f"cannot judge: {why}")
     return report.exit_code

@@ -7,11 +7,14 @@ second, with nothing imported (no torch, no vLLM). A write found only by
 reading is ``latent`` (its effect is the full audit's dynamic pass to
 measure), ``intentional`` when it is a documented band-aid, and ``harmful``
 when it is a band-aid that another backend runs and reads (:mod:`.reach`).
+A module of the tree it could not read (too large, not a regular file, not
+Python text, not parsable) is named, and the hook cannot judge (exit 3)
+unless a harmful write already decides: an unseen write is never a pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,8 @@ class FilesReport:
     files: list[str]
     findings: list[Finding]
     metadata_class: str | None
+    not_read: dict[str, str] = field(default_factory=dict)
+    """Modules of the tree not read or not parsed (path -> why)."""
 
     @property
     def harmful(self) -> list[Finding]:
@@ -33,10 +38,11 @@ class FilesReport:
 
     @property
     def exit_code(self) -> int:
-        """1 on a harmful write; 3 when the tree has no metadata class to judge by."""
+        """1 on a harmful write; 3 when a module was not read, or the tree has
+        no metadata class to judge by."""
         if self.harmful:
             return EXIT_FAILED
-        if self.metadata_class is None and self.findings:
+        if self.not_read or (self.metadata_class is None and self.findings):
             return EXIT_ERROR
         return EXIT_OK
 
@@ -46,15 +52,19 @@ class FilesReport:
             "exit_code": self.exit_code,
             "metadata_class": self.metadata_class,
             "findings": [f.to_json() for f in self.findings],
+            "not_read": dict(sorted(self.not_read.items())),
         }
 
     def lines(self) -> list[str]:
-        """One ``file:line: kind: what`` per finding, harmful first."""
+        """One ``file:line: kind: what`` per finding, harmful first, then one
+        ``file: not read: why`` per module not read."""
         rank = {"harmful": 0, "intentional": 1, "latent": 2}
         ordered = sorted(
             self.findings, key=lambda f: (rank.get(f.kind, 3), f.file, f.line)
         )
-        return [f"{f.file}:{f.line}: {f.kind}: {describe(f)}" for f in ordered]
+        return [f"{f.file}:{f.line}: {f.kind}: {describe(f)}" for f in ordered] + [
+            f"{path}: not read: {why}" for path, why in sorted(self.not_read.items())
+        ]
 
 
 def describe(finding: Finding) -> str:
@@ -72,4 +82,6 @@ def describe(finding: Finding) -> str:
 def judge_files(root: Path, files: list[str]) -> FilesReport:
     """The static pass over what ``files`` (relative to ``root``) define."""
     static = analyse_tree(root, files)
-    return FilesReport(files, merge(static, None), static.metadata_class)
+    return FilesReport(
+        files, merge(static, None), static.metadata_class, static.not_read
+    )

@@ -47,7 +47,7 @@ def audit_tree(
     static = analyse_tree(tree)
     report.seconds["static"] = round(time.monotonic() - start, 2)
     report.checks.append(_static_check(static))
-    report.checks.extend(_too_large_checks(static))
+    report.checks.extend(not_read_checks(static))
     report.runtime["static"] = {
         "metadata_class": static.metadata_class,
         "fields": static.fields,
@@ -174,14 +174,6 @@ def _static_check(static: StaticResult) -> Check:
         return Check(
             "static pass", False, why="no CommonAttentionMetadata class in the tree"
         )
-    if static.unparsable:
-        return Check(
-            "static pass",
-            True,
-            False,
-            f"{len(static.unparsable)} module(s) did not parse: "
-            + ", ".join(static.unparsable[:5]),
-        )
     return Check(
         "static pass",
         True,
@@ -191,19 +183,13 @@ def _static_check(static: StaticResult) -> Check:
     )
 
 
-def _too_large_checks(static: StaticResult) -> list[Check]:
-    """One check that could not run per module too large to read: a write
-    there is unseen, so the audit cannot judge."""
-    from vllm_patchkit.judge.audit.source import MAX_SOURCE_BYTES
-
+def not_read_checks(static: StaticResult) -> list[Check]:
+    """One check that could not run per module not read or not parsed (too
+    large, not a regular file, not Python text): a write there is unseen, so
+    the audit cannot judge."""
     return [
-        Check(
-            f"static read of {path}",
-            False,
-            why=f"{size / 1e6:.1f} MB, past the {MAX_SOURCE_BYTES / 1e6:.0f} MB "
-            "bound on a module the static pass reads: not read",
-        )
-        for path, size in sorted(static.too_large.items())
+        Check(f"static read of {path}", False, why=f"{why}: not read")
+        for path, why in sorted(static.not_read.items())
     ]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_overlay.metadata_writes import dotted
+from vllm_overlay.tree_files import NotRead, read_python
 
 METADATA_CLASS = "CommonAttentionMetadata"
 MAX_SOURCE_BYTES = 2_000_000
@@ -22,6 +23,18 @@ MAX_SOURCE_BYTES = 2_000_000
 is 0.36 MB, and a 150 MB file of one-line builder classes took the pass past
 14 minutes and 12.9 GB. A module skipped is named as a check that could not
 run, so the verdict cannot be a pass."""
+
+
+def not_read_why(error: NotRead) -> str:
+    """Why a module was not read, in the words the audit and the hook print."""
+    if error.size is not None:
+        return (
+            f"{error.size / 1e6:.1f} MB, past the {MAX_SOURCE_BYTES / 1e6:.0f} MB "
+            "bound on a module the static pass reads"
+        )
+    return error.why
+
+
 _CLASS = re.compile(r"^\s*class\s+(\w+)", re.MULTILINE)
 
 
@@ -49,9 +62,12 @@ class ClassRef:
 class SourceIndex:
     """The modules of a tree, parsed when first needed.
 
-    Every file is read once and scanned as text (class names, whether it may
-    hold a builder); only the modules the analysis reaches are parsed, which
-    keeps a whole-tree pass to seconds.
+    Every file is read once, as Python reads it (:mod:`vllm_overlay.tree_files`:
+    regular files only, bounded, decoded by their declaration or BOM), and
+    scanned as text (class names, whether it may hold a builder); only the
+    modules the analysis reaches are parsed, which keeps a whole-tree pass to
+    seconds. A module that is not read, or does not parse, is in
+    :attr:`not_read` with why: its writes are unseen.
     """
 
     def __init__(self, root: Path, package: str = "vllm") -> None:
@@ -59,19 +75,16 @@ class SourceIndex:
         self.texts: dict[str, str] = {}  # module name -> source
         self.paths: dict[str, str] = {}  # module name -> path relative to root
         self.by_class_name: dict[str, list[str]] = {}  # class -> module names
-        self.unparsable: list[str] = []
-        self.too_large: dict[str, int] = {}  # path relative to root -> bytes
+        self.not_read: dict[str, str] = {}  # path relative to root -> why
         self._parsed: dict[str, Module | None] = {}
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
+            if path.is_dir():
+                continue  # a directory named *.py is no module
             try:
-                size = path.stat().st_size
-                if size > MAX_SOURCE_BYTES:
-                    self.too_large[rel] = size
-                    continue
-                text = path.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                self.unparsable.append(rel)
+                text = read_python(path, MAX_SOURCE_BYTES)
+            except NotRead as exc:
+                self.not_read[rel] = not_read_why(exc)
                 continue
             parts = rel.removesuffix(".py").split("/")
             if parts[-1] == "__init__":
@@ -89,8 +102,12 @@ class SourceIndex:
             if text is not None:
                 try:
                     tree = ast.parse(text, filename=self.paths[name])
-                except (SyntaxError, ValueError):
-                    self.unparsable.append(self.paths[name])
+                except (SyntaxError, ValueError) as exc:
+                    line = getattr(exc, "lineno", None)
+                    at = f" at line {line}" if line else ""
+                    self.not_read[self.paths[name]] = (
+                        f"does not parse ({type(exc).__name__}{at})"
+                    )
                 else:
                     module = Module(name, self.paths[name], tree)
                     _index(module)

@@ -54,9 +54,9 @@ class StaticResult:
     metadata_class: str | None  # file of CommonAttentionMetadata, None if absent
     fields: list[str]
     builders: list[str]  # Class names whose entry methods were analysed
-    unparsable: list[str]
-    too_large: dict[str, int] = field(default_factory=dict)
-    """Modules not read (past ``MAX_SOURCE_BYTES``) -> their size in bytes."""
+    not_read: dict[str, str] = field(default_factory=dict)
+    """Modules not read or not parsed (path relative to the tree -> why):
+    their writes are unseen, so a verdict that needs them cannot be given."""
     reach: dict[tuple[str, int, str], Reach] = field(default_factory=dict)
     """(file, line, field) of each band-aid write -> whom it reaches."""
 
@@ -91,8 +91,7 @@ def analyse_tree(root: Path, files: Collection[str] | None = None) -> StaticResu
         metadata_class=meta_ref.module.path if meta_ref else None,
         fields=sorted(names),
         builders=sorted(set(builders)),
-        unparsable=index.unparsable,
-        too_large=index.too_large,
+        not_read=index.not_read,
         reach=reach,
     )
 
