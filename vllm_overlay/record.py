@@ -48,32 +48,30 @@ class PatchTarget:
     @property
     def unfixed(self) -> bool:
         """No release fixes the bug yet: :attr:`affected` has no last release."""
-        return not self.affected.partition("..")[2].strip()
+        span = _range(self.affected)
+        return span is not None and span.last is None
 
     @property
     def affected_text(self) -> str:
         """:attr:`affected` for a reader: ``0.11.1-0.28.0``, or ``0.14.0 and
         later (no release fixes it yet)``."""
-        first, _, last = (part.strip() for part in self.affected.partition(".."))
-        if self.unfixed:
-            return f"{first} and later (no release fixes it yet)"
-        return f"{first}-{last}"
+        span = _range(self.affected)
+        if span is None:
+            return self.affected
+        if span.last is None:
+            return f"{span.first} and later (no release fixes it yet)"
+        return f"{span.first}-{span.last}"
 
     def predates(self, version: str) -> bool:
         """Whether release ``version`` is older than every release this
         target's bug is in (False for a version that is no release)."""
-        first = _release(self.affected.partition("..")[0])
-        release = _release(version)
-        return first is not None and release is not None and release < first
+        span, release = _range(self.affected), _release(version)
+        return span is not None and release is not None and release < span.first
 
     def affects(self, version: str) -> bool:
         """Whether release ``version`` is in :attr:`affected` (inclusive)."""
-        head, _, tail = self.affected.partition("..")
-        first, release = _release(head), _release(version)
-        last = _release(tail) if tail.strip() else None
-        if release is None or first is None:
-            return False
-        return first <= release and (last is None or release <= last)
+        span, release = _range(self.affected), _release(version)
+        return span is not None and release is not None and release in span
 
     def as_dict(self) -> dict[str, Any]:
         return {"target": self.target, **asdict(self)}
@@ -88,6 +86,16 @@ def _release(text: str) -> Any:
     except ImportError:
         return None
     return version_release(text.strip())
+
+
+def _range(text: str) -> Any:
+    """The release range ``text`` writes (None: no range, or no
+    ``packaging`` to read it with)."""
+    try:
+        from vllm_overlay.releases import release_range
+    except ImportError:
+        return None
+    return release_range(text)
 
 
 def render_record(targets: tuple[PatchTarget, ...]) -> list[str]:

@@ -10,6 +10,8 @@ ranges on top of it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from packaging.version import InvalidVersion, Version
 
 _PARTS = (3, 4)
@@ -65,3 +67,33 @@ def version_release(text: str) -> Release | None:
         return None
     *head, last = version.release
     return Version(".".join(map(str, (*head, last - 1))))
+
+
+@dataclass(frozen=True)
+class ReleaseRange:
+    """``first..last`` inclusive; ``last`` None: every release from ``first``
+    (a bug no release fixes yet)."""
+
+    first: Release
+    last: Release | None
+
+    def __contains__(self, release: Release) -> bool:
+        return self.first <= release and (self.last is None or release <= self.last)
+
+    def __str__(self) -> str:
+        last = "" if self.last is None else release_text(self.last)
+        return f"{release_text(self.first)}..{last}"
+
+
+def release_range(text: str) -> ReleaseRange | None:
+    """``A..B`` or ``A..`` of releases with ``A <= B``, the one way a range
+    is written (a patch's ``Affects:``, a fix record's ``affected``); None
+    for anything else."""
+    first_text, dots, last_text = (part.strip() for part in text.partition(".."))
+    first = parse_release(first_text)
+    last = parse_release(last_text) if last_text else None
+    if not dots or first is None or (last is None and last_text):
+        return None
+    if last is not None and last < first:
+        return None
+    return ReleaseRange(first, last)

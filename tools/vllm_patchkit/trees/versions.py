@@ -23,12 +23,13 @@ read by :mod:`vllm_overlay.releases`, which the overlay's records share.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_overlay.releases import (
     Release,
+    ReleaseRange,
     parse_release,
+    release_range,
     release_text,
     version_release,
 )
@@ -37,6 +38,7 @@ from vllm_patchkit.gitcmd import Git
 
 __all__ = [
     "Release",
+    "ReleaseRange",
     "parse_release",
     "release_text",
     "version_release",
@@ -66,35 +68,18 @@ def require_release(text: str, what: str = "version") -> Release:
     return release
 
 
-@dataclass(frozen=True)
-class ReleaseRange:
-    """``first..last`` inclusive; ``last`` None: every release from ``first``."""
-
-    first: Release
-    last: Release | None
-
-    def __contains__(self, release: Release) -> bool:
-        return self.first <= release and (self.last is None or release <= self.last)
-
-    def __str__(self) -> str:
-        last = "" if self.last is None else release_text(self.last)
-        return f"{release_text(self.first)}..{last}"
-
-
 def parse_range(text: str) -> ReleaseRange:
-    """``A..B`` or ``A..`` of releases with ``A <= B``: a patch's
-    ``Affects:`` and a fix record's ``affected`` alike (open: no release
-    fixes the bug yet); InputError otherwise."""
-    first_text, dots, last_text = text.strip().partition("..")
-    first = parse_release(first_text.strip())
-    last = parse_release(last_text.strip()) if last_text.strip() else None
-    if not dots or first is None or (last is None and last_text.strip()):
-        raise InputError(
-            f"{text!r} is not a release range such as 0.11.1..0.28.0 or 0.29.0.."
-        )
-    if last is not None and last < first:
+    """:func:`vllm_overlay.releases.release_range`, or InputError (exit 2)
+    saying what a range looks like."""
+    span = release_range(text)
+    if span is not None:
+        return span
+    first, _, last = (part.strip() for part in text.partition(".."))
+    if (a := parse_release(first)) and (b := parse_release(last)) and b < a:
         raise InputError(f"{text!r}: the range ends before it starts")
-    return ReleaseRange(first, last)
+    raise InputError(
+        f"{text!r} is not a release range such as 0.11.1..0.28.0 or 0.29.0.."
+    )
 
 
 def tag_release(git: Git, rev: str = "HEAD") -> str | None:
