@@ -2,8 +2,9 @@
 
 Each subcommand lives in :mod:`vllm_patchkit.commands` (or beside the
 library it drives) and registers itself with ``add_parser``. This module
-maps exceptions to exit codes in one place (:func:`error_handler`) and
-makes SIGTERM and SIGHUP unwind like Ctrl-C. A
+maps exceptions to exit codes in one place (:func:`error_handler`),
+makes SIGTERM and SIGHUP unwind like Ctrl-C, and runs with stdin, stdout
+or stderr closed by the caller (:func:`_standard_streams`). A
 :class:`~vllm_patchkit.errors.PatchkitError` carries its own code and
 status word; anything else is an error (3) with its traceback in a log
 file, never "not fixed" (1) nor "refused, nothing changed" (2).
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ending = argv is None
     if ending:
         gc.disable()  # until the command says whether it wants the collector
+        _standard_streams()
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(named_command(argv)).parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
@@ -142,6 +144,28 @@ def main(argv: list[str] | None = None) -> int:
         gc.enable()
         return error_handler(args, args.handler)
     return _without_collection(args)
+
+
+def _standard_streams() -> None:
+    """Descriptors 0, 1 and 2 open, and ``sys.stdin``, ``sys.stdout`` and
+    ``sys.stderr`` streams, whatever the caller closed (``2>&-``): a closed
+    one becomes the null device. Python leaves a closed stream None (the
+    first write fails, exit 1 with nothing said), and the next file the
+    command opened would take its descriptor, so that git's messages, or a
+    child's, would land in that file."""
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, flags)  # the lowest free: fd itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        if getattr(sys, name) is None:
+            errors = "backslashreplace" if name == "stderr" else None
+            stream = open(fd, mode, closefd=False, errors=errors)  # noqa: SIM115
+            setattr(sys, name, stream)
 
 
 def _without_collection(args: argparse.Namespace) -> int:
@@ -168,16 +192,17 @@ def error_handler(
     With ``--json`` stdout still gets one object. Progress (which step,
     elapsed) goes to stderr while it runs, when :mod:`vllm_patchkit.progress`
     says a person watches. A reader that closes
-    stdout early (``apply | head -1``) does not turn the command's own
-    result into an error: the rest of its output goes to the null device.
+    stdout or stderr early (``apply | head -1``) does not turn the command's
+    own result into an error: the rest of that output goes to the null device.
     """
     from vllm_patchkit import progress
 
-    stdout = sys.stdout
-    quiet = _QuietStdout(stdout)
+    stdout, stderr = sys.stdout, sys.stderr
+    quiet = _QuietStream(stdout)
     sys.stdout = quiet  # type: ignore[assignment]
-    progress.start(json_output=getattr(args, "json", False))
+    sys.stderr = _QuietStream(stderr)  # type: ignore[assignment]
     try:
+        progress.start(json_output=getattr(args, "json", False))
         code = command(args)
         quiet.flush()
         return code
@@ -196,18 +221,22 @@ def error_handler(
     finally:
         progress.stop()
         quiet.flush()
-        sys.stdout = stdout
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = stdout, stderr
 
 
-class _QuietStdout:
-    """stdout whose reader may go away: a closed pipe sends the rest of the
-    output to the null device, as Python's documentation recommends, and the
-    command goes on to its own exit code (SIGPIPE is ignored by Python)."""
+class _QuietStream:
+    """stdout or stderr whose reader may go away: a closed pipe sends the
+    rest of the output to the null device, as Python's documentation
+    recommends, and the command goes on to its own exit code (SIGPIPE is
+    ignored by Python). None (a caller's closed stream) takes nothing."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
+        if self._stream is None:
+            return len(text)
         try:
             return self._stream.write(text)
         except BrokenPipeError:
@@ -215,6 +244,8 @@ class _QuietStdout:
             return len(text)
 
     def flush(self) -> None:
+        if self._stream is None:
+            return
         try:
             self._stream.flush()
         except BrokenPipeError:

@@ -40,11 +40,16 @@ _wake = threading.Condition(_lock)
 
 def wanted(json_output: bool) -> bool:
     """Whether a command shows progress: ``VLLM_PATCHKIT_PROGRESS`` if set,
-    else stderr is a terminal and the output is not ``--json``."""
+    else stderr is a terminal and the output is not ``--json`` (a closed
+    stderr is no terminal)."""
     setting = os.environ.get(ENV, "").strip()
     if setting in ("0", "1"):
         return setting == "1"
-    return not json_output and sys.stderr.isatty()
+    stream = sys.stderr
+    try:
+        return not json_output and stream is not None and stream.isatty()
+    except (OSError, ValueError):  # closed
+        return False
 
 
 def start(json_output: bool) -> None:
