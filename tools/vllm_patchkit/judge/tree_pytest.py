@@ -42,6 +42,11 @@ class PytestRun:
     cases: dict[str, int] = field(default_factory=dict)
     """How many cases each file reported (any outcome): a file with none did
     not run, even when the other files passed."""
+    device_skips: list[str] = field(default_factory=list)
+    """``test id: reason`` of each case skipped because it needs a GPU: the
+    launcher hides every device (CPU only), so such a case cannot run here.
+    Counted apart: it is neither a failure nor a pass, and the file still
+    needs a case that passed."""
     absent_modules: list[str] = field(default_factory=list)
     """vLLM modules the files import that the tree does not have: the test
     targets another release's layout (0002 needs ``vllm.v1.attention.backend``,
@@ -67,9 +72,14 @@ class PytestRun:
         return (
             self.returncode == 0
             and self.passed > 0
-            and not (self.failed or self.errors or self.skipped)
+            and not (self.failed or self.errors or self.other_skips)
             and not self.empty_files
         )
+
+    @property
+    def other_skips(self) -> int:
+        """Skipped cases that did not skip for want of a GPU."""
+        return self.skipped - len(self.device_skips)
 
     @property
     def empty_files(self) -> list[str]:
@@ -96,8 +106,8 @@ class PytestRun:
         if self.errors:
             first = self.failures[0] if self.failures else "no message"
             return f"{self.errors} error(s), first: {first}"
-        if self.skipped:
-            return f"{self.skipped} case(s) skipped"
+        if self.other_skips:
+            return f"{self.other_skips} case(s) skipped"
         if self.passed == 0:
             return f"no case was collected (pytest exit {self.returncode})"
         if self.empty_files:
@@ -109,8 +119,10 @@ class PytestRun:
         parts = [f"{self.passed} passed", f"{self.failed} failed"]
         if self.errors:
             parts.append(f"{self.errors} errors")
-        if self.skipped:
-            parts.append(f"{self.skipped} skipped")
+        if self.other_skips:
+            parts.append(f"{self.other_skips} skipped")
+        if self.device_skips:
+            parts.append(f"{len(self.device_skips)} skipped (they need a GPU)")
         return ", ".join(parts)
 
 
@@ -158,6 +170,10 @@ def run_tree_tests(
     return run
 
 
+_NEEDS_GPU = re.compile(r"\b(CUDA|GPU)\b")
+"""A skip reason that names the device the launcher hides (vLLM's tests
+write ``requires CUDA``, ``needs a GPU``, ...)."""
+
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '(vllm(?:\.\w+)*)'")
 """An import that failed: the exception, not the same words elsewhere (on a
 checkout without ``_version.py``, vLLM warns "Failed to read commit hash:"
@@ -173,6 +189,18 @@ def absent_vllm_modules(tree: Path, output: str) -> list[str]:
         if not path.with_suffix(".py").is_file() and not path.is_dir():
             absent.append(name)
     return absent
+
+
+def run_with(
+    launcher: TreeLauncher,
+    tree: Path,
+    files: list[str],
+    command: list[str],
+    timeout: float,
+) -> PytestRun:
+    """``command`` (a pytest run of ``files``, however started) on ``tree``,
+    its cases read from its JUnit report; no cache."""
+    return _run(launcher, tree, files, command, timeout)[0]
 
 
 def _run(
@@ -215,7 +243,10 @@ def _read_junit(report: Path, run: PytestRun) -> None:
             run.errors += 1
             message = (error.get("message") or "").splitlines()
             run.failures.append(f"{name}: {message[0] if message else 'error'}")
-        elif case.find("skipped") is not None:
+        elif (skipped := case.find("skipped")) is not None:
             run.skipped += 1
+            reason = skipped.get("message") or ""
+            if _NEEDS_GPU.search(reason):
+                run.device_skips.append(f"{name}: {reason}")
         else:
             run.passed += 1

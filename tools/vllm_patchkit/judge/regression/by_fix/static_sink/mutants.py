@@ -30,6 +30,13 @@ from vllm_patchkit.judge.mutation.mutants import (
     edit_method,
     report_command,
 )
+from vllm_patchkit.judge.mutation.statements import (
+    Rewrite,
+    SourceMutant,
+    dropped,
+    same_behaviour_key,
+    swapped,
+)
 from vllm_patchkit.judge.regression.by_fix.static_sink import MODULE
 from vllm_patchkit.judge.regression.layout import run_quietly_on_cpu
 from vllm_patchkit.trees.child_json import exit_with
@@ -38,7 +45,7 @@ COPY = "common_attn_metadata = copy(common_attn_metadata)"
 ADD = "torch.add(self.runner_seq_lens, self.sink_len, out=seq_lens)"
 MASK = "seq_lens.masked_fill_(self.runner_seq_lens == 0, 0)"
 SINK_ADDED = "common_attn_metadata.max_seq_len + self.sink_len"
-BUFFER = "seq_lens = self.seq_lens_with_sink[:num_reqs]"
+BUFFER = "seq_lens = self.seq_lens_with_sink[: self.runner_seq_lens.shape[0]]"
 REFRESH = "self._add_sink(self.max_num_blocks)"
 
 SINK_MUTANTS: tuple[Mutant, ...] = (
@@ -86,6 +93,100 @@ SINK_MUTANTS: tuple[Mutant, ...] = (
         ((REFRESH, ("pass",)),),
     ),
 )
+
+
+UPDATE = "super().update_draft_decode_metadata(metadata)"
+BLOCK_TABLE_COPY = (
+    "self.block_table_with_sink[: block_table.shape[0], "
+    "self.num_sink_blocks:self.num_sink_blocks + block_table.shape[1]] = block_table"
+)
+COPY_WIDTH = "width = min(max_num_blocks, self.max_num_blocks)"
+OPT_OUT = "supports_update_block_table: bool = False"
+
+UPSTREAM_FILE = str(STATIC_SINK)
+"""The file the fix changes (its upstream mutants are of it)."""
+UPSTREAM_TESTS = ("tests/v1/attention/test_static_sink_shared_state.py",)
+"""The test patch 0005 adds: alone, it must kill every upstream mutant."""
+UPSTREAM_REFRESH = ("update_draft_decode_metadata", "_add_sink")
+"""The draft refresh: the override and the helper it shares with build;
+each adjacent pair of their statements swapped is a mutant."""
+UPSTREAM_MUTANTS: tuple[Rewrite, ...] = (
+    Rewrite(
+        "refresh_after_super",
+        "the refresh runs after the underlying builder's draft update, which "
+        "then recomputes its schedule from the stale lengths",
+        ((REFRESH, ("pass",)), (UPDATE, (UPDATE, REFRESH))),
+    ),
+    Rewrite(
+        "no_block_table_refresh_in_update",
+        "the draft update refreshes seq_lens only, not the block table",
+        (
+            (
+                REFRESH,
+                (
+                    BUFFER,
+                    ADD,
+                    MASK,
+                ),
+            ),
+        ),
+    ),
+    Rewrite(
+        "no_block_table_copy",
+        "the runner's block table is never copied behind the sink blocks",
+        (
+            (
+                BLOCK_TABLE_COPY,
+                ("pass",),
+            ),
+        ),
+    ),
+    Rewrite(
+        "no_masked_fill",
+        "padded requests (length 0) get the sink's length",
+        ((MASK, ("pass",)),),
+    ),
+    Rewrite(
+        "copy_width_not_clamped",
+        "the block-table copy is as wide as max_seq_len needs, past the buffer "
+        "when capture passes max_seq_len = max_model_len",
+        ((COPY_WIDTH, ("width = max_num_blocks",)),),
+    ),
+    Rewrite(
+        "update_block_table_opt_out_removed",
+        "the builder keeps the runner's update_block_table() shortcut",
+        ((OPT_OUT, ("pass",)),),
+    ),
+    Rewrite(
+        "override_dropped",
+        "no update_draft_decode_metadata of its own: the underlying builder's "
+        "runs on the lengths of the last build",
+        (("def update_draft_decode_metadata", ("pass",)),),
+    ),
+)
+"""The wrong fixes a review named (issue 49), for the upstream test alone."""
+
+
+def upstream_mutants(base: str, fixed: str) -> list[SourceMutant]:
+    """Every mutant the upstream test alone must kill: the named ones, each
+    statement 0004 adds dropped, each adjacent pair of the draft refresh
+    swapped; one entry per distinct source (names joined)."""
+    made: dict[str, SourceMutant] = {}
+    named = [m.make(fixed, BUILDER) for m in UPSTREAM_MUTANTS]
+    for mutant in [
+        *named,
+        *dropped(base, fixed),
+        *swapped(fixed, BUILDER, UPSTREAM_REFRESH),
+    ]:
+        key = same_behaviour_key(mutant.source)
+        seen = made.get(key)
+        if seen is None:
+            made[key] = mutant
+        else:
+            made[key] = SourceMutant(
+                f"{seen.name} = {mutant.name}", seen.description, seen.source
+            )
+    return list(made.values())
 
 
 def builder_lines(source: str) -> tuple[int, int]:
