@@ -9,11 +9,12 @@
   vllm-patchkit and nothing from the artifact;
 * the scripts run for real on a local upstream chain of release trees:
   provision (clone, base from the series, apply), rebase with the upstreamed
-  patch dropped and recorded in the PR title, body and commit message, the
-  base check of the refreshed series, the artifact's patches installed in a
-  fresh clone, the bot-branch commit and push, a second identical night that
-  pushes nothing, and the issue (conflict or failed check) whose title is
-  stable from night to night.
+  patch dropped from the branch and recorded in the PR title, body and
+  commit message, the refresh keeping it for older releases and the texts
+  saying so, the base check of the refreshed series, the artifact's patches
+  installed in a fresh clone, the bot-branch commit and push, a second
+  identical night that pushes nothing, and the issue (conflict or failed
+  check) whose title is stable from night to night.
 """
 
 from __future__ import annotations
@@ -545,6 +546,8 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     assert "`vllm_overlay` package is not changed" in body
     assert "still fixes installed affected releases" in " ".join(message.split())
 
+    series_before = tmp_path / "series-before"
+    shutil.copytree(patches, series_before)
     refreshed = subprocess.run(
         [tool("vllm-patchkit"), "--patches", str(patches), "refresh", str(checkout)],
         capture_output=True,
@@ -552,11 +555,32 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
         timeout=300,
     )
     assert refreshed.returncode == 0, refreshed.stderr
-    assert not (patches / FIX).exists()
+    # Nothing leaves the series: upstream carries 0001 and 0003 from 0.29.0,
+    # and the older releases of their Affects: ranges still need them.
+    assert FIX in series_names(patches / "series") and (patches / FIX).exists()
+    assert (patches / AITER_FIX).exists()
     assert "# Base: vLLM 0.28.0" in (patches / "series").read_text()
 
-    # The refreshed series (0002 alone) still applies at the Base line's
-    # release; the check leaves the checkout as it was.
+    # The PR texts again after the refresh, as nightly-rebase writes them:
+    # kept, not dropped.
+    again = subprocess.run(
+        [sys.executable, str(CI / "rebase_report.py"),
+         "--rebase-json", str(out / "rebase.json"), "--summary",
+         str(out / "rebase-summary.md"), "--repo", "vllm-project/vllm", "--ref",
+         "v0.29.0", "--exit-code", "0", "--run-url", "run-42", "--patches",
+         str(series_before), "--refreshed", str(patches), "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "drop upstreamed" not in (out / "pr-title.txt").read_text()
+    body = (out / "pr-body.md").read_text()
+    kept = body.split("### Upstreamed, kept for older releases")[1].split("###")[0]
+    assert f"`{FIX}`" in kept and f"`{AITER_FIX}`" in kept
+    assert "This repository stops carrying" not in body
+    message = (out / "commit-message.txt").read_text()
+
+    # The refreshed series still applies at the Base line's release; the
+    # check leaves the checkout as it was.
     before = (git.head(), git.branch(), git.out("rev-parse", "refs/vllm-patchkit/base"))
     based = ci(
         "check-series-base.sh", str(checkout), "v0.28.0", str(out), patches=patches
@@ -589,7 +613,7 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
         "install-series.sh", str(artifact), str(night1 / "patches"), patches=patches
     )
     assert installed.returncode == 0, installed.stderr
-    assert not (night1 / "patches" / FIX).exists()
+    assert (night1 / "patches" / FIX).exists()
     pushed = ci(
         "commit-bot-branch.sh",
         str(night1),
@@ -606,8 +630,7 @@ def test_nightly_drop_is_recorded_committed_and_pushed(
     assert logged.startswith(message.strip())
     assert f"Signed-off-by: {USER['GIT_COMMITTER_NAME']}" in logged
     changed = origin.out("diff", "--name-status", "main", head).splitlines()
-    assert f"D\tpatches/{FIX}" in changed
-    assert all(line.split("\t")[1].startswith("patches/") for line in changed)
+    assert changed and all(line.startswith("M\tpatches/") for line in changed)
 
     # Night 2, the same result: a fresh clone of main (whose patches/ still
     # differs from the bot branch's), the same artifact. Nothing is
