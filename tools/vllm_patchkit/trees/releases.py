@@ -10,6 +10,7 @@ are cheap local clones; the cached tree itself is never modified.
 from __future__ import annotations
 
 import base64
+import configparser
 import json
 import os
 import shutil
@@ -81,15 +82,60 @@ def release_tree(version: str) -> Path:
 
 def checkout_tree(version: str) -> Path:
     """The cached tree of vLLM ``version`` as a git checkout of its tag has
-    it (read-only by convention): vLLM's own ``.gitignore`` keeps
-    ``vllm/_version.py`` (written by an install) out of git and so out of
-    the tree; the release is known only by the tag ``v<version>``."""
+    it (read-only by convention): every file of the sdist but those its
+    packaging wrote (:func:`packaging_generated`: ``vllm/_version.py`` above
+    all), so the release is known only by the tag ``v<version>``."""
     return _cached_tree(version, checkout=True)
+
+
+CHECKOUT_SHAPE = "tag-checkout"
+"""The checkout trees' cache name (``vllm-0.34.0-tag-checkout``). The
+``-checkout`` trees before it dropped what vLLM's ``.gitignore`` matches
+although upstream tracks it (on 0.34.0
+``vllm/model_executor/kernels/linear/mxfp4/rdna3_hip.py``, which the
+regression victims import); a new name rebuilds each once and never reads
+or removes an old entry another process may be reading."""
+
+
+def packaging_generated(tree: Path) -> list[Path]:
+    """What setuptools and setuptools-scm write into vLLM's sdist that
+    upstream's git does not track: ``vllm/_version.py``, ``PKG-INFO``, the
+    ``*.egg-info/`` directory and ``setup.cfg`` when it holds only the
+    ``[egg_info]`` build tag (vLLM has no ``setup.cfg`` of its own).
+
+    The rest of an sdist is upstream's: setuptools-scm's file finder takes
+    the files git tracks (plus ``MANIFEST.in``'s, tracked too), so a file
+    vLLM's ``.gitignore`` matches is there only because upstream tracks it.
+    """
+    found = [
+        path
+        for path in (tree / "vllm" / "_version.py", tree / "PKG-INFO")
+        if path.is_file()
+    ]
+    found += sorted(p for p in tree.glob("*.egg-info") if p.is_dir())
+    setup_cfg = tree / "setup.cfg"
+    if setup_cfg.is_file() and _only_egg_info_tag(setup_cfg.read_text()):
+        found.append(setup_cfg)
+    return found
+
+
+def _only_egg_info_tag(text: str) -> bool:
+    """``text`` (a ``setup.cfg``) is just the ``[egg_info]`` section that
+    setuptools' sdist writes (``tag_build``, ``tag_date``)."""
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return False
+    return parser.sections() == ["egg_info"] and set(parser["egg_info"]) <= {
+        "tag_build",
+        "tag_date",
+    }
 
 
 def _cached_tree(version: str, *, checkout: bool) -> Path:
     check_version(version)
-    shape = "-checkout" if checkout else ""
+    shape = f"-{CHECKOUT_SHAPE}" if checkout else ""
     name = f"vllm-{version}{shape}"
     dest = cache_dir() / "trees" / name
     with locked(f"tree-{version}{shape}"):
@@ -101,13 +147,16 @@ def _cached_tree(version: str, *, checkout: bool) -> Path:
             staged_dir(dest, f".{name}-") as staging,
         ):
             _extract(archive, staging, f"vllm-{version}")
-            git = init_repo(staging)
             if checkout:
-                git.run("add", "-A")
-            else:
-                # -f: the tree is the released source, files vLLM's
-                # .gitignore names (vllm/_version.py) included.
-                git.run("add", "-f", "-A")
+                for generated in packaging_generated(staging):
+                    if generated.is_dir():
+                        shutil.rmtree(generated)
+                    else:
+                        generated.unlink()
+            git = init_repo(staging)
+            # -f: every file left is upstream's or the release's, those
+            # vLLM's .gitignore matches included (upstream tracks them).
+            git.run("add", "-f", "-A")
             dated = {
                 "GIT_AUTHOR_DATE": RELEASE_DATE,
                 "GIT_COMMITTER_DATE": RELEASE_DATE,
@@ -116,9 +165,6 @@ def _cached_tree(version: str, *, checkout: bool) -> Path:
                 "commit", "--quiet", "--no-verify", "-m", f"vLLM {version}", env=dated
             )
             git.run("tag", f"v{version}")
-            if checkout:
-                # A checkout has only what git holds: ignored files go.
-                git.run("clean", "--quiet", "-f", "-d", "-X")
             # Packed before it is published: a clone then starts with one
             # pack, as a user's does, not thousands of loose objects that
             # its first commit would gc in the background.
