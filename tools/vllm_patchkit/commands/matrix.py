@@ -132,6 +132,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "fix label, a step), is refused naming the file and the field"
         ),
     )
+    parser.add_argument(
+        "--onto",
+        type=Path,
+        metavar="MATRIX_JSON",
+        help=(
+            "with --merge: the rows of this matrix.json (the committed table, "
+            "docs/matrix.json) stand for the releases of the range that no row "
+            "file has, so a new release joins the table without a sweep of "
+            "every release; matrix.json's run names the rows kept"
+        ),
+    )
     subset.add_argument(
         "--list",
         action="store_true",
@@ -187,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
         from vllm_patchkit.present.matrix_shards import merge
 
         check_readme(args)
-        return write_table(args, *merge(args.merge))
+        return write_table(args, *merge(args.merge, args.onto))
+    if args.onto is not None:
+        raise InputError("--onto takes the table the row files of --merge join")
     check_range(args.first, args.last)
     sharded = args.releases is not None or args.shard is not None
     if args.readme is not None and sharded:

@@ -19,7 +19,7 @@ from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.matrix import Row, code_digest, environment
 from vllm_patchkit.present.matrix_table import summary, to_json
-from vllm_patchkit.present.row_schema import FORMAT, read_row_file
+from vllm_patchkit.present.row_schema import FORMAT, read_row_file, read_table
 
 
 class MatrixShardError(InputError):
@@ -115,9 +115,18 @@ def _same(files: list[RowFile], what: str, value: Any, why: str) -> None:
             )
 
 
-def merge(paths: list[Path]) -> tuple[list[Row], dict[str, Any]]:
+def merge(
+    paths: list[Path], onto: Path | None = None
+) -> tuple[list[Row], dict[str, Any]]:
     """The rows of every file in release order, and the merged run's
-    summary; refused (exit 2) unless the files make one table."""
+    summary; refused (exit 2) unless the files make one table.
+
+    ``onto`` (a ``matrix.json``, the committed table): its rows stand for
+    the releases of the range no row file has, so a new release, or a few
+    measured again, join the table without a sweep of every release. The
+    row files must still agree with each other; the rows kept were measured
+    by the code of the run that wrote ``onto``, and the run record says
+    which those are (``kept``)."""
     if not paths:
         raise MatrixMergeError("--merge: name the row files to merge")
     files = [(p, read_row_file(p)) for p in paths]
@@ -142,6 +151,8 @@ def merge(paths: list[Path]) -> tuple[list[Row], dict[str, Any]]:
                 )
             owner[version] = path
             rows[version] = Row.from_json(row)
+    kept = _kept_rows(onto, releases, rows) if onto is not None else {}
+    rows |= kept
     missing = [v for v in releases if v not in rows]
     if missing:
         raise MatrixMergeError(
@@ -163,4 +174,26 @@ def merge(paths: list[Path]) -> tuple[list[Row], dict[str, Any]]:
     run = summary(ordered, wall, sum(s["jobs"] for s in shards))
     run["shards"] = shards
     run["digests"] = files[0][1]["digests"]
+    if onto is not None:
+        run["kept"] = {
+            "from": onto.name,
+            "releases": [v for v in releases if v in kept],
+            "why": "measured by the run that wrote it, not by these row files",
+        }
     return ordered, run
+
+
+def _kept_rows(
+    onto: Path, releases: list[str], measured: dict[str, Row]
+) -> dict[str, Row]:
+    """``onto``'s rows of the releases the row files did not measure (each
+    field checked, as a row file's); refused when it holds a release
+    outside the range, which the merged table would drop unsaid."""
+    table, _ = read_table(onto)
+    outside = [row.version for row in table if row.version not in releases]
+    if outside:
+        raise MatrixMergeError(
+            f"--onto {onto}: {', '.join(outside)} not in the row files' range "
+            f"{releases[0]}..{releases[-1]}; give the row files that range"
+        )
+    return {row.version: row for row in table if row.version not in measured}
