@@ -1,24 +1,25 @@
-"""Judge a vLLM source tree: does it carry a working fix for vLLM #51585?
+"""Judge a vLLM source tree: does it carry a working fix for each bug of the series?
 
 The verdict comes from running code, not from reading it: the regression
 suite (:mod:`vllm_patchkit.judge.regression`) imports vLLM from the tree, on CPU,
 with this venv's dependencies, and the tree's own copy of the series'
-upstream test (patch 0002) runs under pytest. Both must pass. A failure
-anywhere is "not fixed"; with no failure, a core check that could not run,
-or an upstream test that errored or was not collected, is "cannot judge":
-what did not run is never counted as a pass. When the tree
+upstream tests (the test files its patches add) run under pytest. Both
+must pass. A failure anywhere is "not fixed"; with no failure, a core check
+that could not run, or an upstream test that errored or was not collected,
+is "cannot judge": what did not run is never counted as a pass. When the tree
 is a checkout with a known base (``refs/vllm-patchkit/base``, written by
 apply and rebase, or ``--baseline``), the same runs on the base give the
 "before" column, with the upstream test copied in from the tree, so a
 contributor sees it fail there and pass here.
 
-Each fix (#51585, #53821) is judged on its own and reported separately. The
+Each fix of the registry is judged on its own and reported separately. The
 tree's verdict, and so the exit code, is over the fixes the series expects
-there: a fix whose patch the series carries for the tree's release (its
-``Affects:`` range; every fix on an unknown or development version), or
+there: a fix whose patch the series carries for the tree (by its code,
+else its ``Affects:`` range; every fix on an unknown or development
+version), or
 that upstream has carried since its ``Applied-Upstream:`` release. A fix the
-series does not carry for the release (#53821 on 0.25.0) is still run and
-reported ("not fixed (not carried for 0.25.0)") but decides nothing.
+series does not carry for the release is still run and
+reported ("not fixed (not carried for X.Y.Z)") but decides nothing.
 """
 
 from __future__ import annotations

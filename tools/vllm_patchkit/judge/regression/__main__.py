@@ -1,8 +1,8 @@
 """``python -m vllm_patchkit.judge.regression``: run the scenarios in this process.
 
 Set ``PYTHONPATH`` to a vLLM source tree to test that tree; the JSON output
-names the ``vllm`` package that was actually imported. Each fix (#51585,
-#53821) gets its own verdict under ``fixes``; the exit status is the verdict
+names the ``vllm`` package that was actually imported. Each fix of the
+registry gets its own verdict under ``fixes``; the exit status is the verdict
 over every check: 0 fixed, 1 not fixed (a check failed), 3 cannot judge (no
 check failed, but a core check could not run here). ``vllm-patchkit test``
 decides which fixes count for a tree.

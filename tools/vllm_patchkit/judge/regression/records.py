@@ -20,8 +20,7 @@ DECODE_QUERY_LENS = (1, 3)
 
 CODE_UNDER_TEST_FILES = tuple(fix.record.source_file for fix in FIXES)
 """The files the fixes change, whose code the suite judges (a mutant's copy
-included): ``rocm_attn.py`` (#51585) and ``rocm_aiter_unified_attn.py``
-(#53821)."""
+included): each fix record's ``source_file``."""
 
 
 @dataclass

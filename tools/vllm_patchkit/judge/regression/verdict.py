@@ -4,16 +4,15 @@ Both directions are spelled out so a test on stock code can assert that the
 bug really happens (a suite that cannot fail proves nothing). Every outcome
 becomes a check that passed, failed or could not run; one that could not run
 is counted and named with its reason, never dropped and never a pass. A tree
-is judged fixed only when no check failed and the core checks (the ROCm
-capture's effects and the PR's own crash, at every query length) ran and
-passed there; otherwise, with no failure, the answer is "cannot judge".
+is judged fixed only when no check failed and the core checks (each fix
+names its own: :attr:`Fix.core_scenarios
+<vllm_overlay.fixes.base.Fix.core_scenarios>`) ran and passed there;
+otherwise, with no failure, the answer is "cannot judge".
 
 Each check belongs to one fix, and each fix gets a verdict of its own by the
 same rule over its own checks (:func:`judge_fixes`), for every fix of the
-registry (:mod:`vllm_overlay.fixes`, which names each fix's scenarios):
-#51585 (ROCM_ATTN's capture keeps the host offsets) and #53821
-(ROCM_AITER_UNIFIED_ATTN's capture keeps both offsets). A release can
-need one, both or none; which fixes decide a tree's verdict is for the
+registry (:mod:`vllm_overlay.fixes`, which names each fix's scenarios).
+A release can need one, several or none; which fixes decide a tree's verdict is for the
 caller, who knows the series (see :mod:`vllm_patchkit.judge.verify`).
 
 This module imports neither torch nor vLLM: the commands that only read a
