@@ -16,35 +16,100 @@ make of that file anywhere; only its file name is set to where it was read
 from this time. The interpreter's own modules and the venv's keep Python's
 ``.pyc`` files. A cache entry that cannot be read or written is compiled
 again; the cache never fails an import.
+
+What the cache holds is run, so it is used only when the directory is the
+user's own and no one else can write it
+(:mod:`~vllm_patchkit.trees.cache_trust`): that rule, not the key, is what
+keeps out an entry planted under a stock file's key. An attacker who can
+write the directory can write any entry with any key and any record
+inside it. Each entry also records the key it was compiled for, checked
+against the source being imported, so that an entry copied or renamed
+under another source's key (by hand, a sync tool, a bad restore) is never
+run for it; and entries are read as regular files (no FIFO, device or
+link) of at most :data:`MAX_ENTRY_BYTES`.
+
+The cache is bounded (:data:`MAX_MB_ENV`, default :data:`DEFAULT_MAX_MB`
+MiB): the launcher trims it, least recently used first, before its first
+child of a process uses it (:func:`for_children`); a hit marks its entry
+used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import CodeType
 
-from vllm_patchkit.paths import below
+from vllm_patchkit.errors import InputError
+from vllm_patchkit.paths import below, cache_dir
+from vllm_patchkit.trees.cache_trust import read_entry, trusted_dir
 
 ENV = "VLLM_PATCHKIT_BYTECODE"
 """The cache directory a child's compiled code is kept in (unset: none)."""
 
+MAX_MB_ENV = "VLLM_PATCHKIT_BYTECODE_MAX_MB"
+"""The cache's bound in MiB; unset: :data:`DEFAULT_MAX_MB`."""
 
-def entry_path(cache: Path, source: bytes) -> Path:
-    """Where the code compiled from ``source`` is kept under ``cache``."""
+DEFAULT_MAX_MB = 256
+"""A suite run on one release's tree compiles about 760 modules (about 11 MB:
+1,948 entries held 28 MB here); releases share most of their files."""
+
+TRIMMED_TO = 0.75
+"""An over-bound cache is trimmed to this share of the bound, so that the
+next few runs do not each trim again."""
+
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+"""vLLM's largest module compiles to well under 1 MiB."""
+
+WHAT = "bytecode cache"
+
+_HEADER = b"vllm-patchkit code for "
+"""An entry: this, the key (the hexadecimal SHA-256 below), a newline, then
+the marshalled code."""
+
+_TOUCH_AFTER_S = 3600
+"""A hit older than this marks its entry used (one write an hour at most)."""
+
+
+def _key(source: bytes) -> str:
     digest = hashlib.sha256()
     digest.update(importlib.util.MAGIC_NUMBER)
     digest.update(bytes([sys.flags.optimize]))
     digest.update(source)
-    key = digest.hexdigest()
+    return digest.hexdigest()
+
+
+def entry_path(cache: Path, source: bytes) -> Path:
+    """Where the code compiled from ``source`` is kept under ``cache``."""
+    key = _key(source)
     return cache / key[:2] / f"{key[2:]}.code"
+
+
+def encode(source: bytes, code: CodeType) -> bytes:
+    """The entry for ``code``, compiled from ``source``: it records the key."""
+    return _HEADER + _key(source).encode() + b"\n" + marshal.dumps(code)
+
+
+def decode(source: bytes, data: bytes) -> CodeType | None:
+    """The code in the entry ``data`` if it was recorded for ``source``."""
+    header = _HEADER + _key(source).encode() + b"\n"
+    if not data.startswith(header):
+        return None
+    try:
+        code = marshal.loads(data[len(header) :])
+    except (ValueError, EOFError, TypeError):
+        return None
+    return code if isinstance(code, CodeType) else None
 
 
 class ContentKeyedLoader(importlib.machinery.SourceFileLoader):
@@ -57,18 +122,19 @@ class ContentKeyedLoader(importlib.machinery.SourceFileLoader):
         path = self.get_filename(fullname)
         source = self.get_data(path)
         entry = entry_path(self.cache, source)
-        code = _read(entry)
+        code = _read(entry, source)
         if code is not None:
             return _with_file_name(code, path)
         code = self.source_to_code(source, path)
-        _write(entry, code)
+        _write(entry, encode(source, code))
         return code
 
 
 def install(environ: Mapping[str, str] | None = None) -> bool:
     """Compile the sources under this process's ``PYTHONPATH`` entries
     through the cache ``VLLM_PATCHKIT_BYTECODE`` names; True if it did
-    (the variable set and the path not empty)."""
+    (the variable set, the path not empty, the directory trusted: else
+    said on stderr, and every module compiles as without the cache)."""
     env = os.environ if environ is None else environ
     directory = env.get(ENV)
     roots = [
@@ -76,13 +142,93 @@ def install(environ: Mapping[str, str] | None = None) -> bool:
     ]
     if not directory or not roots:
         return False
-    loader = type(
-        "ContentKeyedLoader", (ContentKeyedLoader,), {"cache": Path(directory)}
-    )
+    cache = trusted_dir(Path(directory), WHAT)
+    if cache is None:
+        return False
+    loader = type("ContentKeyedLoader", (ContentKeyedLoader,), {"cache": cache})
     sys.path_hooks.insert(0, path_hook(roots, loader))
     # Finders made before the hook (the toolkit's own directories) are made
     # again through it on their next use.
     sys.path_importer_cache.clear()
+    return True
+
+
+def for_children(environ: Mapping[str, str]) -> str:
+    """What a tree child gets in ``VLLM_PATCHKIT_BYTECODE``: the cache the
+    user named, else the one under the cache directory; "" when it is off
+    or not trusted (said once on stderr). Trimmed to its bound the first
+    time a process hands it out."""
+    directory = environ.get(ENV)
+    if directory is None:
+        directory = str(cache_dir() / "bytecode")
+    if not directory:
+        return ""
+    bound = max_bytes(environ)
+    cache = trusted_dir(Path(directory), WHAT)
+    if cache is None:
+        return ""
+    if cache not in _trimmed:
+        _trimmed.add(cache)
+        trim(cache, bound)
+    return str(cache)
+
+
+_trimmed: set[Path] = set()
+
+
+def max_bytes(environ: Mapping[str, str]) -> int:
+    """The cache's bound in bytes (``VLLM_PATCHKIT_BYTECODE_MAX_MB``, a
+    positive whole number of MiB); anything else is refused (exit 2)."""
+    text = environ.get(MAX_MB_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_MB * 1024 * 1024
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise InputError(
+            f"{MAX_MB_ENV}={text!r}: give the bytecode cache's bound as a "
+            "positive whole number of MiB"
+        )
+    return int(text) * 1024 * 1024
+
+
+def trim(cache: Path, bound: int) -> None:
+    """If the entries under ``cache`` hold more than ``bound`` bytes, delete
+    the least recently used (oldest modification time) until they hold
+    :data:`TRIMMED_TO` of it; scratch files of writes that were cut off an
+    hour ago or more go too. A file that cannot be removed stays; the cache
+    is never refused for its size."""
+    entries: list[tuple[float, int, str]] = []
+    stale = time.time() - _TOUCH_AFTER_S
+    try:
+        for shard in os.scandir(cache):
+            if not shard.is_dir(follow_symlinks=False):
+                continue
+            for item in os.scandir(shard.path):
+                info = item.stat(follow_symlinks=False)
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                if item.name.endswith(".code"):
+                    entries.append((info.st_mtime, info.st_size, item.path))
+                elif item.name.endswith(".tmp") and info.st_mtime < stale:
+                    _remove(item.path)
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    if total <= bound:
+        return
+    for _, size, path in sorted(entries):
+        if total <= bound * TRIMMED_TO:
+            break
+        if _remove(path):
+            total -= size
+
+
+def _remove(path: str) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return True  # another run trimmed it
+    except OSError:
+        return False
     return True
 
 
@@ -122,23 +268,30 @@ def _within(path: str, directory: str) -> bool:
     return path == directory or below(path, directory)
 
 
-def _read(entry: Path) -> CodeType | None:
-    try:
-        code = marshal.loads(entry.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
+def _read(entry: Path, source: bytes) -> CodeType | None:
+    """The code kept for ``source``; a hit not marked used within the last
+    hour is marked now (its modification time), for :func:`trim`."""
+    found = read_entry(entry, MAX_ENTRY_BYTES)
+    if found is None:
         return None
-    return code if isinstance(code, CodeType) else None
+    data, info = found
+    code = decode(source, data)
+    if code is not None and time.time() - info.st_mtime > _TOUCH_AFTER_S:
+        # Read-only: trimming may take it early, nothing else.
+        with contextlib.suppress(OSError):
+            os.utime(entry, follow_symlinks=False)
+    return code
 
 
-def _write(entry: Path, code: CodeType) -> None:
+def _write(entry: Path, data: bytes) -> None:
     """Kept atomically (children of a run write side by side); a cache that
     cannot be written costs a compile next time, nothing else."""
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.parent.mkdir(mode=0o700, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(marshal.dumps(code))
+                out.write(data)
             os.replace(temporary, entry)
         except BaseException:
             os.unlink(temporary)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import getpass
 import json
 import os
 import signal
@@ -115,12 +116,20 @@ def run_in_group(
     streams and stays in its process group, in the terminal's foreground (an
     interactive script: it may read the terminal, and Ctrl-C reaches it);
     this process waits for it, so nothing is left to kill.
+
+    The child's temporary directory (``TMPDIR``) is one of this function's,
+    removed with the rest when the child ends, is killed, or this process
+    is interrupted: what the child and its processes make there
+    (the regression harness's model files) is never left behind. An
+    interactive child keeps the user's.
     """
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-child-") as scratch:
         out_path = log or Path(scratch) / "stdout"
         err_path = Path(scratch) / "stderr"
         in_path = Path(scratch) / "stdin"
         in_path.write_text(stdin or "")
+        if not inherit_stdio:
+            env = _with_own_tmpdir(env, Path(scratch) / "tmp")
         with contextlib.ExitStack() as files:
             if inherit_stdio:
                 streams: dict[str, Any] = {}
@@ -164,6 +173,26 @@ def run_in_group(
             _text(out_path.read_bytes()),
             _text(err_path.read_bytes()),
         )
+
+
+def _with_own_tmpdir(env: Mapping[str, str], tmp: Path) -> dict[str, str]:
+    """``env`` with ``tmp`` (made) as the temporary directory; torch's
+    compile cache stays where it was (under the user's), kept across runs."""
+    tmp.mkdir(mode=0o700)
+    inductor = os.path.join(tempfile.gettempdir(), f"torchinductor_{_user()}")
+    return {
+        **env,
+        "TORCHINDUCTOR_CACHE_DIR": env.get("TORCHINDUCTOR_CACHE_DIR", inductor),
+        "TMPDIR": str(tmp),
+    }
+
+
+def _user() -> str:
+    """The name torch gives its compile cache (``getpass.getuser``)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -11,7 +11,10 @@ kept across runs) are both stored here; they differ only in what they put
 in each part of the key.
 
 One JSON file per key, written whole (a reader never sees half an entry);
-two processes or threads that ask for one key at once run it once.
+two processes or threads that ask for one key at once run it once. A stored
+verdict is only as good as the directory it lies in: a cache that is not
+the user's own and private (:mod:`~vllm_patchkit.trees.cache_trust`) is
+neither read, written nor locked, and every run is measured.
 """
 
 from __future__ import annotations
@@ -20,12 +23,17 @@ import fcntl
 import hashlib
 import json
 import os
-import threading
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vllm_patchkit.trees.cache_trust import read_entry, trusted_dir
+
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
+"""A suite run's record, with its log, is well under a megabyte."""
 
 
 @contextmanager
@@ -70,29 +78,51 @@ class RunCache:
     def __init__(self, root: Path, *, refresh: bool = False) -> None:
         self.root = root
         self.refresh = refresh
+        self._trusted: Path | None | bool = False
+        """Not judged yet (False), rejected (None) or the resolved directory."""
 
     def path(self, key: CacheKey) -> Path:
         return self.root / f"{key.digest()}.json"
 
+    def usable(self) -> bool:
+        """The directory may be used (judged once per instance, said once)."""
+        if self._trusted is False:
+            self._trusted = trusted_dir(self.root, "run cache")
+        return self._trusted is not None
+
     def load(self, key: CacheKey) -> Any | None:
-        """The stored value, or None (absent, unreadable, or refreshing)."""
-        path = self.path(key)
-        if self.refresh or not path.is_file():
+        """The stored value, or None (absent, unreadable, not a regular file,
+        refreshing, or the cache not usable)."""
+        if self.refresh or not self.usable():
+            return None
+        found = read_entry(self.path(key), MAX_ENTRY_BYTES)
+        if found is None:
             return None
         try:
-            return json.loads(path.read_text())["value"]
-        except (OSError, ValueError, KeyError):
+            return json.loads(found[0])["value"]
+        except (ValueError, KeyError, TypeError):
             return None
 
     def store(self, key: CacheKey, value: Any) -> None:
+        if not self.usable():
+            return
         path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
-        scratch.write_text(json.dumps({"kind": key.kind, "value": value}))
-        scratch.replace(path)
+        # Private (0600) whatever the umask: an entry others can write is
+        # not read (cache_trust.read_entry).
+        fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps({"kind": key.kind, "value": value}))
+            os.replace(scratch, path)
+        except BaseException:
+            Path(scratch).unlink(missing_ok=True)
+            raise
 
     def locked(self, key: CacheKey) -> AbstractContextManager[None]:
-        """Hold ``key`` against every other process and thread."""
+        """Hold ``key`` against every other process and thread (nothing to
+        hold in a cache that is not used)."""
+        if not self.usable():
+            return nullcontext()
         return file_lock(self.path(key).with_suffix(".lock"))
 
     def get(

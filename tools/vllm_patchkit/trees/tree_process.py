@@ -15,7 +15,8 @@ so they agree on one policy:
 - vLLM's cache of the tree's release (:func:`vllm_cache_root`), not the
   user's;
 - no bytecode written into the tree; a child that installs it compiles the
-  tree's modules once per content instead (:mod:`~vllm_patchkit.trees.bytecode`);
+  tree's modules once per content instead (:mod:`~vllm_patchkit.trees.bytecode`),
+  through a cache that is the user's own, trimmed to its bound;
 - a process group of its own, killed whole when the child exits, runs past
   its timeout or this process is interrupted, so no grandchild outlives it;
   and killed by the kernel if this process is killed outright
@@ -135,8 +136,9 @@ class TreeLauncher:
             env.update(CPU_ONLY)
             env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
             env[VLLM_CACHE_ENV] = str(vllm_cache_root(release))
-            # The user's setting, when there is one ("": compile each time).
-            env.setdefault(bytecode.ENV, str(cache_dir() / "bytecode"))
+            # The user's setting, when there is one ("": compile each time);
+            # "" too when the cache is not the user's own.
+            env[bytecode.ENV] = bytecode.for_children(env)
         for name, value in overrides.items():
             if value is None:
                 env.pop(name, None)

@@ -2,7 +2,8 @@
 
 Its entries live in the one cache (:mod:`vllm_patchkit.trees.run_cache`).
 
-Off unless ``VLLM_PATCHKIT_REPORT_CACHE`` names a directory. The test
+Off unless ``VLLM_PATCHKIT_REPORT_CACHE`` names a directory that is the
+user's own and private (:mod:`~vllm_patchkit.trees.cache_trust`). The test
 session sets it to a fresh directory of its own, so each distinct tree still
 runs for real once per session and nothing is carried over from an earlier
 session or an earlier version of the code. Many tests judge trees with the
@@ -38,6 +39,7 @@ from typing import Any
 
 from vllm_patchkit.judge.regression.tree_reads import covered_dirs
 from vllm_patchkit.paths import PACKAGE_DIR
+from vllm_patchkit.trees.cache_trust import trusted_dir
 from vllm_patchkit.trees.run_cache import CacheKey, RunCache
 
 ENV = "VLLM_PATCHKIT_REPORT_CACHE"
@@ -74,8 +76,9 @@ def reuse(
     """
     if not os.environ.get(ENV):
         return produce()[0]
-    root = Path(os.environ[ENV])
-    root.mkdir(parents=True, exist_ok=True)
+    root = trusted_dir(Path(os.environ[ENV]), "report cache")
+    if root is None:  # not the user's own: said, and every run is real
+        return produce()[0]
     with_view = package_only is not None
     whole, view = (
         (installed_fingerprint(env), None)
