@@ -39,7 +39,6 @@ from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import verify_tree
-from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit import run_precommit
 from vllm_patchkit.precommit.mirrors import repo_slug
 from vllm_patchkit.present.reports import (
@@ -57,6 +56,7 @@ from vllm_patchkit.pull_request.body import (
     purpose_section,
     result_section,
 )
+from vllm_patchkit.pull_request.body_file import write_body
 from vllm_patchkit.pull_request.scope import Scope, ScopeError, choose_fix
 from vllm_patchkit.pull_request.signoff import (
     Identity,
@@ -419,10 +419,7 @@ def _upstream_test_commands(series: Series, root: Path) -> list[str]:
 
 
 def _write_body(pr: PullRequest) -> Path:
-    target = cache_dir() / "pr" / (pr.branch.replace("/", "-") + ".md")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(pr.body)
-    return target
+    return write_body(Path(pr.checkout), pr.branch, pr.body)
 
 
 def _build_commits(git: Git, pr: PullRequest) -> str:
