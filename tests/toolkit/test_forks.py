@@ -40,7 +40,7 @@ pytestmark = pytest.mark.release_trees
 
 MATRIX = Path(__file__).resolve().parents[2] / "docs" / "matrix.json"
 RELEASES = [row["version"] for row in json.loads(MATRIX.read_text())["rows"]]
-"""Every release the project's matrix covers: 0.11.0 to 0.33.0."""
+"""Every release the project's matrix covers: 0.11.0 to 0.34.0."""
 
 
 def _edges(releases: list[str]) -> frozenset[str]:
@@ -86,9 +86,9 @@ def on_rocm_backend(patch_name: str) -> bool:
     return fix is not None and fix.record.source_file.startswith(ROCM_BACKENDS)
 
 
-def test_release_list_spans_0_11_0_to_0_33_0() -> None:
-    assert RELEASES[0] == "0.11.0" and RELEASES[-1] == "0.33.0"
-    assert len(RELEASES) == 33
+def test_release_list_spans_0_11_0_to_0_34_0() -> None:
+    assert RELEASES[0] == "0.11.0" and RELEASES[-1] == "0.34.0"
+    assert len(RELEASES) == 34
 
 
 @pytest.mark.parametrize(

@@ -109,15 +109,18 @@ needed is under "What ran each release"). Column words:
 
 - {fixes}: does the release need that fix (read from its code).
 - **series**: each patch's state on the release (`applies`, `upstreamed`,
-  `not-carried`, `conflict`), in series order.
+  `not-carried`, `conflict`), in series order (a row of an older sweep has
+  the states of the series it measured).
 - **stock suite**, **series applied**: the regression suite on the stock tree
-  and on a clone with the series applied: `bug` (the crash of #51585
-  reproduced), `passes`, `fails`, `cannot judge`, `cannot run`; the number of
-  checks that ran. `reused`: the series changes nothing the suite imports,
-  so the stock run stands for it.
+  and on a clone with the series applied: `bug` (a fix's bug reproduced: the
+  details name the fix), `passes`, `fails`, `cannot judge`, `cannot run`; the
+  number of checks that ran. `reused`: the series changes nothing the suite
+  imports, so the stock run stands for it.
 - **overlay**: the overlay loaded by vLLM's own plugin loader, without and
-  with it: `fixes` (bug without, passes with), `inert` (passes both ways,
-  nothing installed), `fails`, `cannot judge`.
+  with it, on #51585's capture scenario (the fixes built on it, #53821,
+  too; the other fixes' bugs are the suite's columns): `fixes` (bug without,
+  passes with), `inert` (passes both ways, none of those fixes installed),
+  `fails`, `cannot judge`.
 - **audit**: harmful shared-metadata writes the audit found (`none`, `N
   harmful`, `cannot judge`).
 - **seconds**: what computing the row took, per step in the details.
