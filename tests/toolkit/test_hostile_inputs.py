@@ -148,6 +148,38 @@ def test_demo_refuses_a_user_commit_in_its_own_clone(tmp_path: Path) -> None:
     assert checkout_state(tree) == before
 
 
+@pytest.mark.parametrize("work", ["reflog", "remote"])
+def test_demo_refuses_work_only_its_clones_reflog_or_remotes_hold(
+    tmp_path: Path, work: str
+) -> None:
+    """A commit reset away (reachable from the reflog alone) and a remote the
+    user added are the user's: the rerun refuses, naming it, and keeps both."""
+    workdir = tmp_path / "work"
+    tree = release_clone(workdir, CACHED)
+    git = as_user(tree)
+    if work == "reflog":
+        (tree / "mine.txt").write_text("mine\n")
+        git.run("add", "mine.txt")
+        git.run("commit", "--quiet", "-m", "my work, then reset away")
+        kept = git.out("rev-parse", "HEAD")
+        git.run("reset", "--quiet", "--hard", "HEAD~")
+        named = "my work, then reset away"
+    else:
+        git.run("remote", "add", "mine", "https://example.invalid/mine.git")
+        named = "mine"
+    before = checkout_state(tree)
+
+    proc = _demo(workdir)
+
+    assert proc.returncode == EXIT_REFUSED, proc.stdout + proc.stderr
+    assert named in proc.stderr, proc.stderr
+    assert checkout_state(tree) == before
+    if work == "reflog":
+        assert git.out("cat-file", "-t", kept) == "commit"
+    else:
+        assert "mine" in git.out("remote").split()
+
+
 @pytest.mark.slow
 def test_demo_replaces_its_own_clone_left_as_it_made_it(tmp_path: Path) -> None:
     """The series applied and recorded, as a demo run leaves its clone: the

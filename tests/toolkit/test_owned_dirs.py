@@ -204,6 +204,10 @@ def test_a_bare_repository_with_only_made_commits_needs_no_record(
     made = git.head()
     bare = tmp_path / "bare.git"
     Git(tmp_path).run("clone", "--quiet", "--bare", str(work), str(bare))
+    # As ``upstream`` makes one (git init --bare): a remote is not the toolkit's.
+    with pytest.raises(NotOwnedError, match="remotes: origin"):
+        check_owned(bare, "--dest", [made])
+    Git(bare).run("remote", "remove", "origin")
     check_owned(bare, "--dest", [made])
 
     (bare / "notes.txt").write_text("mine\n")

@@ -8,8 +8,9 @@ tree, its untracked and ignored files. Nothing inside a tree is trusted,
 since a fork can track any file and a worktree shares its fork's files.
 
 Even a recorded directory is replaced only while it holds nothing the
-toolkit did not make: a commit reachable from any ref or HEAD that it did
-not leave, a changed tracked file, a new or changed untracked or ignored
+toolkit did not make: a commit reachable from any ref, HEAD or reflog entry
+that it did not leave (a commit reset away lives on in the reflog alone), a
+remote it did not add, a changed tracked file, a new or changed untracked or ignored
 file, a linked worktree, a stray file in a bare repository. Otherwise, and
 for any non-empty directory it has no record of (a user's checkout, a
 worktree, a submodule), the command refuses before changing anything
@@ -108,10 +109,21 @@ def _read_token(path: Path, kind: str) -> str | None:
 
 
 def _tips(git: Git) -> list[str]:
-    """Every object a ref names, and HEAD's commit: what the toolkit left."""
+    """Every object a ref names, HEAD's commit and every commit a reflog
+    entry names: what the toolkit left."""
     refs = git.run("for-each-ref", "--format=%(objectname)").stdout.split()
+    # No reflog at all (a bare repository keeps none) is a usage error to
+    # git; fewer tips only makes more of a repository the user's.
+    proc = git.run("rev-list", "--no-walk", "--reflog", "--", check=False)
+    logged = proc.stdout.split() if proc.returncode == 0 else []
     head = git.commit_of("HEAD")
-    return sorted(set(refs) | ({head} if head else set()))
+    return sorted(set(refs) | set(logged) | ({head} if head else set()))
+
+
+def _remotes(git: Git) -> list[str]:
+    """The repository's remotes as ``remote.NAME.KEY VALUE`` config lines."""
+    proc = git.run("config", "--get-regexp", r"^remote\.", check=False)
+    return sorted(proc.stdout.splitlines())
 
 
 def _other_files(git: Git, root: Path) -> dict[str, list[int]]:
@@ -136,6 +148,7 @@ def record(path: Path, what: str) -> None:
         "identity": _identity(path),
         "tips": [],
         "files": {},
+        "remotes": [],
     }
     token = _token_file(path, kind)
     if token is not None:
@@ -144,6 +157,7 @@ def record(path: Path, what: str) -> None:
         token.write_text(entry["token"] + "\n")
         git = Git(path)
         entry["tips"] = _tips(git)
+        entry["remotes"] = _remotes(git)
         if kind == "work tree":
             entry["files"] = _other_files(git, path)
     target = _record_file(path)
@@ -183,7 +197,12 @@ def _recorded(path: Path) -> dict[str, Any] | None:
     tips, files = entry.get("tips"), entry.get("files")
     if not isinstance(files, dict) or not isinstance(tips, list):
         return None
-    if not all(isinstance(tip, str) for tip in tips):
+    remotes = entry.get("remotes")  # absent from an older record: none known
+    if remotes is None:
+        entry["remotes"] = []
+    elif not isinstance(remotes, list):
+        return None
+    if not all(isinstance(item, str) for item in [*tips, *entry["remotes"]]):
         return None
     kind = _git_kind(path)
     if entry.get("kind") != kind:
@@ -200,9 +219,10 @@ def _named(label: str, items: list[str], more: int = 0) -> str:
 
 
 def _new_commits(git: Git, made: Iterable[str]) -> list[str]:
-    """Commits reachable from any ref, HEAD or worktree HEAD that are not
-    among (or behind) ``made``, as "abbrev subject"."""
-    args = ["rev-list", "--oneline", "--all", "--ignore-missing", "--not", *made]
+    """Commits reachable from any ref, HEAD, worktree HEAD or reflog entry
+    that are not among (or behind) ``made``, as "abbrev subject"."""
+    args = ["rev-list", "--oneline", "--all", "--reflog", "--ignore-missing"]
+    args += ["--not", *made]
     return git.run(*args, "--").stdout.splitlines()
 
 
@@ -222,7 +242,23 @@ def _changed(git: Git) -> list[str]:
     return paths
 
 
-def _unmade(path: Path, kind: str, made: Collection[str], files: Any) -> list[str]:
+def _new_remotes(git: Git, recorded: Collection[str]) -> list[str]:
+    """The remotes added or changed since ``recorded``, by name."""
+    names = {
+        line.split(" ", 1)[0].removeprefix("remote.").rsplit(".", 1)[0]
+        for line in _remotes(git)
+        if line not in recorded
+    }
+    return sorted(names)
+
+
+def _unmade(
+    path: Path,
+    kind: str,
+    made: Collection[str],
+    files: Any,
+    remotes: Collection[str] = (),
+) -> list[str]:
     """What ``path`` holds that the toolkit did not make."""
     if kind == "linked":
         return [".git is a file or link: a worktree or submodule of another repository"]
@@ -233,6 +269,9 @@ def _unmade(path: Path, kind: str, made: Collection[str], files: Any) -> list[st
     commits = _new_commits(git, made)
     if commits:
         found.append(_named("commits", commits))
+    added = _new_remotes(git, remotes)
+    if added:
+        found.append(_named("remotes", added))
     worktrees = [
         line.removeprefix("worktree ")
         for line in git.run("worktree", "list", "--porcelain").stdout.splitlines()
@@ -281,7 +320,13 @@ def check_owned(path: Path, what: str, made: Collection[str] = ()) -> None:
         t for t in [*made, *(entry["tips"] if entry else [])] if _OBJECT_ID.fullmatch(t)
     ]
     try:
-        found = _unmade(path, kind, tips, entry["files"] if entry else {})
+        found = _unmade(
+            path,
+            kind,
+            tips,
+            entry["files"] if entry else {},
+            entry["remotes"] if entry else (),
+        )
         if entry is None and not found and not Git(path).out("for-each-ref"):
             found = ["it has no refs: nothing vllm-patchkit built"]
     except (GitError, OSError) as exc:
