@@ -16,8 +16,12 @@ import re
 import sys
 from pathlib import Path
 
+from vllm_overlay.tree_files import read_regular
+
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "vllm_overlay"
+MAX_ENTRY_POINTS_BYTES = 1 << 20
+"""An ``entry_points.txt`` past this is not read (real ones are kilobytes)."""
 """The overlay's plugin entry point (pyproject.toml): vLLM loads what it names."""
 
 
@@ -58,8 +62,8 @@ def _normalized(name: str) -> str:
 def _entry_point_names(path: Path, group: str) -> set[str]:
     """The names in ``[group]`` of one ``entry_points.txt`` (INI syntax)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_regular(path, MAX_ENTRY_POINTS_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):  # not a regular file, too large too
         return set()
     names, section = set(), None
     for raw in text.splitlines():

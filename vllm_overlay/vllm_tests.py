@@ -13,21 +13,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vllm_overlay.code import Code, Shape
+from vllm_overlay.tree_files import read_regular
 
 ATTENTION_TESTS = Path("tests/v1/attention")
 """Where vLLM keeps the attention builders' tests."""
+MAX_TEST_BYTES = 2_000_000
+"""A test module past this is not read (vLLM's largest is a tenth of it)."""
 
 
-def find_test(tree: Path, line_of: Callable[[Path], int | None], absent: str) -> Code:
-    """FIXED at the first test under :data:`ATTENTION_TESTS` for which
-    ``line_of`` gives a line; else BUGGY (the tree lacks it), saying ``absent``."""
+def find_test(tree: Path, line_of: Callable[[str], int | None], absent: str) -> Code:
+    """FIXED at the first test under :data:`ATTENTION_TESTS` for whose
+    source ``line_of`` gives a line; else BUGGY (the tree lacks it), saying
+    ``absent``. Only regular files are read (:mod:`vllm_overlay.tree_files`)."""
     for path in sorted((tree / ATTENTION_TESTS).glob("test_*.py")):
-        if not path.is_file():
-            continue  # a directory of that name (a user's) holds no test
         try:
-            line = line_of(path)
+            source = read_regular(path, MAX_TEST_BYTES)
         except OSError:
-            continue  # unreadable: it cannot be the test either
+            continue  # a directory, a FIFO, unreadable: it holds no test
+        line = line_of(source.decode(errors="replace"))
         if line is not None:
             return Code(Shape.FIXED, path, line, f"{path.relative_to(tree)} tests it")
     return Code(Shape.BUGGY, tree / ATTENTION_TESTS, None, absent)

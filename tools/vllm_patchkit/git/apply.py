@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_overlay.tree_files import read_regular
 from vllm_patchkit.errors import RefusedError
 from vllm_patchkit.git.carry import read_version
 from vllm_patchkit.git.checkout import (
@@ -64,6 +65,8 @@ class ApplyResult:
 
 
 _TO_APPLY = (PatchState.APPLIES, PatchState.CONFLICT)
+MAX_CONFLICT_BYTES = 16 << 20
+"""A conflicted file past this is not searched for conflict markers."""
 
 _ENVIRONMENT_ERRORS = (
     "No space left on device",
@@ -352,8 +355,9 @@ def conflict_location(git: Git) -> tuple[list[str], list[str]]:
     for name in files:
         start = None
         try:
-            lines = (git.root / name).read_text(errors="replace").splitlines()
-        except OSError:
+            data = read_regular(git.root / name, MAX_CONFLICT_BYTES)
+            lines = data.decode(errors="replace").splitlines()
+        except OSError:  # not a regular file, or too large: no ranges
             continue
         for number, line in enumerate(lines, 1):
             if line.startswith("<<<<<<<"):

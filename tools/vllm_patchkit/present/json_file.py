@@ -13,11 +13,10 @@ documents) and no NaN or Infinity (not JSON). Anything else is an
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from vllm_overlay.tree_files import NotRead, read_regular
 from vllm_patchkit.errors import InputError
 
 
@@ -25,51 +24,20 @@ class JsonFileError(InputError):
     """A file that is not one bounded JSON document (refused, exit 2)."""
 
 
-_KINDS = {
-    stat.S_ISDIR: "a directory",
-    stat.S_ISFIFO: "a FIFO",
-    stat.S_ISCHR: "a character device",
-    stat.S_ISBLK: "a block device",
-    stat.S_ISSOCK: "a socket",
-}
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS.items() if test(mode)), "not a file")
-
-
 def read_bytes(path: Path, what: str, max_bytes: int) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``max_bytes``.
-
-    Opened with ``O_NONBLOCK`` so that a FIFO is refused at once instead of
-    waiting for a writer; the size is taken from the open file before
-    reading, and the read stops one byte past the cap (a file that grows
-    meanwhile is refused too).
-    """
+    """The bytes of ``path``, a regular file of at most ``max_bytes``, read
+    by the one reader of files others give us (:mod:`vllm_overlay.tree_files`:
+    ``O_NONBLOCK``, so a FIFO is refused at once; the size checked on the
+    open file; the read stops one byte past the cap)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise JsonFileError(f"{path}: cannot read {what}: {exc.strerror}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        return read_regular(path, max_bytes)
+    except NotRead as exc:
+        if exc.size is not None:
             raise JsonFileError(
-                f"{path}: {_kind(info.st_mode)}, not {what} (a regular file)"
-            )
-        if info.st_size > max_bytes:
-            raise JsonFileError(
-                f"{path}: {info.st_size} bytes, more than {what} may hold "
+                f"{path}: {exc.size} bytes, more than {what} may hold "
                 f"({max_bytes} bytes)"
-            )
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(max_bytes + 1)
-    except OSError as exc:
-        raise JsonFileError(f"{path}: cannot read {what}: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise JsonFileError(f"{path}: more than {max_bytes} bytes, too big for {what}")
-    return data
+            ) from exc
+        raise JsonFileError(f"{path}: {exc.why}, not {what}") from exc
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from packaging.markers import (
 )
 from packaging.requirements import InvalidRequirement, Requirement
 
+from vllm_overlay.tree_files import NotRead, read_regular
 from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.judgement import Verdict
 
@@ -141,12 +142,10 @@ class _Reader:
 
     def _text(self, path: Path, name: str) -> str:
         try:
-            with path.open("rb") as handle:
-                data = handle.read(MAX_BYTES + 1)
-            if len(data) > MAX_BYTES:
-                raise self._cannot(name, f"larger than {MAX_BYTES} bytes")
-            return data.decode()
-        except (OSError, UnicodeDecodeError) as exc:
+            return read_regular(path, MAX_BYTES).decode()
+        except NotRead as exc:
+            raise self._cannot(name, exc.why) from None
+        except UnicodeDecodeError as exc:
             raise self._cannot(name, f"cannot be read ({type(exc).__name__})") from None
 
     def _cannot(self, where: str, why: str) -> UnreadableRequirements:

@@ -35,8 +35,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from stat import S_ISLNK, S_ISREG
 from typing import Any
 
+from vllm_overlay.tree_files import NotRead, read_regular
 from vllm_patchkit.judge.regression.tree_reads import covered_dirs
 from vllm_patchkit.paths import PACKAGE_DIR
 from vllm_patchkit.trees.cache_trust import trusted_dir
@@ -210,7 +212,7 @@ def fingerprints(tree: Path, *, with_view: bool) -> tuple[str | None, str | None
         return None, None
     entries = list(_walk(tree))
     files = [path for path, kind in entries if kind == "file"]
-    if sum(path.stat().st_size for path in files) > MAX_TREE_BYTES:
+    if sum(path.lstat().st_size for path in files) > MAX_TREE_BYTES:
         return None, None
     covered = covered_dirs(tree) if with_view else []
     whole, view = hashlib.sha256(), hashlib.sha256()
@@ -220,7 +222,11 @@ def fingerprints(tree: Path, *, with_view: bool) -> tuple[str | None, str | None
             record += os.readlink(path).encode()
         elif kind == "file":
             record += b"x" if os.access(path, os.X_OK) else b"-"
-            record += hashlib.sha256(path.read_bytes()).digest()
+            try:
+                data = read_regular(path, MAX_TREE_BYTES)
+            except NotRead:  # swapped for a FIFO or grown meanwhile: no key
+                return None, None
+            record += hashlib.sha256(data).digest()
         whole.update(record)
         if path.parent == tree or any(d in path.parents for d in covered):
             view.update(record)
@@ -230,7 +236,8 @@ def fingerprints(tree: Path, *, with_view: bool) -> tuple[str | None, str | None
 
 def _walk(tree: Path) -> Iterator[tuple[Path, str]]:
     """Every entry but the top-level ``.git`` (a directory, or a worktree's
-    file), sorted; links are not followed."""
+    file), sorted; links are not followed. A FIFO, device or socket is
+    ``special``: named, never opened (a read would wait, or never end)."""
     for top, dirs, files in os.walk(tree):
         base = Path(top)
         at_top = base == tree
@@ -241,7 +248,9 @@ def _walk(tree: Path) -> Iterator[tuple[Path, str]]:
             if at_top and name == ".git":
                 continue
             path = base / name
-            yield path, "link" if path.is_symlink() else "file"
+            mode = path.lstat().st_mode
+            kind = "file" if S_ISREG(mode) else "special"
+            yield path, "link" if S_ISLNK(mode) else kind
 
 
 def installed_fingerprint(env: Mapping[str, str]) -> str | None:
