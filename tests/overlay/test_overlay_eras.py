@@ -5,9 +5,11 @@ the kernels under ``vllm.attention.ops``), 0.20.0 (0.17.x-0.22.x) and 0.28.0
 (the last affected release) each run the #51585 capture scenario twice in
 fresh processes, in the tree's runtime (this venv's torch plus the release's
 missing pure-Python requirements): plugins off, the bug shows; the overlay
-loaded by ``load_general_plugins()``, it is gone. 0.29.0, which carries the
-fix, must come out untouched. One probe per release (two processes), shared
-by the tests of the session.
+loaded by ``load_general_plugins()``, it is gone (each fix the release needs
+is judged by its own core scenarios: StaticSink too from 0.14.0). 0.29.0,
+which carries both ROCm fixes, must have them untouched; StaticSink, which
+it still needs, is fixed. One probe per release (two processes), shared by
+the tests of the session.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ def test_overlay_fixes_an_affected_release(
     result = probed(version)
     assert result.status == FIXES, result.why
     assert (result.without, result.with_overlay) == (BUG, PASSES)
-    assert "query lengths [0, 0, 0, 0]" in result.why
+    capture_part = result.parts["#51585"]
+    assert (
+        capture_part["part"] == FIXES
+        and "capture_effects[q=1]" in (capture_part["why"])
+    )
     assert CAPTURE_HOST_OFFSETS.name in result.installed
     capture = result.fixes[CAPTURE_HOST_OFFSETS.name]
     assert capture["status"] == "installed" and not capture["problems"]
@@ -72,19 +78,21 @@ def test_overlay_fixes_an_affected_release(
     assert result.runtime is not None and result.runtime["torch"]
 
 
-def test_overlay_leaves_a_fixed_release_alone(
+def test_overlay_leaves_upstreams_fixes_alone_and_fixes_static_sink(
     probed: Callable[[str], OverlayResult],
 ) -> None:
     result = probed(FIXED)
-    assert result.status == INERT, result.why
-    assert (result.without, result.with_overlay) == (PASSES, PASSES)
-    # Only StaticSink, which the release still needs: armed, or installed if
-    # vLLM imported its module (the suite's own scenarios judge it; this
-    # probe's scenario is #51585's).
-    assert set(result.installed) <= {SINK}
-    assert result.fixes[SINK]["action"] == "installed"
-    assert result.fixes[SINK]["status"] in ("armed", "installed")
+    # The cell is StaticSink's, which the release still needs (it said
+    # "inert" while the probe ran #51585's scenario only).
+    assert result.status == FIXES, result.why
+    assert (result.without, result.with_overlay) == (BUG, PASSES)
+    assert result.installed == (SINK,)
+    assert result.parts["StaticSink"]["part"] == FIXES
     for name in (CAPTURE_HOST_OFFSETS.name, AITER_UNIFIED_OFFSETS.name):
         assert result.fixes[name]["action"] == "not-needed"
-    # Registration logs at debug only; nothing was patched, so nothing above.
-    assert all(line.startswith("DEBUG") for line in result.log), result.log
+    for label in ("#51585", "#53821"):
+        assert result.parts[label]["part"] == INERT, result.parts[label]
+        assert result.parts[label]["with"] == PASSES
+    # Only StaticSink's install logs above debug.
+    above = [line for line in result.log if not line.startswith("DEBUG")]
+    assert all("StaticSink" in line for line in above), result.log

@@ -18,6 +18,7 @@ from vllm_overlay.entry_points import (
     entry_point_registered,
 )
 from vllm_overlay.fixes import FIXES, RECORD, assess_tree, off_reason
+from vllm_overlay.fixes.base import Fix
 from vllm_overlay.state import Action, InstallState
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.carry import read_version
@@ -31,6 +32,7 @@ __all__ = [
     "FixStatus",
     "NotAVllmTreeError",
     "diagnose",
+    "fix_needs",
     "fix_statuses",
     "tree_version",
 ]
@@ -145,6 +147,24 @@ def overlay_word(state: InstallState, configured: bool = True) -> str:
     return "disabled" if off else str(state.action)
 
 
+def fix_needs(
+    root: Path, states: list[InstallState] | None = None
+) -> list[tuple[Fix, InstallState, bool | None]]:
+    """Each fix of the registry with the overlay's decision on ``root`` and
+    whether the tree needs it (:meth:`~vllm_overlay.fixes.base.Fix.affected`
+    by the release the tree vouches for; None: cannot judge): what doctor,
+    the matrix's columns and the overlay probe all read."""
+    version = read_version(root)
+    release = (
+        release_text(version.release) if version.trusted and version.release else None
+    )
+    decided = states or assess_tree(root, "")
+    return [
+        (fix, state, fix.affected(state, release))
+        for fix, state in zip(FIXES, decided, strict=True)
+    ]
+
+
 def fix_statuses(
     root: Path,
     series: Series,
@@ -160,18 +180,13 @@ def fix_statuses(
     here, which the overlay protects."""
     by_patch = {r.name: r.status for r in patches}
     statuses = []
-    version = read_version(root)
-    release = (
-        release_text(version.release) if version.trusted and version.release else None
-    )
     entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
-    for fix, state in zip(FIXES, states or assess_tree(root, ""), strict=True):
+    for fix, state, affected in fix_needs(root, states):
         patch = next((p for p in series.patches if p.name in fix.patches), None)
         name = patch.name if patch else "(none in the series)"
         code = state.code
         detail = code.detail if code is not None else state.reason
         file = code.file if code is not None else root / fix.record.source_file
-        affected = fix.affected(state, release)
         off = off_reason(fix.name)
         active = entry_point and state.action is Action.INSTALLED and off is None
         statuses.append(

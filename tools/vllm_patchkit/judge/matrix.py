@@ -15,8 +15,9 @@ missing pure-Python requirements beside it):
   hash). Where the series carries nothing for the release, or changes no
   file under ``vllm/`` (the package the suite imports), the stock run is the
   same code and is reused, and the cell says so;
-- ``overlay``: :func:`overlay_probe.probe_overlay`, the capture scenario
-  through vLLM's own plugin loading, without and with the overlay;
+- ``overlay``: :func:`overlay_probe.probe_overlay`, every fix's core
+  scenarios through vLLM's own plugin loading, without and with the
+  overlay, each fix's part in the cell's text;
 - ``audit``: harmful shared-state writes (:func:`audit.audit_tree`).
 
 Every step's result is cached (:mod:`run_cache`, the one cache) per release
@@ -547,8 +548,10 @@ def run_overlay(tree: Path) -> Cell:
         text = f"{result.status}: without {result.without}, with {result.with_overlay}"
         if result.installed:
             text += f" (installed {', '.join(result.installed)})"
+        if result.parts:
+            text += f"; {result.parts_line()}"
         unjudged = result.verdict is CANNOT_JUDGE
-        if unjudged and result.why:
+        if result.verdict is not Verdict.FIXED and result.why:
             text += f": {result.why}"
         data = result.to_json()
         data["log"] = data.get("log", [])[:8]

@@ -5,11 +5,15 @@ Two fresh processes run the tree in its runtime
 one with vLLM's plugins off (``VLLM_PLUGINS=""``), one that lets vLLM load
 only the overlay (``VLLM_PLUGINS=vllm_overlay``) through
 ``vllm.plugins.load_general_plugins()``, exactly as a vLLM process does at
-start-up. Each then runs the #51585 capture scenario on the tree's real code:
-the ROCm builder's ``build_for_cudagraph_capture`` on a uniform decode batch,
-then what the next KV-cache group's builder sees in the shared host offsets
-(and, where the release has it, MiniMax-M3's indexer builder, the PR's crash).
-The verdict compares the two runs; nothing here is inferred from the AST.
+start-up. Each then runs, on the tree's real code, the core scenarios of
+every fix of the registry whose code the tree has, through the regression
+suite's own scenario registry and per-fix verdict
+(:mod:`vllm_patchkit.judge.regression`), so the probe and the suite cannot
+disagree. Each fix gets a part (:func:`part`): one the tree needs (read
+from its code, as doctor reads it) must show its bug without the overlay
+and pass with it, installed; one it does not need must come out the same
+both ways, never installed. The cell is the worst part. Nothing here is
+inferred from the AST but which fixes the tree needs.
 
 ``python -m vllm_patchkit.judge.overlay_probe TREE [--json]`` probes one tree; the
 ``--child MODE OUTPUT`` form is the measuring process itself (it imports torch
@@ -22,11 +26,14 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_overlay.fixes import FIXES as REGISTRY
+from vllm_overlay.fixes.base import Fix
+from vllm_overlay.state import Action
 from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
 from vllm_patchkit.trees.child_json import run_json_child
 
@@ -45,6 +52,10 @@ VERDICT_OF = {
 }
 """Each status as a verdict: with the overlay the tree is right (it fixes
 the bug, or stays out of a fixed release), wrong, or unjudged."""
+RANK = (FAILS, CANNOT_JUDGE, FIXES, INERT)
+"""The cell is its fixes' worst part: a failure outranks what could not be
+judged, which outranks a fix shown (a cell says fixes only when every part
+that could be judged was)."""
 
 BUG = "bug reproduced"
 PASSES = "passes"
@@ -54,16 +65,8 @@ WITH = "with"
 PLUGIN_NAME = "vllm_overlay"
 """The overlay's entry-point name in ``vllm.general_plugins``."""
 OVERLAY_LOGGER = "vllm.plugins.vllm_overlay"
-SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm")
-"""The regression suite's scenarios this probe runs (:func:`capture_scenario`)."""
-_OWNERS = {fix.name for fix in REGISTRY if set(SCENARIOS) & set(fix.scenarios)}
-JUDGED = tuple(
-    fix.name for fix in REGISTRY if fix.name in _OWNERS or _OWNERS & set(fix.needs)
-)
-"""The fixes this probe's scenarios judge: those whose ``scenarios`` name
-them (the registry's word) and those built on them. Another fix's install
-(StaticSink, on every release it affects) is reported, and judged by its own
-scenarios in the regression suite, not here."""
+INSTALLED = "installed"
+"""The overlay's status for a fix installed on vLLM's loaded class."""
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,11 @@ class OverlayResult:
     """The overlay's effect on one tree, measured with and without it."""
 
     status: str
-    """``fixes`` | ``inert`` | ``fails`` | ``cannot judge``."""
+    """``fixes`` | ``inert`` | ``fails`` | ``cannot judge``: the worst part."""
     without: str
-    """The scenario's outcome with vLLM's plugins off."""
+    """The scenarios' outcome with vLLM's plugins off (:func:`outcome`)."""
     with_overlay: str
-    """The scenario's outcome with the overlay loaded by vLLM."""
+    """The scenarios' outcome with the overlay loaded by vLLM."""
     installed: tuple[str, ...]
     """Fixes the overlay reported installed on vLLM's classes."""
     why: str
@@ -86,10 +89,17 @@ class OverlayResult:
     """What the overlay logged (every level) in the run with it."""
     runtime: dict[str, Any] | None = None
     """The tree's runtime (torch, pinned torch, extras)."""
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per fix, by its PR label: whether the tree needs it, its part
+    (a status word), its verdict without and with the overlay, and why."""
 
     @property
     def verdict(self) -> Verdict:
         return VERDICT_OF[self.status]
+
+    def parts_line(self) -> str:
+        """``#1 inert, #2 fixes``: each fix's part by its label, in order."""
+        return ", ".join(f"{label} {p['part']}" for label, p in self.parts.items())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +109,7 @@ class OverlayResult:
             "installed": list(self.installed),
             "why": self.why,
             "seconds": round(self.seconds, 1),
+            "parts": self.parts,
             "fixes": self.fixes,
             "log": list(self.log),
             "runtime": self.runtime,
@@ -106,8 +117,9 @@ class OverlayResult:
 
 
 def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
-    """Run the scenario on ``tree`` without the overlay and with it; judge."""
+    """Run the scenarios on ``tree`` without the overlay and with it; judge."""
     from vllm_patchkit.errors import PatchkitError
+    from vllm_patchkit.judge.doctor import fix_needs
     from vllm_patchkit.trees.tree_process import TreeLauncher
 
     start = time.monotonic()
@@ -123,8 +135,20 @@ def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
             f"no runtime for {tree}: {exc}",
             time.monotonic() - start,
         )
-    runs = {mode: _run_child(launcher, mode, timeout) for mode in (WITHOUT, WITH)}
-    result = judge(runs[WITHOUT], runs[WITH])
+    read = fix_needs(tree)
+    needs = {fix.name: need for fix, _, need in read}
+    # Every fix whose code the tree has: a needed one shows what the overlay
+    # fixes, another that the overlay leaves it as it is.
+    names = [
+        name
+        for fix, state, _ in read
+        if state.action is not Action.ABSENT
+        for name in fix.core_scenarios
+    ]
+    runs = {
+        mode: _run_child(launcher, mode, names, timeout) for mode in (WITHOUT, WITH)
+    }
+    result = judge(runs[WITHOUT], runs[WITH], needs)
     assert launcher.runtime is not None  # a tree's launcher has one
     return OverlayResult(
         **result,
@@ -133,7 +157,9 @@ def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
     )
 
 
-def _run_child(launcher: TreeLauncher, mode: str, timeout: float) -> dict[str, Any]:
+def _run_child(
+    launcher: TreeLauncher, mode: str, scenarios: list[str], timeout: float
+) -> dict[str, Any]:
     """One measuring process; its JSON, or why there is none."""
     env = launcher.env(
         VLLM_PLUGINS=PLUGIN_NAME if mode == WITH else "",
@@ -142,7 +168,12 @@ def _run_child(launcher: TreeLauncher, mode: str, timeout: float) -> dict[str, A
     )
     run = run_json_child(
         "vllm_patchkit.judge.overlay_probe",
-        lambda output: ["--child", mode, str(output)],
+        lambda output: [
+            "--child",
+            mode,
+            str(output),
+            *(f"--scenario={name}" for name in scenarios),
+        ],
         env=env,
         timeout_s=timeout,
         scratch_prefix="vllm-overlay-probe-",
@@ -159,17 +190,22 @@ def _run_child(launcher: TreeLauncher, mode: str, timeout: float) -> dict[str, A
     }
 
 
-def judge(without: dict[str, Any], with_: dict[str, Any]) -> dict[str, Any]:
-    """The verdict from the two runs' reports (see the contract's words)."""
+def judge(
+    without: dict[str, Any],
+    with_: dict[str, Any],
+    needs: Mapping[str, bool | None],
+) -> dict[str, Any]:
+    """The verdict from the two runs' reports and which fixes the tree
+    needs, by name (see the contract's words)."""
     fixes = with_.get("fixes") or {}
-    installed = tuple(n for n, f in fixes.items() if f.get("status") == "installed")
-    judged = [n for n in installed if n in JUDGED]
+    installed = tuple(n for n, f in fixes.items() if f.get("status") == INSTALLED)
     common = {
-        "without": _outcome(without),
-        "with_overlay": _outcome(with_),
+        "without": outcome(without, needs),
+        "with_overlay": outcome(with_, needs),
         "installed": installed,
         "fixes": fixes,
         "log": tuple(with_.get("log", ())),
+        "parts": {},
     }
     for mode, run in ((WITHOUT, without), (WITH, with_)):
         if "error" in run:
@@ -182,72 +218,115 @@ def judge(without: dict[str, Any], with_: dict[str, Any]) -> dict[str, Any]:
                 "why": f"vLLM's plugin loader {what} the overlay in the "
                 f"{mode}-overlay run ({run.get('overlay_file')})",
             }
-    broken, fixed = without["scenario"]["bug"], with_["scenario"]["bug"]
-    scenario = with_["scenario"]
-    if broken and not fixed and judged:
-        why = (
-            f"without the overlay {_seen(without)}; with it {_seen(with_)}, "
-            f"device offsets zeroed: {scenario['device_zeroed']}"
-        )
-        if scenario["device_zeroed"]:
-            return {**common, "status": FIXES, "why": why}
-        return {**common, "status": FAILS, "why": f"{why} (the band-aid was lost)"}
-    if broken:
-        return {
-            **common,
-            "status": FAILS,
-            "why": f"with the overlay {_seen(with_)}; it installed "
-            f"{list(installed) or 'nothing'}",
-        }
-    if fixed:
-        return {
-            **common,
-            "status": FAILS,
-            "why": f"stock code passes but with the overlay {_seen(with_)}",
-        }
-    modules = {fix.module for fix in REGISTRY if fix.name in JUDGED}
-    hooks = [m for m in with_.get("hooks_left") or () if m in modules]
-    if judged or hooks or scenario != without["scenario"]:
-        return {
-            **common,
-            "status": FAILS,
-            "why": "a fixed release, yet the overlay changed it: installed "
-            f"{judged}, import hooks left {hooks}, "
-            "scenario facts "
-            f"{'differ' if scenario != without['scenario'] else 'equal'}",
-        }
-    actions = {n: f.get("action") for n, f in fixes.items()}
-    return {
-        **common,
-        "status": INERT,
-        "why": f"the scenario passes without the overlay and with it; the overlay "
-        f"installed none of the fixes it judges ({actions})",
+    parts = {fix.pr: part(fix, needs.get(fix.name), without, with_) for fix in REGISTRY}
+    status = min((p["part"] for p in parts.values()), key=RANK.index, default=INERT)
+    why = "; ".join(f"{label}: {p['part']} ({p['why']})" for label, p in parts.items())
+    return {**common, "parts": parts, "status": status, "why": why}
+
+
+def part(
+    fix: Fix, needed: bool | None, without: dict[str, Any], with_: dict[str, Any]
+) -> dict[str, Any]:
+    """One fix's part in the cell, from its verdicts in the two runs.
+
+    Needed: its bug without the overlay, a pass with it and the overlay's
+    install on vLLM's loaded module make ``fixes``. Not needed (or its code
+    unreadable, which the overlay leaves alone): the same outcome both ways
+    and nothing installed or armed make ``inert``.
+    """
+    before, after = _verdict(without, fix), _verdict(with_, fix)
+    state = (with_.get("fixes") or {}).get(fix.name) or {}
+    on_vllm = (with_.get("on_vllm") or {}).get(fix.name)
+    installed = state.get("status") == INSTALLED or bool(on_vllm)
+    armed = fix.module in (with_.get("hooks_left") or ())
+    base = {
+        "needed": needed,
+        "without": _word(before, needed),
+        "with": _word(after, needed),
+        "installed": installed,
     }
 
+    def said(status: str, why: str) -> dict[str, Any]:
+        return {**base, "part": status, "why": why}
 
-def _outcome(run: dict[str, Any]) -> str:
+    seen = f"without: {_why(without, fix)}; with: {_why(with_, fix)}"
+    if needed:
+        if before is None or after is None:
+            return said(CANNOT_JUDGE, "needed, but its scenarios did not run")
+        if after is Verdict.NOT_FIXED:
+            return said(FAILS, f"{seen} (installed: {installed})")
+        if Verdict.CANNOT_JUDGE in (before, after):
+            return said(CANNOT_JUDGE, seen)
+        if before is Verdict.FIXED:
+            return said(CANNOT_JUDGE, f"needed, yet its bug did not show: {seen}")
+        if not installed or on_vllm is False:
+            return said(
+                FAILS,
+                f"passes with the overlay, which did not install it "
+                f"on vLLM's class ({state.get('status')}, on vLLM: {on_vllm})",
+            )
+        return said(FIXES, f"without: {_why(without, fix)}; with: passes, installed")
+    if installed or armed:
+        return said(
+            FAILS,
+            f"not needed here (needed: {needed}), yet the overlay "
+            f"{'installed' if installed else 'armed'} it",
+        )
+    if before != after:
+        return said(FAILS, f"the overlay changed its outcome: {seen}")
+    if before is None:
+        return said(INERT, "its code is not in this tree; nothing installed")
+    if needed is None and before is not Verdict.FIXED:
+        return said(CANNOT_JUDGE, f"its code cannot be read, and {seen}")
+    both = _word(before, needed)
+    if before is not Verdict.FIXED:
+        both += f" ({_why(with_, fix)})"
+    return said(INERT, f"not needed; {both} both ways, nothing installed or armed")
+
+
+def _verdict(run: dict[str, Any], fix: Fix) -> Verdict | None:
+    """The fix's verdict in one run (None: its scenarios were not run)."""
+    judged = (run.get("verdicts") or {}).get(fix.pr)
+    return None if judged is None else Verdict(judged["verdict"])
+
+
+def _why(run: dict[str, Any], fix: Fix) -> str:
+    judged = (run.get("verdicts") or {}).get(fix.pr) or {}
+    return str(judged.get("why", "not run"))
+
+
+def _word(verdict: Verdict | None, needed: bool | None) -> str:
+    """A fix's verdict in one run in a word; a failure is its bug only
+    where the tree needs the fix (elsewhere the checks do not fit it)."""
+    if verdict is None:
+        return "not run"
+    if verdict is Verdict.NOT_FIXED:
+        return BUG if needed else FAILS
+    return PASSES if verdict is Verdict.FIXED else verdict.words
+
+
+def outcome(run: dict[str, Any], needs: Mapping[str, bool | None]) -> str:
+    """One run in a word: ``bug reproduced`` when a needed fix's bug shows,
+    ``fails`` when another fix's checks fail, ``cannot judge`` when a
+    needed fix's could not run, else ``passes``."""
     if "error" in run:
         return "not run"
-    return BUG if run["scenario"]["bug"] else PASSES
-
-
-def _seen(run: dict[str, Any]) -> str:
-    scenario = run["scenario"]
-    text = f"the next builder sees query lengths {scenario['next_query_lens']}"
-    indexer = scenario.get("indexer")
-    if indexer and indexer.get("raised"):
-        text += f" and MiniMax-M3's indexer raises {indexer['raised']}"
-    elif indexer and "decode_query_len" in indexer:
-        length = indexer["decode_query_len"]
-        text += f" and MiniMax-M3's indexer builds (query length {length})"
-    return text
+    verdicts = {fix: _verdict(run, fix) for fix in REGISTRY}
+    needed = [v for fix, v in verdicts.items() if needs.get(fix.name)]
+    if Verdict.NOT_FIXED in needed:
+        return BUG
+    if Verdict.NOT_FIXED in verdicts.values():
+        return FAILS
+    if Verdict.CANNOT_JUDGE in needed:
+        return CANNOT_JUDGE
+    return PASSES
 
 
 # --- the measuring process ---------------------------------------------------
 
 
-def child(mode: str, output: Path) -> None:
-    """Load vLLM's plugins as vLLM does, run the scenario, write the JSON."""
+def child(mode: str, output: Path, scenarios: list[str]) -> None:
+    """Load vLLM's plugins as vLLM does, run the scenarios, write the JSON."""
     import logging
 
     records: list[str] = []
@@ -271,7 +350,10 @@ def child(mode: str, output: Path) -> None:
         report["plugins_loaded"] = plugin is not None and bool(plugin.current_states())
         overlay = sys.modules.get("vllm_overlay")
         report["overlay_file"] = getattr(overlay, "__file__", None)
-        report["scenario"] = capture_scenario()
+        report["verdicts"] = run_fixes(scenarios)
+        from vllm_overlay.fixes import on_vllm
+
+        report["on_vllm"] = {fix.name: on_vllm(fix.name) for fix in REGISTRY}
         if plugin is not None:
             from vllm_overlay.import_hook import _AfterImportFinder
 
@@ -295,62 +377,26 @@ def child(mode: str, output: Path) -> None:
     output.write_text(json.dumps(report, indent=2))
 
 
-def capture_scenario() -> dict[str, Any]:
-    """#51585 through the regression suite's own scenarios (plain decode), so
-    the probe and the suite cannot disagree: the ROCm capture's effects, the
-    query lengths the next group's builder derives from the shared host
-    offsets (the bug: some become 0), and MiniMax-M3's indexer after it.
-    """
-    import importlib
-
-    from vllm_overlay.fixes.rocm_aiter_unified_builder import install as aiter_fix
-    from vllm_overlay.fixes.rocm_capture_host_offsets import install as fix
-    from vllm_patchkit.judge.regression import harness, scenarios
-
-    facts = dict(scenarios.capture_effects(1).facts)
-    host = facts["host_after"]
-    facts["next_query_lens"] = [b - a for a, b in zip(host, host[1:], strict=False)]
-    facts["indexer"] = minimax_indexer()
-    facts["bug"] = 0 in facts["next_query_lens"] or bool(
-        facts["indexer"] and facts["indexer"].get("raised")
+def run_fixes(scenarios: list[str]) -> dict[str, dict[str, str]]:
+    """Per fix with a scenario here, the regression suite's verdict over its
+    checks (its own runner and rule: :func:`..regression.scenarios.run_all`,
+    :func:`..regression.verdict.judge_fixes`)."""
+    from vllm_patchkit.judge.regression.scenarios import run_all
+    from vllm_patchkit.judge.regression.verdict import (
+        fix_of,
+        fixed_checks,
+        judge_fixes,
     )
-    rocm_attn = importlib.import_module(harness.rocm_builder_cls().__module__)
-    facts["fix_on_vllm_class"] = fix.is_installed_on(rocm_attn)
-    try:
-        aiter = _optional("vllm.v1.attention.backends.rocm_aiter_unified_attn")
-    except Exception as exc:  # 0.33.0 asks the GPU for its arch at import
-        facts["aiter_module"] = f"not importable here: {type(exc).__name__}: {exc}"
-    else:
-        if aiter is not None:
-            facts["aiter_fix_on_vllm_class"] = aiter_fix.is_installed_on(aiter)
-    return facts
 
-
-def minimax_indexer() -> dict[str, Any] | None:
-    """The PR's crash: MiniMax-M3's indexer builder after the ROCm capture
-    (None: this release has no MiniMax-M3)."""
-    from vllm_patchkit.judge.regression import scenarios
-    from vllm_patchkit.judge.regression.verdict import describe_error
-
-    outcome = scenarios.minimax_indexer_after_rocm(1)
-    if outcome.status == "unavailable":
-        return None
-    if outcome.status == "raised":
-        return {"raised": describe_error(outcome.error)}
-    return {"decode_query_len": outcome.facts["decode_query_len"]}
-
-
-def _optional(name: str) -> Any:
-    """The module, or None when this release has no such module."""
-    import importlib
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec(name) is None:
-            return None
-    except ModuleNotFoundError:
-        return None
-    return importlib.import_module(name)
+    if not scenarios:
+        return {}
+    ran = {fix_of(name) for name in scenarios}
+    checks = fixed_checks(run_all(scenarios))
+    return {
+        fix: {"verdict": str(verdict), "why": why}
+        for fix, (verdict, why) in judge_fixes(checks).items()
+        if fix in ran
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -360,9 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tree", nargs="?", type=Path)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "OUTPUT"))
+    parser.add_argument(
+        "--scenario", action="append", default=[], help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child[0], Path(args.child[1]))
+        child(args.child[0], Path(args.child[1]), args.scenario)
         return 0
     if args.tree is None:
         parser.error("a vLLM tree is required")
