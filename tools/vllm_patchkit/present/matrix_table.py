@@ -117,10 +117,13 @@ needed is under "What ran each release"). Column words:
   number of checks that ran. `reused`: the series changes nothing the suite
   imports, so the stock run stands for it.
 - **overlay**: the overlay loaded by vLLM's own plugin loader, without and
-  with it, on #51585's capture scenario (the fixes built on it, #53821,
-  too; the other fixes' bugs are the suite's columns): `fixes` (bug without,
-  passes with), `inert` (passes both ways, none of those fixes installed),
-  `fails`, `cannot judge`.
+  with it, on the core scenarios of every fix whose code the release has,
+  each fix judged apart (its part follows the cell in the details): `fixes`
+  (each fix the release needs: bug without, passes with, installed),
+  `inert` (no fix needed, none installed, each fix's checks the same both
+  ways), `fails`, `cannot judge`; the cell is the worst part. A row whose
+  details give no part per fix was measured before the probe judged every
+  fix: it rests on {first}'s scenario (and the fixes built on it) only.
 - **audit**: harmful shared-metadata writes the audit found (`none`, `N
   harmful`, `cannot judge`).
 - **seconds**: what computing the row took, per step in the details.
@@ -133,7 +136,7 @@ table; `matrix.json` has every count and reason.
 def legend(rows: list[Row]) -> str:
     """The column words, naming the fix columns these rows have."""
     fixes = ", ".join(f"**{_cell(label)}**" for label in fix_columns(rows))
-    return LEGEND_TEMPLATE.format(fixes=fixes)
+    return LEGEND_TEMPLATE.format(fixes=fixes, first=_cell(FIXES[0].pr))
 
 
 SHORT = {"bug reproduced": "bug"}
