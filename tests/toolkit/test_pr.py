@@ -36,6 +36,8 @@ AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.
 STATIC_SINK_TEST = "tests/v1/attention/test_static_sink_shared_state.py"
 PR = ("pr", "--fix", "rocm-capture-keeps-host-offsets")
 PR_PATCHES = by_name("rocm-capture-keeps-host-offsets").patches
+STATIC_SINK = "static-sink-keeps-shared-seq-lens"
+STATIC_SINK_PATCHES = by_name(STATIC_SINK).patches
 
 
 @pytest.fixture
@@ -338,3 +340,130 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
         STATIC_SINK_TEST,
         "vllm/model_executor/layers/attention/static_sink_attention.py",
     ]
+
+
+def _series_commits(git: Git) -> dict[str, str]:
+    """Each patch's commit after the base, by patch name (apply's order)."""
+    shas = git.out("rev-list", "--reverse", "refs/vllm-patchkit/base..HEAD").split()
+    return dict(zip([p.name for p in carried("0.28.0")], shas, strict=True))
+
+
+def _reword(git: Git, subject: str) -> None:
+    """HEAD's subject replaced; its body and sign-offs kept."""
+    body = git.out("log", "-1", "--format=%B").split("\n", 1)[1]
+    git.run("commit", "--quiet", "--amend", "-a", "-m", f"{subject}\n{body}")
+
+
+def test_a_reworded_or_edited_fix_commit_is_still_the_fixs(checkout: Path) -> None:
+    """Commits are a fix's by what they change, never by their subject: a
+    reworded fix commit by its patch-id, one edited too by its files and
+    its patch's invariant (holds after it, not before)."""
+    git = Git(checkout)
+    commits = _series_commits(git)
+    git.run("switch", "--quiet", "-c", "reworded", "refs/vllm-patchkit/base")
+    static_sink_file = "vllm/model_executor/layers/attention/static_sink_attention.py"
+    for name, sha in commits.items():
+        git.run("cherry-pick", sha)
+        if name == PR_PATCHES[0]:
+            _reword(git, "Keep the host query offsets in ROCm capture")
+        elif name == STATIC_SINK_PATCHES[0]:
+            with (checkout / static_sink_file).open("a") as handle:
+                handle.write("# a reviewer's tweak\n")
+            _reword(git, "Static sink: a seq_lens buffer of the builder's own")
+    args = ("--signoff", "--no-test", "--no-precommit", str(checkout))
+
+    code, pr = patchkit_json(*PR, *args)
+
+    assert code == 0, pr
+    assert [c["subject"] for c in pr["commits"]] == [
+        "Keep the host query offsets in ROCm capture",
+        "[Bugfix][ROCm] Test that CUDA graph capture keeps the CPU query offsets",
+    ]
+    assert [c["found_by"] for c in pr["commits"]] == [
+        f"{name} (its patch-id)" for name in PR_PATCHES
+    ]
+    assert pr["title"] == "[Bugfix][ROCm] Keep the host query offsets in ROCm capture"
+
+    code, pr = patchkit_json("pr", "--fix", STATIC_SINK, *args)
+
+    assert code == 0, pr
+    assert [c["found_by"] for c in pr["commits"]] == [
+        f"{STATIC_SINK_PATCHES[0]} (its files and invariant)",
+        f"{STATIC_SINK_PATCHES[1]} (its patch-id)",
+    ]
+    assert not any("Static sink:" in left for left in pr["left_out"])
+
+
+def test_a_pr_without_its_fix_is_refused(checkout: Path) -> None:
+    """The commits a PR would send must carry the fix on the base: a fix
+    commit reverted, or dropped while its test stays, is exit 1, naming the
+    commits, the patch missing and what undid it; nothing is run."""
+    git = Git(checkout)
+    commits = _series_commits(git)
+    fix, test = (commits[name] for name in STATIC_SINK_PATCHES)
+    git.run("revert", "--no-edit", fix)
+    revert = git.head()
+    args = ("pr", "--fix", STATIC_SINK, "--signoff", "--no-test", "--no-precommit")
+
+    code, pr = patchkit_json(*args, str(checkout))
+
+    assert code == 1, pr
+    assert pr["status"] == "fix-missing"
+    message = pr["message"]
+    assert f"{STATIC_SINK_PATCHES[0]} (its invariant {STATIC_SINK}" in message
+    assert f"{revert[:12]} 'Revert " in message and "undoes" in message
+    assert pr["body"] == "" and pr["runs"] == []
+
+    # Dropped: the test's commit alone, on the commit before the fix's.
+    git.run("switch", "--quiet", "-c", "dropped", f"{fix}^")
+    git.run("cherry-pick", test)
+    code, pr = patchkit_json(*args, str(checkout))
+
+    assert code == 1, pr
+    assert [c["sha"] for c in pr["commits"]] == [git.head()]
+    assert f"({git.head()[:12]} '[Bugfix] Test that static sink" in pr["message"]
+    assert f"{STATIC_SINK_PATCHES[0]} (its invariant" in pr["message"]
+
+
+def test_test_result_is_measured_on_what_the_pr_sends(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """``test`` runs on the base plus the fix's commits as the branch holds
+    them, not on HEAD: a local commit that fails the fix's test at HEAD is
+    left out, and so is its failure."""
+    git = Git(checkout)
+    with (checkout / STATIC_SINK_TEST).open("a") as handle:
+        handle.write(
+            "\n\ndef test_local_experiment():\n"
+            "    raise AssertionError('a local experiment, not in the PR')\n"
+        )
+    git.run("commit", "--quiet", "-a", "-s", "-m", "Local experiment")
+
+    code, pr = patchkit_json(
+        "pr", "--fix", STATIC_SINK, "--signoff", "--no-precommit", str(checkout)
+    )
+
+    assert code == 0, pr["message"]
+    assert pr["left_out"][-1].endswith("Local experiment")
+    result = pr["body"].split("## Test Result", 1)[1]
+    assert "Regression suite, StaticSink's checks: FIXED" in result
+    with_fix = f"`{STATIC_SINK_TEST}` with the fix: "
+    assert ", 0 failed" in result.split(with_fix, 1)[1].split("\n", 1)[0]
+    assert "test_local_experiment" not in pr["body"]
+    measured = pr["measured"]
+    assert f"after: {measured[:7]}" in result
+    # What was measured is the branch submit makes (same commit ids).
+    remote = tmp_path / "fork.git"
+    Git(tmp_path).run("init", "--quiet", "--bare", str(remote))
+    bin_dir = tmp_path / "bin"  # a stand-in gh: GitHub is not reachable here
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text("#!/bin/sh\necho https://example.invalid/pull/3\n")
+    (bin_dir / "gh").chmod(0o755)
+    proc = patchkit(
+        "pr", "--fix", STATIC_SINK, "--signoff", "--no-test", "--no-precommit",
+        "--submit", "--remote", str(remote), "--json", str(checkout),
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    branch = json.loads(proc.stdout)["branch"]
+    assert Git(remote).out("rev-parse", f"refs/heads/{branch}") == measured

@@ -4,9 +4,11 @@ Upstream takes one fix per pull request, so ``vllm-patchkit pr`` refuses a
 checkout that carries several fixes unless ``--fix NAME`` picks one; the
 nightly sign-off check (``tools/ci/check-signoffs.sh``) runs ``pr --fix`` for
 each name this prints. A fix is listed when ``pr --fix`` would find commits
-of it: the same matching (:func:`vllm_patchkit.pull_request.scope.choose_fix`)
-on the commits from the series base (``refs/vllm-patchkit/base``, recorded
-by apply and rebase) to HEAD. Nothing is printed when no commit is a series patch.
+of it: the same matching by content
+(:func:`vllm_patchkit.pull_request.contents.patch_carriers`,
+:func:`vllm_patchkit.pull_request.scope.choose_fix`) on the commits from the
+series base (``refs/vllm-patchkit/base``, recorded by apply and rebase) to
+HEAD. Nothing is printed when no commit is a series patch.
 
     python tools/ci/series_fixes.py CHECKOUT [--patches DIR]
 
@@ -25,6 +27,7 @@ from vllm_patchkit.git.checkout import BASE_REF, open_checkout
 from vllm_patchkit.git.series import Series, load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PATCHES_DIR
+from vllm_patchkit.pull_request.contents import patch_carriers
 from vllm_patchkit.pull_request.scope import ScopeError, choose_fix
 from vllm_patchkit.pull_request.signoff import series_commits
 
@@ -33,10 +36,11 @@ def carried_fixes(git: Git, base: str, series: Series) -> list[str]:
     """Registry names, in the registry's order, of the fixes ``pr --fix``
     finds commits of between ``base`` and HEAD."""
     commits = series_commits(git, base)
+    carriers = patch_carriers(git, commits, series)
     names = []
     for fix in FIXES:
         try:
-            choose_fix(commits, series, fix.name)
+            choose_fix(commits, series, fix.name, carriers)
         except ScopeError:
             continue  # no commit of this fix
         names.append(fix.name)

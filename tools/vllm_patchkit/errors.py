@@ -25,6 +25,7 @@ EXIT_BY_STATUS = {
     "ready": EXIT_OK,
     "submitted": EXIT_OK,
     "checks-failed": EXIT_FAILED,
+    "fix-missing": EXIT_FAILED,
     "refused": EXIT_REFUSED,
     "error": EXIT_ERROR,
     "conflict": EXIT_CONFLICT,

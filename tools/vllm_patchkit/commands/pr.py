@@ -39,11 +39,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Build the upstream pull request for one fix from the series' commits "
             "in a vLLM checkout (the commits after the base recorded by apply or "
             "rebase). Upstream takes one fix per PR: each commit is matched to "
-            "its series patch and that patch to its fix in the registry "
-            "(vllm_overlay.fixes), and only the chosen fix's commits are "
-            "proposed, replayed on the base; --fix names it, and may be left "
-            "out when the commits carry one fix's patches only (several: exit 2, "
-            "naming them). `test` and `precommit` are then scoped to that fix: "
+            "its series patch by its content (the patch's patch-id, else its "
+            "files and invariant; never its subject) and that patch to its fix "
+            "in the registry (vllm_overlay.fixes), and only the chosen fix's "
+            "commits are proposed, replayed on the base; --fix names it, and may "
+            "be left out when the commits carry one fix's patches only (several: "
+            "exit 2, naming them). When the base plus those commits lacks the "
+            "fix (its invariant does not hold there), pr stops: exit 1. `test` "
+            "and `precommit` then run on what the PR sends (a scratch clone at "
+            "the base plus those commits, never HEAD), scoped to that fix: "
             "its verdict line, its test files before and after, its changed "
             "files. Every commit must carry a DCO Signed-off-by of its author and of "
             "you (git's user.name/user.email); --signoff adds yours, nothing "
@@ -60,7 +64,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "installed."
         ),
         epilog=EXIT_CODES_HELP
-        + "  (pr: 1 = test or precommit failed; 2 = a sign-off is missing)\n",
+        + "  (pr: 1 = test or precommit failed, or the commits lack the fix; "
+        "2 = a sign-off is missing)\n",
         add_help=False,
     )
     lazy_help(parser, _show_defaults)

@@ -186,6 +186,8 @@ class History:
     """Each patch's stable patch-id, by name (the journal records them)."""
     applied: set[str]
     """The patches a recent commit touching their files has the patch-id of."""
+    carriers: dict[str, set[str]] = field(default_factory=dict)
+    """Those commits, by patch name (``pr`` sends a fix's commits by them)."""
 
 
 def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
@@ -215,6 +217,7 @@ def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
             found.patch_ids[current] = pid
         elif current is not None and found.patch_ids[current] == pid:
             found.applied.add(current)
+            found.carriers.setdefault(current, set()).add(commit)
     return found
 
 

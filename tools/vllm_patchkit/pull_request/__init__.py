@@ -1,10 +1,12 @@
 """Prepare (and, when asked, open) the upstream pull request for one fix.
 
 ``prepare_pull_request`` reads the series' commits in a vLLM checkout (from
-the base recorded by apply or rebase to HEAD), keeps those of one fix
-(:mod:`.scope`), checks their DCO sign-offs, runs ``vllm-patchkit test``
-and ``precommit`` on the checkout for real, scoped to that fix, and builds
-the title and the description from vLLM's template. It changes nothing.
+the base recorded by apply or rebase to HEAD), keeps those of one fix, found
+by their content (:mod:`.scope`, :mod:`.contents`), refuses them when the
+base plus them lacks the fix, checks their DCO sign-offs, runs
+``vllm-patchkit test`` and ``precommit`` for real on what the PR sends (the
+base plus those commits, :mod:`.sent`), scoped to that fix, and builds the
+title and the description from vLLM's template. It changes nothing.
 ``submit`` then makes the branch (the fix's changes replayed on the base,
 upstream commit messages, sign-offs added only with ``signoff=True``),
 pushes it and runs ``gh pr create`` when gh is installed.
@@ -12,6 +14,7 @@ pushes it and runs ``gh pr create`` when gh is installed.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import shutil
@@ -57,7 +60,15 @@ from vllm_patchkit.pull_request.body import (
     result_section,
 )
 from vllm_patchkit.pull_request.body_file import write_body
+from vllm_patchkit.pull_request.contents import (
+    Carrier,
+    NotReplayableError,
+    missing_patches,
+    patch_carriers,
+    replayed_tree,
+)
 from vllm_patchkit.pull_request.scope import Scope, ScopeError, choose_fix
+from vllm_patchkit.pull_request.sent import sent_checkout
 from vllm_patchkit.pull_request.signoff import (
     Identity,
     SeriesCommit,
@@ -83,12 +94,15 @@ class CommitPlan:
     signoff_added: str | None
     message: str
     """The message the PR branch gets."""
+    found_by: str = ""
+    """The series patch it carries and how it was found (by content)."""
 
 
 @dataclass
 class PullRequest:
     status: str
-    """ready, checks-failed, refused, submitted or error."""
+    """ready, checks-failed, fix-missing (the commits sent lack the fix),
+    refused, submitted or error."""
     message: str
     checkout: str
     title: str = ""
@@ -109,6 +123,9 @@ class PullRequest:
     """The registry name of the fix proposed (None: no commit is a series patch)."""
     left_out: list[str] = field(default_factory=list)
     """``sha subject`` of the commits after the base that are not the fix's."""
+    measured: str | None = None
+    """The PR's head commit ``test`` and ``precommit`` ran on (the base plus
+    the fix's commits, as submit builds them); None when neither ran."""
 
     @property
     def gh_command_line(self) -> str:
@@ -156,17 +173,16 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
     pr = PullRequest("ready", "", str(git.root), repo=options.repo)
     pr.base_branch = options.base_branch
     scope = _collect(git, pr, options, series)
-    if scope is None or pr.status == "refused":
+    if scope is None or pr.status != "ready":
         return pr
     commits, series = scope.commits, scope.series
-    highlights = []
-    if options.run_test:
-        progress.step(f"pr: test on {git.root} ({len(commits)} commit(s))")
-        highlights += _run_test(pr, git.root, series)
-    if options.run_precommit:
-        progress.step(f"pr: vLLM's pre-commit on {git.root}")
-        highlights += _run_precommit(pr, git.root, series)
-    pr.body = _render_body(git.root, pr, commits, series, options, highlights)
+    if options.run_test or options.run_precommit:
+        build = functools.partial(_build_commits, pr=pr)
+        with sent_checkout(git, pr.base_commit, build) as (root, pr.measured):
+            highlights = _measure(pr, root, series, options, len(commits))
+            pr.body = _render_body(root, pr, commits, series, options, highlights)
+    else:
+        pr.body = _render_body(git.root, pr, commits, series, options, [])
     pr.body_file = str(_write_body(pr))
     pr.gh_command = [
         "gh", "pr", "create", "--repo", pr.repo, "--base", pr.base_branch,
@@ -206,8 +222,9 @@ def _collect(
     if not commits:
         _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
         return None
+    carriers = patch_carriers(git, commits, series)
     try:
-        scope = choose_fix(commits, series, options.fix)
+        scope = choose_fix(commits, series, options.fix, carriers)
     except ScopeError as error:
         _refuse(pr, str(error))
         return None
@@ -223,12 +240,65 @@ def _collect(
         )
         return None
     problems = _plan_commits(pr, commits, submitter, options.signoff)
+    for plan in pr.commits:
+        carrier = carriers.get(plan.sha)
+        if carrier is not None:
+            plan.found_by = f"{carrier.patch} ({carrier.how})"
     vendor = scope.fix is None or is_rocm_fix(scope.fix.record.source_file)
     pr.title = pr_title(commits[0].subject, vendor=vendor)
     pr.branch = options.branch or default_branch(pr.title)
     if problems:
         _refuse(pr, "; ".join(problems))
+    elif scope.fix is not None:
+        _check_carried(git, pr, scope, carriers)
     return scope
+
+
+def _check_carried(
+    git: Git, pr: PullRequest, scope: Scope, carriers: dict[str, Carrier]
+) -> None:
+    """Set ``fix-missing`` (exit 1) when the base plus the commits to send
+    lacks one of the fix's patches: a PR is never called fixed by a HEAD
+    that holds commits it leaves out."""
+    try:
+        missing = missing_patches(
+            git, pr.base_commit, scope.commits, scope.series.patches, carriers
+        )
+    except NotReplayableError as error:
+        _refuse(pr, str(error))
+        return
+    if not missing:
+        return
+    sent = ", ".join(f"{c.sha[:12]} {c.subject!r}" for c in scope.commits)
+    undone = [
+        f"{c.sha[:12]} {c.subject!r} undoes {carriers[c.sha].patch}"
+        for c in scope.commits
+        if c.sha in carriers and carriers[c.sha].undoes
+    ]
+    pr.status = "fix-missing"
+    pr.message = (
+        f"the commits pr would send for {pr.fix} ({sent}) do not carry the fix: "
+        f"on the base plus them, {'; '.join(missing)}"
+        + (f"; {'; '.join(undone)}" if undone else "")
+        + ". Put the fix's commit back (vllm-patchkit apply adds what is "
+        "missing) or drop what undoes it; nothing was run or prepared"
+    )
+
+
+def _measure(
+    pr: PullRequest, root: Path, series: Series, options: Options, count: int
+) -> list[str]:
+    """Run the checks asked for on ``root``, the PR's own commits; the
+    body's highlights."""
+    what = f"the base plus {count} commit(s)"
+    highlights = []
+    if options.run_test:
+        progress.step(f"pr: test on what the PR sends ({what})")
+        highlights += _run_test(pr, root, series)
+    if options.run_precommit:
+        progress.step(f"pr: vLLM's pre-commit on what the PR sends ({what})")
+        highlights += _run_precommit(pr, root, series)
+    return highlights
 
 
 def _render_body(
@@ -285,6 +355,13 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
     git = Git(Path(pr.checkout))
     existing = git.commit_of(f"refs/heads/{pr.branch}")
     head = _build_commits(git, pr)
+    if pr.measured is not None and head != pr.measured:
+        pr.status = "error"
+        pr.message = (
+            f"the branch's commits ({head[:12]}) are not those test and "
+            f"precommit ran on ({pr.measured[:12]}); nothing was created"
+        )
+        return pr
     if existing is not None and existing != head:
         message = f"branch {pr.branch} exists with other commits; delete it or "
         return _refuse(pr, message + "pass --branch")
@@ -458,19 +535,9 @@ def _build_commits(git: Git, pr: PullRequest) -> str:
 def _replayed_tree(git: Git, parent: str, sha: str) -> str:
     """The tree of ``sha``'s own change applied to ``parent``, in a scratch
     index (the checkout's index and work tree are not touched)."""
-    diff = git.run("diff", "--binary", "--full-index", f"{sha}^", sha).stdout
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pr-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        git.run("read-tree", parent, env=env)
-        applied = git.run(
-            "apply", "--cached", "-", input_text=diff, env=env, check=False
-        )
-        if applied.returncode != 0:
-            raise ArgumentError(
-                f"{sha[:12]} does not apply to the base without the commits "
-                f"between: {applied.stderr.strip()}"
-            )
-        return git.run("write-tree", env=env).stdout.strip()
+        return replayed_tree(git, parent, sha, env)
 
 
 def _refuse(pr: PullRequest, message: str) -> PullRequest:

@@ -3,17 +3,20 @@
 A checkout can carry several fixes' patches at once (on 0.33.0 the series
 applies #51585's test 0002 and StaticSink's 0004 and 0005), but upstream
 takes one fix per pull request. Each commit after the series base is matched
-to its series patch by subject, and the patch to its fix through the
-registry (:attr:`vllm_overlay.fixes.base.Fix.patches`).
+to its series patch by its content (:mod:`.contents`: its patch-id, else
+its files and the patch's invariant; never its subject), and the patch to
+its fix through the registry (:attr:`vllm_overlay.fixes.base.Fix.patches`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vllm_overlay.fixes import FIXES, fix_of_patch
 from vllm_overlay.fixes.base import Fix
 from vllm_patchkit.git.series import Series
+from vllm_patchkit.pull_request.contents import Carrier
 from vllm_patchkit.pull_request.signoff import SeriesCommit
 
 
@@ -37,11 +40,16 @@ def fix_names() -> str:
 
 
 def choose_fix(
-    commits: list[SeriesCommit], series: Series, wanted: str | None
+    commits: list[SeriesCommit],
+    series: Series,
+    wanted: str | None,
+    carriers: Mapping[str, Carrier],
 ) -> Scope:
-    """The commits of fix ``wanted``, or of the only fix the commits carry."""
-    by_subject = {patch.subject.strip(): patch.name for patch in series.patches}
-    names = [by_subject.get(commit.subject.strip()) for commit in commits]
+    """The commits of fix ``wanted``, or of the only fix the commits carry
+    (``carriers``: each commit's patch, by commit id, from
+    :func:`~vllm_patchkit.pull_request.contents.patch_carriers`)."""
+    found = (carriers.get(commit.sha) for commit in commits)
+    names = [carrier.patch if carrier else None for carrier in found]
     owners = [fix_of_patch(name) if name else None for name in names]
     carried = list(dict.fromkeys(fix for fix in owners if fix is not None))
     if wanted is not None:
