@@ -66,6 +66,7 @@ from vllm_patchkit.pull_request.contents import (
     missing_patches,
     patch_carriers,
     replayed_tree,
+    with_earlier_patches,
 )
 from vllm_patchkit.pull_request.scope import Scope, ScopeError, choose_fix
 from vllm_patchkit.pull_request.sent import sent_checkout
@@ -228,7 +229,7 @@ def _collect(
     except ScopeError as error:
         _refuse(pr, str(error))
         return None
-    commits = scope.commits
+    every, commits = commits, scope.commits
     pr.fix = scope.fix.name if scope.fix is not None else None
     pr.left_out = [f"{c.sha[:12]} {c.subject}" for c in scope.left_out]
     submitter = configured_identity(git)
@@ -250,19 +251,26 @@ def _collect(
     if problems:
         _refuse(pr, "; ".join(problems))
     elif scope.fix is not None:
-        _check_carried(git, pr, scope, carriers)
+        _check_carried(git, pr, scope, carriers, every, series)
     return scope
 
 
 def _check_carried(
-    git: Git, pr: PullRequest, scope: Scope, carriers: dict[str, Carrier]
+    git: Git,
+    pr: PullRequest,
+    scope: Scope,
+    carriers: dict[str, Carrier],
+    every: list[SeriesCommit],
+    series: Series,
 ) -> None:
     """Set ``fix-missing`` (exit 1) when the base plus the commits to send
-    lacks one of the fix's patches: a PR is never called fixed by a HEAD
-    that holds commits it leaves out."""
+    (after the series' earlier patches) lacks one of the fix's patches: a
+    PR is never called fixed by a HEAD that holds commits it leaves out."""
+    names = [patch.name for patch in scope.series.patches]
+    read = with_earlier_patches(every, scope.commits, series, names, carriers)
     try:
         missing = missing_patches(
-            git, pr.base_commit, scope.commits, scope.series.patches, carriers
+            git, pr.base_commit, read, scope.series.patches, carriers
         )
     except NotReplayableError as error:
         _refuse(pr, str(error))
@@ -278,11 +286,20 @@ def _check_carried(
     pr.status = "fix-missing"
     pr.message = (
         f"the commits pr would send for {pr.fix} ({sent}) do not carry the fix: "
-        f"on the base plus them, {'; '.join(missing)}"
+        f"on the base plus them{_after(read, scope.commits, carriers)}, "
+        f"{'; '.join(missing)}"
         + (f"; {'; '.join(undone)}" if undone else "")
         + ". Put the fix's commit back (vllm-patchkit apply adds what is "
         "missing) or drop what undoes it; nothing was run or prepared"
     )
+
+
+def _after(
+    read: list[SeriesCommit], sent: list[SeriesCommit], carriers: dict[str, Carrier]
+) -> str:
+    """The series' earlier patches a fix's invariants were read after."""
+    earlier = [carriers[c.sha].patch[:4] for c in read if c not in sent]
+    return f" (after the series' {', '.join(earlier)})" if earlier else ""
 
 
 def _measure(

@@ -132,6 +132,32 @@ def missing_patches(
     return missing
 
 
+def with_earlier_patches(
+    commits: Sequence[SeriesCommit],
+    sent: Sequence[SeriesCommit],
+    series: Series,
+    patches: Sequence[str],
+    carriers: Mapping[str, Carrier],
+) -> list[SeriesCommit]:
+    """``sent`` and, of ``commits``, those carrying a patch the series puts
+    before ``patches`` (another fix's), in history order: a patch's
+    invariant is read on the tree the series makes for it, as apply reads it
+    after ``git am`` (0003's reads 0001's change too, on 0.28.0)."""
+    order = {patch.name: index for index, patch in enumerate(series.patches)}
+    first = min((order[name] for name in patches if name in order), default=0)
+    mine = {commit.sha for commit in sent}
+
+    def earlier(commit: SeriesCommit) -> bool:
+        carrier = carriers.get(commit.sha)
+        return (
+            carrier is not None
+            and not carrier.undoes
+            and order.get(carrier.patch, first) < first
+        )
+
+    return [c for c in commits if c.sha in mine or earlier(c)]
+
+
 def changed_files(git: Git, old: str, new: str) -> list[str]:
     """The paths that differ between two commits (a rename: both)."""
     out = git.run("diff", "--name-only", "-z", "--no-renames", old, new).stdout
