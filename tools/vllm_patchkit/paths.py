@@ -89,3 +89,20 @@ def below(path: str, directory: str) -> bool:
     normalised (the caller resolves links where it must), compared as
     strings, because the callers judge thousands of paths per process."""
     return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def write_atomic(path: Path, data: str | bytes, *, prefix: str = ".") -> None:
+    """Write ``data`` to ``path`` whole or not at all: into a scratch file
+    beside it (mode 0600, whatever the umask: a cache entry others could
+    write is not read), then renamed over it, so a reader side by side never
+    sees half a file and a failure leaves no scratch file behind."""
+    import tempfile
+
+    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as out:
+            out.write(data)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise

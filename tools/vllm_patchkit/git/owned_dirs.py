@@ -25,14 +25,13 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, GitError
-from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.paths import cache_dir, write_atomic
 
 SHOWN = 10
 """How many commits or paths a refusal names before it counts the rest."""
@@ -163,14 +162,7 @@ def record(path: Path, what: str) -> None:
     target = _record_file(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     _forget_gone(target.parent)
-    fd, scratch = tempfile.mkstemp(dir=target.parent, prefix=".record-")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(entry, out)
-        os.replace(scratch, target)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+    write_atomic(target, json.dumps(entry), prefix=".record-")
 
 
 def _forget_gone(records: Path) -> None:

@@ -13,8 +13,6 @@ runs ``pre-commit run --files`` with it in a throwaway clone of the checkout
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +21,7 @@ import yaml
 
 from vllm_patchkit import progress
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.paths import cache_dir, write_atomic
 from vllm_patchkit.precommit.derive import (
     CONFIG_FILE,
     HookReport,
@@ -195,10 +193,7 @@ def _write_config(root: Path, plan: Plan) -> Path:
     dest = cache_dir() / "precommit" / f"config-{digest}.yaml"
     if not dest.is_file():
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, scratch = tempfile.mkstemp(dir=dest.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(scratch, dest)
+        write_atomic(dest, text)
     return dest
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
-from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.paths import cache_dir, write_atomic
 
 
 def body_file(checkout: Path, branch: str) -> Path:
@@ -29,12 +28,5 @@ def write_body(checkout: Path, branch: str, body: str) -> Path:
     """Keep ``body`` as :func:`body_file`, whole (a reader never sees half)."""
     target = body_file(checkout, branch)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(body)
-        os.replace(scratch, target)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+    write_atomic(target, body)
     return target

@@ -44,14 +44,13 @@ import marshal
 import os
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import CodeType
 
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.paths import below, cache_dir
+from vllm_patchkit.paths import below, cache_dir, write_atomic
 from vllm_patchkit.trees.cache_trust import read_entry, trusted_dir
 
 ENV = "VLLM_PATCHKIT_BYTECODE"
@@ -288,14 +287,7 @@ def _write(entry: Path, data: bytes) -> None:
     cannot be written costs a compile next time, nothing else."""
     try:
         entry.parent.mkdir(mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(temporary, entry)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        write_atomic(entry, data)
     except OSError:
         pass
 

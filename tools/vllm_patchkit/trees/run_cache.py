@@ -22,14 +22,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_patchkit.paths import write_atomic
 from vllm_patchkit.trees.cache_trust import read_entry, trusted_dir
 
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
@@ -109,14 +108,7 @@ class RunCache:
         path = self.path(key)
         # Private (0600) whatever the umask: an entry others can write is
         # not read (cache_trust.read_entry).
-        fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(json.dumps({"kind": key.kind, "value": value}))
-            os.replace(scratch, path)
-        except BaseException:
-            Path(scratch).unlink(missing_ok=True)
-            raise
+        write_atomic(path, json.dumps({"kind": key.kind, "value": value}))
 
     def locked(self, key: CacheKey) -> AbstractContextManager[None]:
         """Hold ``key`` against every other process and thread (nothing to
