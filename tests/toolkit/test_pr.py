@@ -82,12 +82,12 @@ def test_missing_signoff_is_refused_then_added_only_on_request(
     head = pr["gh_command"][pr["gh_command"].index("--head") + 1]
     assert head == f"forker:{pr['branch']}"
     assert [c["signoff_added"] for c in pr["commits"]] == [ME] * 2
+    # Upstream's trailers only: the series' placeholder is no one, so its
+    # commits are sent as the submitter's, signed off by them alone.
+    assert [c["sent_as"] for c in pr["commits"]] == [ME] * 2
     for commit in pr["commits"]:
         trailers = commit["message"].rstrip().split("\n\n")[-1].splitlines()
-        assert trailers == [
-            f"Signed-off-by: {SERIES_AUTHOR}",
-            f"Signed-off-by: {ME}",
-        ]
+        assert trailers == [f"Signed-off-by: {ME}"]
     assert snapshot(checkout) == before  # a dry run changes nothing
 
 
@@ -107,23 +107,27 @@ def test_dry_run_body_comes_from_real_test_and_precommit_runs(
     assert pr["template"] == ".github/PULL_REQUEST_TEMPLATE.md"
     body = pr["body"]
     purpose = body.split("## Purpose", 1)[1].split("## Test Plan", 1)[0]
-    assert "Zeroing it makes the" in purpose and "Related: " in purpose
+    assert "(#25985)" in purpose and "Related: " in purpose
+    details = body.split("## Details", 1)[1]
+    assert "Zeroing it makes the" in details  # the commit messages: no notes
     plan = body.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
-    # The commands as run in the checkout: no path of this machine.
-    assert "vllm-patchkit test ." in plan and "vllm-patchkit precommit ." in plan
+    # Upstream's own commands, as run in the checkout: no path of this machine.
+    assert "vllm-patchkit" not in plan
     assert str(checkout) not in body
-    assert f"pytest --noconftest {UPSTREAM_TEST}" in plan
+    assert f"pytest {UPSTREAM_TEST} -v" in plan and "pre-commit run --files" in plan
     assert AITER_TEST not in plan and STATIC_SINK_TEST not in plan  # other PRs
-    result = body.split("## Test Result", 1)[1]
-    assert f"`{UPSTREAM_TEST}` without the fix: 0 passed, 4 failed." in result
-    assert f"`{UPSTREAM_TEST}` with the fix: 4 passed, 0 failed." in result
-    assert "Regression suite, #51585's checks: FIXED" in result
-    assert "bug reproduced" in result
-    assert "fix #51585: FIXED" in result  # the test command's own output
+    result = body.split("## Test Result", 1)[1].split("## Claims", 1)[0]
+    assert f"`pytest {UPSTREAM_TEST}` without the fix: 0 passed, 4 failed." in result
+    assert f"`pytest {UPSTREAM_TEST}` with the fix: 4 passed, 0 failed." in result
+    # The toolkit's suite gates the PR but is no figure a reviewer reproduces.
+    assert "Regression suite" not in body and "vllm-patchkit" not in body
+    assert pr["runs"][0]["output"].count("fix #51585: FIXED") == 1
     # Only this fix's checks and verdict: the others have PRs of their own.
-    assert "static_sink" not in result and "StaticSink" not in result
-    assert "#53821" not in result
+    assert "static_sink" not in body and "StaticSink" not in body
+    assert "#53821" not in body
     assert "ruff-check" in result and "pre-commit on 2 file(s)" in result
+    claims = body.split("## Claims", 1)[1].split("## Details", 1)[0]
+    assert f"`{UPSTREAM_TEST}` passes with the fix (4 passed, 0 failed)" in claims
     assert body.count("- [x]") == 3
     assert "PLEASE FILL IN" not in body
     assert [r["returncode"] for r in pr["runs"]] == [0, 0]
@@ -178,8 +182,9 @@ def test_submit_pushes_a_branch_and_hands_it_to_gh(
     for rev in (new_head, f"{new_head}^"):
         message = git.out("log", "-1", "--format=%B", rev)
         assert "Invariant:" not in message and "Origin:" not in message
-        assert message.endswith(f"Signed-off-by: {SERIES_AUTHOR}\nSigned-off-by: {ME}")
-        assert git.out("log", "-1", "--format=%an <%ae>", rev) == SERIES_AUTHOR
+        assert SERIES_AUTHOR not in message
+        assert message.endswith(f"\n\nSigned-off-by: {ME}")
+        assert git.out("log", "-1", "--format=%an <%ae>", rev) == ME
     assert (git.head(), git.branch()) == (head, branch) and git.is_clean()
     gh_args = gh_log.read_text().splitlines()
     assert gh_args[:2] == ["pr", "create"]
@@ -340,6 +345,27 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
         STATIC_SINK_TEST,
         "vllm/model_executor/layers/attention/static_sink_attention.py",
     ]
+    # What is sent carries upstream's trailers only, and is the submitter's.
+    for rev in (head, f"{head}^"):
+        message = git.out("log", "-1", "--format=%B", rev)
+        trailers = message.rstrip().split("\n\n")[-1].splitlines()
+        assert trailers == [f"Signed-off-by: {ME}"], message
+        assert "dev@vllm-overlay.invalid" not in message
+        assert git.out("log", "-1", "--format=%an <%ae>", rev) == ME
+    # Every section of the release's template, filled; a reviewer's Test Plan.
+    body = pr["body"]
+    template = (tree / ".github/PULL_REQUEST_TEMPLATE.md").read_text()
+    headings = [line for line in template.splitlines() if line.startswith("## ")]
+    assert headings == ["## Overview", "## Claims", "## Validation", "## Details"]
+    kept = body.split("**BEFORE SUBMITTING", 1)[0]
+    for heading, following in zip(headings, [*headings[1:], "---"], strict=True):
+        section = kept.split(heading + "\n", 1)[1].split(following, 1)[0]
+        assert section.split("<!--", 1)[0].strip(), f"{heading} is empty"
+    plan = body.split("### Test Plan", 1)[1].split("### Test Result", 1)[0]
+    assert f"pytest {STATIC_SINK_TEST} -v" in plan and "vllm-patchkit" not in plan
+    details = body.split("## Details", 1)[1]
+    assert "update_draft_decode_metadata" in details  # the fix's reviewer notes
+    assert "(63) must match the existing size (64)" in details
 
 
 def _series_commits(git: Git) -> dict[str, str]:
@@ -440,18 +466,19 @@ def test_test_result_is_measured_on_what_the_pr_sends(
     git.run("commit", "--quiet", "-a", "-s", "-m", "Local experiment")
 
     code, pr = patchkit_json(
-        "pr", "--fix", STATIC_SINK, "--signoff", "--no-precommit", str(checkout)
-    )
+        "pr", "--fix", STATIC_SINK, "--signoff", "--no-precommit", "--no-mutation",
+        str(checkout),
+    )  # fmt: skip
 
     assert code == 0, pr["message"]
     assert pr["left_out"][-1].endswith("Local experiment")
     result = pr["body"].split("## Test Result", 1)[1]
-    assert "Regression suite, StaticSink's checks: FIXED" in result
-    with_fix = f"`{STATIC_SINK_TEST}` with the fix: "
+    with_fix = f"`pytest {STATIC_SINK_TEST}` with the fix: "
     assert ", 0 failed" in result.split(with_fix, 1)[1].split("\n", 1)[0]
     assert "test_local_experiment" not in pr["body"]
+    assert pr["mutation"] is None and "mutants" not in pr["body"]  # --no-mutation
     measured = pr["measured"]
-    assert f"after: {measured[:7]}" in result
+    assert f"after: {measured[:7]}" in pr["runs"][0]["output"]
     # What was measured is the branch submit makes (same commit ids).
     remote = tmp_path / "fork.git"
     Git(tmp_path).run("init", "--quiet", "--bare", str(remote))

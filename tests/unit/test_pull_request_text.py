@@ -78,18 +78,19 @@ Signed-off-by: vllm-overlay developers <dev@vllm-overlay.invalid>
 """
 
 
-def test_upstream_message_drops_vendor_trailers_and_signs_once() -> None:
+def test_upstream_message_keeps_upstream_trailers_only_and_signs_once() -> None:
+    """No project trailer and no placeholder sign-off reach upstream; a real
+    person's sign-off stays."""
     message = upstream_message(MESSAGE, ME)
     assert message == (
         "[Bugfix][ROCm] Keep offsets\n\nBody text: with a colon.\n\n"
-        "Signed-off-by: vllm-overlay developers <dev@vllm-overlay.invalid>\n"
         f"Signed-off-by: {ME}\n"
     )
     assert upstream_message(message, ME) == message
-    assert [s.email for s in signoffs(message)] == [
-        "dev@vllm-overlay.invalid",
-        ME.email,
-    ]
+    assert [s.email for s in signoffs(message)] == [ME.email]
+    colleague = "Signed-off-by: A Colleague <colleague@example.org>"
+    kept = upstream_message(MESSAGE.replace("Forwarded: not-needed", colleague))
+    assert kept.endswith(f"Body text: with a colon.\n\n{colleague}\n")
 
 
 def test_upstream_message_without_trailers() -> None:
@@ -113,12 +114,22 @@ def test_0_33_template_gets_the_sections_above_the_cut() -> None:
     from vllm_patchkit.trees.releases import release_tree
 
     template, _ = load_template(release_tree("0.33.0"))
-    sections = {"Purpose": "WHY", "Test Plan": "PLAN", "Test Result": "RESULT"}
+    sections = {
+        "Purpose": "WHY",
+        "Claims": "CLAIMS",
+        "Test Plan": "PLAN",
+        "Test Result": "RESULT",
+        "Details": "DETAILS",
+    }
     body = fill_template(template, sections)
     kept, removed = body.split("**BEFORE SUBMITTING", 1)
-    assert "WHY" not in removed and "PLAN" not in removed and "RESULT" not in removed
+    assert not any(text in removed for text in sections.values())
     overview = kept.split("## Overview", 1)[1].split("## Claims", 1)[0]
     assert "WHY" in overview
+    claims = kept.split("## Claims", 1)[1].split("## Validation", 1)[0]
+    assert "CLAIMS" in claims
+    assert "DETAILS" in kept.split("## Details", 1)[1]
+    assert kept.count("## ") == 4 + 2  # the template's headings, two ### under one
     validation = kept.split("## Validation", 1)[1].split("## Details", 1)[0]
     assert "### Test Plan\n\nPLAN" in validation
     assert "### Test Result\n\nRESULT" in validation
@@ -129,3 +140,32 @@ def test_highlight_sub_items_stay_nested() -> None:
 
     text = result_section([], ["0 passed, 2 failed.", "  - `case[1]: lengths`"])
     assert text.splitlines() == ["- 0 passed, 2 failed.", "  - `case[1]: lengths`"]
+
+
+def test_a_placeholder_commit_needs_the_submitters_signoff_alone() -> None:
+    """The series' placeholder is no person: its commit is sent as the
+    submitter's, so DCO asks for their sign-off and nothing else."""
+    from vllm_patchkit.pull_request.signoff import (
+        SERIES_PLACEHOLDER,
+        SeriesCommit,
+        missing_signoffs,
+    )
+
+    commit = SeriesCommit(
+        "0" * 40, "[Bugfix] Keep offsets", MESSAGE, SERIES_PLACEHOLDER,
+        signoffs(MESSAGE),
+    )  # fmt: skip
+    assert commit.placeholder
+    assert missing_signoffs(commit, ME) == [f"submitter {ME}"]
+    other = SeriesCommit("1" * 40, "s", MESSAGE, ME, [])
+    assert missing_signoffs(other, ME) == [f"author {ME}", f"submitter {ME}"]
+
+
+def test_overview_is_what_breaks_and_the_fix() -> None:
+    from vllm_patchkit.pull_request.body import claims_section, overview_section
+
+    body = "It breaks.\nBadly.\n\nDo this. Then that.\n\nMore."
+    overview = overview_section([("[Bugfix] Keep offsets", body)], ["x#1"])
+    assert overview == "It breaks.\nBadly.\n\nDo this.\n\nRelated: x#1"
+    claims = claims_section("[Bugfix][ROCm] Keep offsets", ["Test passes."])
+    assert claims == "- Bug fix: Keep offsets.\n- Test passes."

@@ -45,20 +45,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "commits are proposed, replayed on the base; --fix names it, and may "
             "be left out when the commits carry one fix's patches only (several: "
             "exit 2, naming them). When the base plus those commits lacks the "
-            "fix (its invariant does not hold there), pr stops: exit 1. `test` "
-            "and `precommit` then run on what the PR sends (a scratch clone at "
-            "the base plus those commits, never HEAD), scoped to that fix: "
-            "its verdict line, its test files before and after, its changed "
-            "files. Every commit must carry a DCO Signed-off-by of its author and of "
-            "you (git's user.name/user.email); --signoff adds yours, nothing "
-            "else does. The title gets vLLM's [Bugfix] prefix, and [ROCm] for a fix "
-            "of ROCm code (a vllm rocm_* module); the "
-            "body is the checkout's .github/PULL_REQUEST_TEMPLATE.md (or a "
-            "built-in one) with Purpose from the commit messages and Test Plan "
-            "and Test Result from real runs of `vllm-patchkit test` and "
-            "`precommit`, with their output. This project's bookkeeping "
-            "trailers (Origin, Forwarded, Affects, Invariant, ...) are left out "
-            "of the commits proposed upstream. The default is a dry run that "
+            "fix (its invariant does not hold there), pr stops: exit 1. `test`, "
+            "`precommit` and the mutation of the fix against its upstream test "
+            "then run on what the PR sends (a scratch clone at the base plus "
+            "those commits, never HEAD), scoped to that fix. The commits sent "
+            "carry upstream's trailers only: this project's (Origin, Bug, "
+            "Forwarded, Applied-Upstream, Affects, Invariant) and the series' "
+            "placeholder sign-off (vllm-overlay developers "
+            "<dev@vllm-overlay.invalid>) are removed; a commit of that "
+            "placeholder author is sent as yours (git's user.name/user.email), "
+            "signed off by you alone. Every other commit must carry a DCO "
+            "Signed-off-by of its author, and each one yours; --signoff adds "
+            "yours, nothing else does. The title gets vLLM's [Bugfix] prefix, "
+            "and [ROCm] for a fix of ROCm code (a vllm rocm_* module); the body "
+            "is the checkout's .github/PULL_REQUEST_TEMPLATE.md (or a built-in "
+            "one) with every section filled: the overview from the fix "
+            "commit, Claims backed by the runs, a Test Plan of upstream's own "
+            "commands (pytest on the test files the PR adds, pre-commit), Test "
+            "Result from those runs (the added test before and after the fix, "
+            "the mutation figure, vLLM's hooks) and Details from the fix's "
+            "reviewer notes or the commit messages; `vllm-patchkit test` gates "
+            "the PR but stays out of the body. The default is a dry run that "
             "changes nothing and prints the `gh pr create` command; --submit "
             "creates the branch, pushes it to --remote and runs gh when it is "
             "installed."
@@ -83,7 +90,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--signoff",
         action="store_true",
-        help="add your Signed-off-by to commits that lack it (DCO)",
+        help="add your Signed-off-by to commits that lack it (DCO); the "
+        "series' placeholder commits are sent as yours",
     )
     parser.add_argument(
         "--fix",
@@ -116,6 +124,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not run `vllm-patchkit precommit`",
     )
+    parser.add_argument(
+        "--no-mutation",
+        action="store_true",
+        help="do not measure the upstream test alone against the fix's mutants "
+        "(minutes: one pytest run per mutant; --no-test skips it too); the body "
+        "then has no such figure",
+    )
     add_path(parser)
     add_json(parser)
     parser.set_defaults(handler=run)
@@ -134,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         signoff=args.signoff,
         run_test=not args.no_test,
         run_precommit=not args.no_precommit,
+        run_mutation=not (args.no_mutation or args.no_test),
         base=args.base,
         branch=args.branch,
         base_branch=args.upstream_branch,
@@ -159,12 +175,16 @@ def format_pr(pr: PullRequest, *, submitted: bool) -> str:
             state = f"adds Signed-off-by: {commit.signoff_added}"
         elif commit.missing_signoffs:
             state = f"MISSING sign-off of {' and '.join(commit.missing_signoffs)}"
+        if commit.sent_as:
+            state += f"; sent as {commit.sent_as}'s (the series' placeholder author)"
         lines.append(f"  {commit.sha[:12]} {commit.subject}: {state}")
     for left in pr.left_out:
         lines.append(f"  {left}: left out (not {pr.fix}'s)")
     for record in pr.runs:
         verdict = "passed" if record.returncode == 0 else "FAILED"
         lines.append(f"  {record.command}: {verdict} (exit {record.returncode})")
+    if pr.mutation is not None:
+        lines.append(f"  upstream test mutation: {pr.mutation}")
     if pr.title:
         if pr.fix is not None:
             lines.append(f"fix:    {pr.fix}")

@@ -147,27 +147,6 @@ def run_summary(run: TreeRun, fix: str | None = None) -> list[str]:
     return lines
 
 
-def suite_highlight(result: VerifyResult, fix: str | None = None) -> str:
-    """One sentence for the PR body: the verdict and the counts behind it
-    (``fix``: that fix's verdict over its own checks)."""
-    after = result.after
-    if fix is None:
-        heading, counts = result.verdict.heading, after.tally
-        line = f"Regression suite: {heading}, {tally_line(counts)}"
-    else:
-        heading = after.fix_verdicts()[fix][0].heading
-        counts = tally(after.counted_checks(fix))
-        line = f"Regression suite, {fix}'s checks: {heading}, {tally_line(counts)}"
-    if counts.not_run:
-        line += " (" + "; ".join(f"{n}: {w}" for n, w in counts.not_run) + ")"
-    if result.before is not None:
-        before = tally(result.before.counted_checks(fix))
-        line += f"; on the base: {before.failed} of {before.ran} fail"
-        bugs = [f for f in result.before.reproduced() if fix in (None, f)]
-        line += f", bug reproduced ({', '.join(bugs)})" if bugs else ""
-    return line + "."
-
-
 def _version(runs: list[TreeRun]) -> str:
     return next((r.vllm_version for r in reversed(runs) if r.vllm_version), "?")
 

@@ -4,12 +4,14 @@
 the base recorded by apply or rebase to HEAD), keeps those of one fix, found
 by their content (:mod:`.scope`, :mod:`.contents`), refuses them when the
 base plus them lacks the fix, checks their DCO sign-offs, runs
-``vllm-patchkit test`` and ``precommit`` for real on what the PR sends (the
-base plus those commits, :mod:`.sent`), scoped to that fix, and builds the
-title and the description from vLLM's template. It changes nothing.
-``submit`` then makes the branch (the fix's changes replayed on the base,
-upstream commit messages, sign-offs added only with ``signoff=True``),
-pushes it and runs ``gh pr create`` when gh is installed.
+``vllm-patchkit test``, ``precommit`` and the upstream test's mutation
+(:mod:`vllm_patchkit.judge.mutation.upstream_test`) for real on what the PR
+sends (the base plus those commits, :mod:`.sent`), scoped to that fix, and
+builds the title and the description from vLLM's template. It changes
+nothing. ``submit`` then makes the branch (the fix's changes replayed on the
+base, messages with upstream's trailers only, sign-offs added only with
+``signoff=True``; a commit of the series' placeholder author is sent as the
+submitter's), pushes it and runs ``gh pr create`` when gh is installed.
 """
 
 from __future__ import annotations
@@ -40,23 +42,22 @@ from vllm_patchkit.git.revs import (
 )
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.judge.mutation.upstream_test import UPSTREAM, measure_fix
 from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import verify_tree
 from vllm_patchkit.precommit import run_precommit
 from vllm_patchkit.precommit.mirrors import repo_slug
-from vllm_patchkit.present.reports import (
-    format_precommit,
-    format_verify,
-    suite_highlight,
-)
+from vllm_patchkit.present.reports import format_precommit, format_verify
 from vllm_patchkit.pull_request.body import (
     RunRecord,
+    claims_section,
+    details_section,
     fill_template,
     is_rocm_fix,
     load_template,
+    overview_section,
     plan_section,
     pr_title,
-    purpose_section,
     result_section,
 )
 from vllm_patchkit.pull_request.body_file import write_body
@@ -68,6 +69,7 @@ from vllm_patchkit.pull_request.contents import (
     replayed_tree,
     with_earlier_patches,
 )
+from vllm_patchkit.pull_request.details import notes_for
 from vllm_patchkit.pull_request.scope import Scope, ScopeError, choose_fix
 from vllm_patchkit.pull_request.sent import sent_checkout
 from vllm_patchkit.pull_request.signoff import (
@@ -97,6 +99,9 @@ class CommitPlan:
     """The message the PR branch gets."""
     found_by: str = ""
     """The series patch it carries and how it was found (by content)."""
+    sent_as: str | None = None
+    """The author the PR commit gets when not the commit's own: the
+    submitter, for a commit of the series' placeholder author."""
 
 
 @dataclass
@@ -127,6 +132,10 @@ class PullRequest:
     measured: str | None = None
     """The PR's head commit ``test`` and ``precommit`` ran on (the base plus
     the fix's commits, as submit builds them); None when neither ran."""
+    mutation: str | None = None
+    """The upstream test's mutation figure on what the PR sends, or why it
+    could not be measured; None when not asked or the fix declares no
+    mutants. Evidence, not a gate."""
 
     @property
     def gh_command_line(self) -> str:
@@ -143,6 +152,9 @@ class Options:
     signoff: bool = False
     run_test: bool = True
     run_precommit: bool = True
+    run_mutation: bool = True
+    """Measure the upstream test alone against the fix's mutants (slow;
+    evidence beside ``test``'s, so the CLI's --no-test turns it off too)."""
     base: str | None = None
     branch: str | None = None
     base_branch: str = "main"
@@ -177,13 +189,13 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
     if scope is None or pr.status != "ready":
         return pr
     commits, series = scope.commits, scope.series
-    if options.run_test or options.run_precommit:
+    if options.run_test or options.run_precommit or options.run_mutation:
         build = functools.partial(_build_commits, pr=pr)
         with sent_checkout(git, pr.base_commit, build) as (root, pr.measured):
-            highlights = _measure(pr, root, series, options, len(commits))
-            pr.body = _render_body(root, pr, commits, series, options, highlights)
+            evidence = _measure(pr, root, series, options, len(commits))
+            pr.body = _render_body(root, pr, commits, series, evidence)
     else:
-        pr.body = _render_body(git.root, pr, commits, series, options, [])
+        pr.body = _render_body(git.root, pr, commits, series, Evidence())
     pr.body_file = str(_write_body(pr))
     pr.gh_command = [
         "gh", "pr", "create", "--repo", pr.repo, "--base", pr.base_branch,
@@ -304,18 +316,33 @@ def _after(
 
 def _measure(
     pr: PullRequest, root: Path, series: Series, options: Options, count: int
-) -> list[str]:
+) -> Evidence:
     """Run the checks asked for on ``root``, the PR's own commits; the
-    body's highlights."""
+    body's Test Result lines and the Claims they back."""
     what = f"the base plus {count} commit(s)"
-    highlights = []
+    evidence = Evidence()
     if options.run_test:
         progress.step(f"pr: test on what the PR sends ({what})")
-        highlights += _run_test(pr, root, series)
+        _run_test(pr, root, series, evidence)
+    if options.run_mutation and pr.fix in UPSTREAM:
+        progress.step(f"pr: the upstream test against the fix's mutants ({what})")
+        _run_mutation(pr, root, evidence)
     if options.run_precommit:
         progress.step(f"pr: vLLM's pre-commit on what the PR sends ({what})")
-        highlights += _run_precommit(pr, root, series)
-    return highlights
+        _run_precommit(pr, root, series, evidence)
+    return evidence
+
+
+@dataclass
+class Evidence:
+    """What the runs showed, for the body."""
+
+    results: list[str] = field(default_factory=list)
+    """Test Result's lines (``  - `` lines nest under the one before)."""
+    claims: list[str] = field(default_factory=list)
+    """Claims, each backed by a line of :attr:`results`."""
+    blocks: list[str] = field(default_factory=list)
+    """Collapsed supporting output after the runs' own."""
 
 
 def _render_body(
@@ -323,26 +350,28 @@ def _render_body(
     pr: PullRequest,
     commits: list[SeriesCommit],
     series: Series,
-    options: Options,
-    highlights: list[str],
+    evidence: Evidence,
 ) -> str:
     template, pr.template = load_template(root)
     numbers = {int(n) for c in commits for n in _REFERENCE.findall(c.message)}
     references = [f"vllm-project/vllm#{n}" for n in sorted(numbers)]
-    messages = (
+    messages = [
         (c.subject, "\n\n".join(split_trailers(p.message)[0][1:]))
         for c, p in zip(commits, pr.commits, strict=True)
-    )
-    test_commands = _upstream_test_commands(series, root) if options.run_test else []
+    ]
     result = (
-        result_section(pr.runs, highlights)
-        if pr.runs
+        result_section(pr.runs, evidence.results)
+        if evidence.results or pr.runs
         else "Not run: the checks were skipped (--no-test, --no-precommit)."
     )
+    if evidence.blocks:
+        result += "\n\n" + "\n\n".join(evidence.blocks)
     sections = {
-        "Purpose": purpose_section(messages, references),
-        "Test Plan": plan_section(pr.runs, test_commands),
+        "Purpose": overview_section(messages, references),
+        "Claims": claims_section(commits[0].subject, evidence.claims),
+        "Test Plan": plan_section(_plan_commands(root, series)),
         "Test Result": result,
+        "Details": details_section(messages, notes_for(pr.fix)),
     }
     return fill_template(template, sections)
 
@@ -458,58 +487,115 @@ def _plan_commits(
                 missing_signoffs=missing,
                 signoff_added=str(submitter) if adds else None,
                 message=upstream_message(commit.message, submitter if adds else None),
+                sent_as=str(submitter) if commit.placeholder else None,
             )
         )
     return problems
 
 
-def _run_test(pr: PullRequest, root: Path, series: Series) -> list[str]:
+def _run_test(pr: PullRequest, root: Path, series: Series, evidence: Evidence) -> None:
+    """The toolkit's suite gates the PR; only the upstream test's pytest
+    results, which a reviewer reproduces from the PR, go into the body."""
     result = verify_tree(root, series)
     code = result.verdict.exit_code
     pr.runs.append(
         RunRecord("vllm-patchkit test", "vllm-patchkit test .", code,
                   _in_checkout(format_verify(result, pr.fix_label), root))
     )  # fmt: skip
-    after = result.after
-    lines = [suite_highlight(result, pr.fix_label)]
-    for run, where in ((result.before, "without the fix"), (after, "with the fix")):
+    tests = {}
+    for run, where in ((result.before, "without"), (result.after, "with")):
         test = run.upstream_test if run is not None else None
         if test is not None:
-            lines.append(f"`{' '.join(test.files)}` {where}: {test.summary}.")
-            lines += [f"  - `{failure}`" for failure in test.failures]
-    return lines
+            tests[where] = test
+            evidence.results.append(
+                f"`pytest {' '.join(test.files)}` {where} the fix: {test.summary}."
+            )
+            evidence.results += [f"  - `{f}`" for f in sorted(test.failures)]
+    before, after = tests.get("without"), tests.get("with")
+    if code == 0 and after is not None:
+        claim = f"`{' '.join(after.files)}` passes with the fix ({after.summary})"
+        if before is not None:
+            claim += f" and fails without it ({before.summary})"
+        evidence.claims.append(claim + ".")
 
 
-def _run_precommit(pr: PullRequest, root: Path, series: Series) -> list[str]:
-    files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))
-    result = run_precommit(root, files)
+def _run_mutation(pr: PullRequest, root: Path, evidence: Evidence) -> None:
+    """The upstream test alone against the fix's mutants: a figure for the
+    body, not a gate (a surviving mutant is named, with what it changes)."""
+    assert pr.fix is not None
+    try:
+        report = measure_fix(root, pr.fix, pr.base_commit)
+    except Exception as exc:  # evidence: an honest "not measured", never a crash
+        pr.mutation = f"could not run: {exc}"
+        evidence.results.append(
+            f"Mutation of the fix against the added test: not measured ({exc})."
+        )
+        return
+    pr.mutation = report.line
+    survivors = [r for r in report.runs if not r.killed]
+    line = f"`{' '.join(report.files)}` alone kills {report.killed} of "
+    line += f"{len(report.runs)} mutants of the fix (each listed below"
+    line += f"; SURVIVED: the {len(survivors)} it passes)." if survivors else ")."
+    evidence.results.append(line)
+    evidence.claims.append(
+        f"The added test alone kills {report.killed} of {len(report.runs)} "
+        "mutants of the fix" + (" (survivors in Test Result)." if survivors else ".")
+    )
+    rows = [
+        f"{'killed' if r.killed else 'SURVIVED':8} {r.name}: {r.description}"
+        for r in report.runs
+    ]
+    summary = "The mutants: the fixed file with one change, through the added test"
+    evidence.blocks.append(
+        "\n".join(
+            [f"<details><summary>{summary}</summary>", "", "```text", *rows, "```"]
+            + ["", "</details>"]
+        )
+    )
+
+
+def _run_precommit(
+    pr: PullRequest, root: Path, series: Series, evidence: Evidence
+) -> None:
+    result = run_precommit(root, _changed_files(series))
+    shown = _precommit_command(series)
     pr.runs.append(
         RunRecord(
             "vllm-patchkit precommit",
             "vllm-patchkit precommit .",
             0 if result.passed else 1,
             _in_checkout(format_precommit(result), root),
+            shown=shown,
         )
     )
-    line = "vLLM's pre-commit hooks on the changed files: "
-    line += f"{result.count('passed')} passed, {result.count('failed')} failed "
-    line += "(the rest do not apply to these files)."
-    return [line]
+    passed, failed = result.count("passed"), result.count("failed")
+    evidence.results.append(
+        f"vLLM's pre-commit hooks on the changed files: {passed} passed, "
+        f"{failed} failed (the rest do not apply to these files)."
+    )
+    if result.passed:
+        evidence.claims.append("vLLM's pre-commit hooks pass on the changed files.")
+
+
+def _plan_commands(root: Path, series: Series) -> list[str]:
+    """Upstream's own commands for the PR: pytest on the test files it adds,
+    vLLM's pre-commit on the files it changes (never this toolkit)."""
+    tests = [name for name in series_test_files(series) if (root / name).is_file()]
+    return [*(f"pytest {name} -v" for name in tests), _precommit_command(series)]
+
+
+def _precommit_command(series: Series) -> str:
+    return f"pre-commit run --files {' '.join(_changed_files(series))}"
+
+
+def _changed_files(series: Series) -> list[str]:
+    return list(dict.fromkeys(f for patch in series.patches for f in patch.files))
 
 
 def _in_checkout(text: str, root: Path) -> str:
     """``text`` with the checkout's path as ``.``: a PR names no path of
     the machine it was made on (the commands ran in the checkout)."""
     return text.replace(f"{root}/", "").replace(str(root), ".")
-
-
-def _upstream_test_commands(series: Series, root: Path) -> list[str]:
-    """vLLM's own way to run the series' test; ``test`` ran it so, on CPU."""
-    return [
-        f"pytest --noconftest {name}  # also run by vllm-patchkit test"
-        for name in series_test_files(series)
-        if (root / name).is_file()
-    ]
 
 
 def _write_body(pr: PullRequest) -> Path:
@@ -519,14 +605,18 @@ def _write_body(pr: PullRequest) -> Path:
 def _build_commits(git: Git, pr: PullRequest) -> str:
     """The PR commits: the same trees on the same base, upstream messages.
 
-    Author and both dates are kept, so the same plan always gives the same
-    commits and a second submit finds its branch unchanged.
+    Author (the submitter for the series' placeholder) and both dates are
+    kept, so the same plan always gives the same commits and a second submit
+    finds its branch unchanged.
     """
     parent = pr.base_commit
     fmt = "%x1f".join(["%T", "%P", "%an", "%ae", "%aI", "%cI"])
     for plan in pr.commits:
         fields = git.out("log", "-1", f"--format={fmt}", plan.sha).split("\x1f")
         tree, parents, name, email, author_date, committer_date = fields
+        if plan.sent_as is not None:  # the placeholder is no one: the submitter's
+            name, _, email = plan.sent_as.rpartition(" <")
+            email = email.removesuffix(">")
         if parents != parent:  # another fix's commit came between: replay
             tree = _replayed_tree(git, parent, plan.sha)
         env = {

@@ -2,21 +2,26 @@
 
 The description starts from the checkout's own
 ``.github/PULL_REQUEST_TEMPLATE.md`` so it follows whatever upstream asks for
-today; a built-in template with the same three sections stands in when the
-checkout has none. Purpose comes from the commit messages, Test Plan and
-Test Result from the runs that were actually made, with their output.
+today; a built-in template with the older three sections stands in when the
+checkout has none. Every section is filled: Purpose (Overview) from the fix
+commit's first paragraph, Claims and Test Result from the runs that were
+actually made, Test Plan from upstream's own commands (pytest on the test
+files the PR adds, pre-commit), Details from the fix's reviewer notes
+(:mod:`.details`) or the commit messages. A reviewer reproduces every figure
+from the PR: the toolkit's own commands and checks stay out of it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 TEMPLATE = Path(".github/PULL_REQUEST_TEMPLATE.md")
-SECTIONS = ("Purpose", "Test Plan", "Test Result")
-FALLBACK_TEMPLATE = "\n\n".join(f"## {name}" for name in SECTIONS) + "\n"
+SECTIONS = ("Purpose", "Claims", "Test Plan", "Test Result", "Details")
+"""Every section the body fills; a template without a heading for one gets
+it appended (above GitHub's cut)."""
+FALLBACK_TEMPLATE = "## Purpose\n\n## Test Plan\n\n## Test Result\n"
 _CHECKLIST = {
     "purpose": "Purpose",
     "test plan": "Test Plan",
@@ -28,6 +33,7 @@ _PLACEHOLDER = re.compile(r"^PLEASE FILL IN .*$", re.MULTILINE)
 _ALIASES = {"Overview": ("Purpose",), "Validation": ("Test Plan", "Test Result")}
 """Later templates' headings for the sections (0.33.0's has Overview,
 Claims, Validation and Details)."""
+_SENTENCE = re.compile(r"(?<=\.)\s+(?=[A-Z])")
 _CUT = "**BEFORE SUBMITTING"
 """GitHub Actions removes what the template has below this line."""
 
@@ -40,6 +46,9 @@ class RunRecord:
     command: str
     returncode: int
     output: str
+    shown: str | None = None
+    """The upstream command its output stands for in the body (None: the
+    toolkit's own check, kept out of the body)."""
 
 
 def pr_title(subject: str, *, vendor: bool = True) -> str:
@@ -118,27 +127,48 @@ def fill_template(template: str, sections: dict[str, str]) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n") + "\n"
 
 
-def purpose_section(messages: Iterable[tuple[str, str]], references: list[str]) -> str:
-    """One paragraph block per commit: its subject in bold, then its body."""
+def overview_section(messages: list[tuple[str, str]], references: list[str]) -> str:
+    """The fix commit's first paragraph (what breaks) and the first sentence
+    of its next one (the fix): the template asks for a line or two; the rest
+    is in Details and the commits."""
+    subject, body = messages[0]
+    paragraphs = body.strip().split("\n\n") if body.strip() else [subject]
+    lines = [paragraphs[0]]
+    if len(paragraphs) > 1:
+        lines.append(_SENTENCE.split(paragraphs[1].strip(), maxsplit=1)[0])
+    if references:
+        lines.append("Related: " + ", ".join(references))
+    return "\n\n".join(lines)
+
+
+def details_section(messages: list[tuple[str, str]], notes: str | None) -> str:
+    """The fix's reviewer notes, else each commit's message."""
+    if notes:
+        return notes.strip()
     blocks = []
     for subject, body in messages:
         blocks.append(f"**{subject}**\n\n{body.strip()}" if body.strip() else subject)
-    if references:
-        blocks.append("Related: " + ", ".join(references))
     return "\n\n".join(blocks)
 
 
-def plan_section(records: list[RunRecord], extra: list[str]) -> str:
-    lines = ["Run on CPU (no GPU is needed for these checks):", "", "```bash"]
-    lines += [record.command for record in records]
-    lines += [*extra, "```"]
-    return "\n".join(lines)
+def claims_section(subject: str, claims: list[str]) -> str:
+    """What the PR does, then only what a run in Test Result backs."""
+    tags, rest = _split_tags(subject)
+    kind = "Bug fix" if "Bugfix" in tags else "Change"
+    return "\n".join([f"- {kind}: {rest}.", *(f"- {claim}" for claim in claims)])
+
+
+def plan_section(commands: list[str]) -> str:
+    """Upstream's own commands, as a reviewer runs them in the checkout."""
+    return "\n".join(["```bash", *commands, "```"])
 
 
 def result_section(records: list[RunRecord], highlights: list[str]) -> str:
     blocks = [line if line.startswith("  - ") else f"- {line}" for line in highlights]
     for record in records:
-        summary = f"<code>{record.command}</code> (exit {record.returncode})"
+        if record.shown is None:
+            continue
+        summary = f"<code>{record.shown}</code> (exit {record.returncode})"
         blocks += [
             "",
             f"<details><summary>{summary}</summary>",

@@ -7,7 +7,10 @@ a sign-off is a legal statement, not formatting.
 
 The series' commits also carry this project's bookkeeping trailers (DEP-3
 ``Origin``/``Forwarded``/..., ``Affects``, ``Invariant``); they mean nothing
-upstream and are left out of the commits proposed there.
+upstream and are left out of the commits proposed there. So is the series'
+placeholder identity (:data:`SERIES_PLACEHOLDER`, the patches' author and
+sign-off): it is no person and certifies nothing, so a commit of its is
+sent as the submitter's, certified by their own sign-off alone.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ class Identity:
     def __str__(self) -> str:
         return f"{self.name} <{self.email}>"
 
+    def same(self, other: Identity) -> bool:
+        """The same person to DCO: git and the DCO check compare emails."""
+        return self.email.lower() == other.email.lower()
+
+
+SERIES_PLACEHOLDER = Identity("vllm-overlay developers", "dev@vllm-overlay.invalid")
+"""The author and sign-off ``refresh`` gives the series' patches: no person,
+so never sent upstream (an ``.invalid`` address cannot certify a DCO)."""
+
 
 @dataclass
 class SeriesCommit:
@@ -44,7 +56,12 @@ class SeriesCommit:
     signoffs: list[Identity] = field(default_factory=list)
 
     def signed_by(self, who: Identity) -> bool:
-        return any(s.email.lower() == who.email.lower() for s in self.signoffs)
+        return any(s.same(who) for s in self.signoffs)
+
+    @property
+    def placeholder(self) -> bool:
+        """Authored by the series' placeholder: sent as the submitter's."""
+        return self.author.same(SERIES_PLACEHOLDER)
 
 
 def series_commits(git: Git, base: str) -> list[SeriesCommit]:
@@ -87,9 +104,10 @@ def configured_identity(git: Git) -> Identity | None:
 
 
 def missing_signoffs(commit: SeriesCommit, submitter: Identity | None) -> list[str]:
-    """What DCO still needs on ``commit``: the author's, then the submitter's."""
+    """What DCO still needs on ``commit``: the author's, then the submitter's.
+    A placeholder commit is sent as the submitter's: only theirs counts."""
     missing = []
-    if not commit.signed_by(commit.author):
+    if not commit.placeholder and not commit.signed_by(commit.author):
         missing.append(f"author {commit.author}")
     if submitter is not None and not commit.signed_by(submitter):
         missing.append(f"submitter {submitter}")
@@ -97,11 +115,16 @@ def missing_signoffs(commit: SeriesCommit, submitter: Identity | None) -> list[s
 
 
 def upstream_message(message: str, add_signoff: Identity | None = None) -> str:
-    """``message`` without vendor trailers, with ``add_signoff`` appended."""
+    """``message`` with upstream's trailers only (no vendor trailer, no
+    placeholder sign-off), with ``add_signoff`` appended."""
     paragraphs, trailers = split_trailers(message)
-    kept = [line for line in trailers if _trailer_key(line) not in VENDOR_TRAILERS]
+    kept = [
+        line
+        for line in trailers
+        if _trailer_key(line) not in VENDOR_TRAILERS and not _is_placeholder(line)
+    ]
     if add_signoff is not None and not any(
-        s.email.lower() == add_signoff.email.lower() for s in signoffs("\n".join(kept))
+        s.same(add_signoff) for s in signoffs("\n".join(kept))
     ):
         kept.append(f"Signed-off-by: {add_signoff}")
     if kept:
@@ -117,6 +140,10 @@ def split_trailers(message: str) -> tuple[list[str], list[str]]:
     if trailers and all(map(_trailer_key, trailers)):
         return paragraphs[:-1], trailers
     return paragraphs, []
+
+
+def _is_placeholder(line: str) -> bool:
+    return any(s.same(SERIES_PLACEHOLDER) for s in signoffs(line))
 
 
 def _trailer_key(line: str) -> str | None:

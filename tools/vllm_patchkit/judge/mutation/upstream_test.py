@@ -153,6 +153,16 @@ def run_upstream_mutation(
     return UpstreamReport(fix, files, baseline, runs)
 
 
+def measure_fix(
+    tree: Path, fix: str, base: str, files: list[str] | None = None, jobs: int = 2
+) -> UpstreamReport:
+    """``fix``'s mutants through its upstream test files (``files``: others)
+    on ``tree``, against ``base``: what ``pr`` and this module's CLI run."""
+    declared = importlib.import_module(UPSTREAM[fix])
+    tests = files or list(declared.UPSTREAM_TESTS)
+    return run_upstream_mutation(tree, fix, base, tests, jobs)
+
+
 def format_report(report: UpstreamReport) -> str:
     lines = [f"baseline: {report.baseline.summary}"]
     for run in report.runs:
@@ -177,12 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    files = args.test or list(
-        importlib.import_module(UPSTREAM[args.fix]).UPSTREAM_TESTS
-    )
     try:
-        report = run_upstream_mutation(
-            args.tree.resolve(), args.fix, args.base, files, args.jobs
+        report = measure_fix(
+            args.tree.resolve(), args.fix, args.base, args.test, args.jobs
         )
     except RuntimeError as exc:
         print(f"upstream mutation: {exc}", file=sys.stderr)
