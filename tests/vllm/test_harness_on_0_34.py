@@ -126,4 +126,6 @@ def test_0_34_with_0004_and_0005_is_fixed_for_every_fix(
     }, verdicts
     sink = [c for c in after["checks"] if c["fix"] == FIX.pr]
     assert {c["status"] for c in sink} == {"passed"}, sink
-    assert after["upstream_test"]["passed"] == 4, after["upstream_test"]
+    # 0005's three tests on Triton and ROCm Octave; FlashAttention's need a GPU.
+    assert after["upstream_test"]["passed"] == 6, after["upstream_test"]
+    assert after["upstream_test"]["failed"] == 0, after["upstream_test"]
