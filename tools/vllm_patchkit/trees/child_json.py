@@ -158,12 +158,18 @@ def run_in_group(
                 preexec_fn=orphaned,
                 **streams,
             )
-            with watched(proc.pid):  # its grandchildren too, if we are killed
-                try:
-                    returncode: int | None = proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    returncode = None
-                finally:
+            try:
+                with watched(proc.pid):  # its grandchildren too, if we are killed
+                    try:
+                        returncode: int | None = proc.wait(timeout=timeout_s)
+                    except subprocess.TimeoutExpired:
+                        returncode = None
+                    finally:
+                        _kill_group(proc)
+            finally:
+                # Interrupted before the watch began (a signal while the
+                # watchdog starts): the group still goes.
+                if proc.returncode is None:
                     _kill_group(proc)
         if log is not None:
             return Finished(tuple(argv), returncode)
