@@ -71,6 +71,10 @@ class Fix:
     (``RULES``, one :class:`~vllm_overlay.patch_rules.PatchRule` per
     ``Invariant:``): the toolkit's carry rules and invariants derive from
     them. Named, not imported: the plugin never needs them."""
+    review: str = ""
+    """The module of its folder holding its notes for an upstream reviewer
+    (``NOTES``, markdown: the PR body's Details); empty: none. Named, not
+    imported: only the toolkit's ``pr`` reads them."""
 
     @property
     def name(self) -> str:

@@ -299,4 +299,5 @@ FIX = Fix(
         "static_sink_proposer_rebuilds",
     ),
     rules=f"{__name__}.series",
+    review=f"{__name__}.review",
 )
