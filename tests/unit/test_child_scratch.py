@@ -34,6 +34,9 @@ from pathlib import Path
 from vllm_patchkit.cli import _terminate
 from vllm_patchkit.trees.child_json import run_in_group
 signal.signal(signal.SIGTERM, _terminate)
+# As at a terminal: a shell's background job (CI scripts run so) starts
+# with SIGINT ignored, which every child would inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 child = [sys.executable, "-c", sys.argv[1], "600"]
 run_in_group(child, cwd=Path.cwd(), env=dict(__import__("os").environ), timeout_s=None)
 """
