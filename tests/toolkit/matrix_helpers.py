@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from vllm_patchkit.paths import PROJECT_ROOT
+from vllm_patchkit.present.row_schema import FORMAT
 from vllm_patchkit.trees.releases import release_tree
 
 
@@ -35,3 +37,22 @@ def project_copy(dest: Path) -> Path:
         else:
             shutil.copy2(source, dest / part)
     return dest
+
+
+def row_file_data(
+    rows: list[dict[str, Any]], releases: list[str], seconds: float
+) -> dict[str, Any]:
+    """A well-formed row file (``matrix --output-dir``'s) holding ``rows``
+    of ``releases``, made by a run of ``seconds``."""
+    return {
+        "format": FORMAT,
+        "digests": {
+            "code": "0123456789abcdef",
+            "environment": "fedcba9876543210",
+            "versions": {"python": "3.12", "torch": "2.13.0+cpu", "git": "2.43"},
+        },
+        "steps": ["stock", "series", "overlay", "audit"],
+        "releases": releases,
+        "run": {"seconds": seconds, "jobs": 1},
+        "rows": rows,
+    }

@@ -17,9 +17,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from tests.toolkit.matrix_helpers import row_file_data
 from vllm_patchkit import cli
 from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.present.row_schema import FORMAT
 
 DOCS = json.loads((PROJECT_ROOT / "docs/matrix.json").read_text())
 OLD, MIDDLE, NEW = "0.27.1", "0.28.0", "0.29.0"
@@ -38,18 +38,7 @@ def _write(path: Path, data: dict[str, Any]) -> Path:
 
 
 def _row_file(tmp_path: Path, rows: list[dict[str, Any]], releases: list[str]) -> Path:
-    data = {
-        "format": FORMAT,
-        "digests": {
-            "code": "0123456789abcdef",
-            "environment": "fedcba9876543210",
-            "versions": {"python": "3.12", "torch": "2.13.0+cpu", "git": "2.43"},
-        },
-        "steps": ["stock", "series", "overlay", "audit"],
-        "releases": releases,
-        "run": {"seconds": 7.0, "jobs": 1},
-        "rows": rows,
-    }
+    data = row_file_data(rows, releases, seconds=7.0)
     return _write(tmp_path / "rows" / "matrix-rows.json", data)
 
 

@@ -28,9 +28,10 @@ from typing import Any
 import markdown
 import pytest
 
+from tests.toolkit.matrix_helpers import row_file_data
 from vllm_patchkit import cli
 from vllm_patchkit.paths import PROJECT_ROOT
-from vllm_patchkit.present.row_schema import FORMAT, MAX_BYTES
+from vllm_patchkit.present.row_schema import MAX_BYTES
 from vllm_patchkit.present.tables import markdown_text
 
 DOCS_ROWS = json.loads((PROJECT_ROOT / "docs/matrix.json").read_text())["rows"]
@@ -43,18 +44,7 @@ SITE_EXTENSIONS = ["admonition", "attr_list", "tables", "toc", "pymdownx.superfe
 def row_file() -> dict[str, Any]:
     """A well-formed row file: docs/'s rows of 0.28.0 and 0.29.0."""
     rows = [copy.deepcopy(r) for r in DOCS_ROWS if r["version"] in RELEASES]
-    return {
-        "format": FORMAT,
-        "digests": {
-            "code": "0123456789abcdef",
-            "environment": "fedcba9876543210",
-            "versions": {"python": "3.12", "torch": "2.13.0+cpu", "git": "2.43"},
-        },
-        "steps": ["stock", "series", "overlay", "audit"],
-        "releases": RELEASES,
-        "run": {"seconds": 1.0, "jobs": 1},
-        "rows": rows,
-    }
+    return row_file_data(rows, RELEASES, seconds=1.0)
 
 
 def write(tmp_path: Path, data: Any, name: str = "matrix-rows.json") -> Path:
