@@ -535,8 +535,13 @@ def _run_mutation(pr: PullRequest, root: Path, evidence: Evidence) -> None:
     survivors = [r for r in report.runs if not r.killed]
     line = f"`{' '.join(report.files)}` alone kills {report.killed} of "
     line += f"{len(report.runs)} mutants of the fix (each listed below"
-    line += f"; SURVIVED: the {len(survivors)} it passes)." if survivors else ")."
-    evidence.results.append(line)
+    line += f"; SURVIVED: the {len(survivors)} it passes" if survivors else ""
+    if report.equivalent:
+        line += (
+            f"; {len(report.equivalent)} more are the fix's own program, "
+            "listed as equivalent and not counted"
+        )
+    evidence.results.append(line + ").")
     evidence.claims.append(
         f"The added test alone kills {report.killed} of {len(report.runs)} "
         "mutants of the fix" + (" (survivors in Test Result)." if survivors else ".")
@@ -545,6 +550,7 @@ def _run_mutation(pr: PullRequest, root: Path, evidence: Evidence) -> None:
         f"{'killed' if r.killed else 'SURVIVED':8} {r.name}: {r.description}"
         for r in report.runs
     ]
+    rows += [f"{'same':8} {line}" for line in report.equivalent]
     summary = "The mutants: the fixed file with one change, through the added test"
     evidence.blocks.append(
         "\n".join(

@@ -1,6 +1,11 @@
 """Mutants made from a fix's own diff: each statement it adds dropped, and
 each adjacent pair of statements in the methods it names swapped.
 
+A swapped pair that commutes (:func:`commute`: no call, and neither touches
+what the other writes) is the same program in either order: no test can
+tell the two apart, so it is an equivalent mutant, named with the reason and
+never run or counted as a survivor.
+
 The named mutants of a fix (:class:`.mutants.Mutant`) are the wrong fixes
 someone could plausibly write; these are the mechanical ones that say
 whether a test guards every line of the fix. Both work on the source text
@@ -23,6 +28,9 @@ class SourceMutant:
     description: str
     source: str
     """The whole mutated module."""
+    equivalent: str = ""
+    """Why the mutant is the same program as the fix (not run, not counted),
+    or empty."""
 
 
 def _body_lists(node: ast.AST) -> Iterator[list[ast.stmt]]:
@@ -142,7 +150,8 @@ def _method(module: ast.Module, cls: str, method: str) -> ast.FunctionDef:
 
 def swapped(fixed: str, cls: str, methods: tuple[str, ...]) -> list[SourceMutant]:
     """One mutant per adjacent pair of statements in each of ``cls``'s
-    ``methods`` (their top-level bodies), the pair's order swapped."""
+    ``methods`` (their top-level bodies), the pair's order swapped; a pair
+    that commutes is marked equivalent, with the reason."""
     module = ast.parse(fixed)
     lines = fixed.splitlines(keepends=True)
     mutants = []
@@ -158,8 +167,108 @@ def swapped(fixed: str, cls: str, methods: tuple[str, ...]) -> list[SourceMutant
             name = f"swap in {method}: {_label(first)} / {_label(second)}"
             source = _compiled(name, swapped_lines)
             description = f"runs `{_label(second)}` before `{_label(first)}`"
-            mutants.append(SourceMutant(name, description, source))
+            mutants.append(
+                SourceMutant(name, description, source, commute(first, second))
+            )
     return mutants
+
+
+def _path(node: ast.expr) -> str | None:
+    """``a.b.c`` for a name or a chain of attributes on one, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _written(target: ast.expr) -> tuple[str | None, list[ast.expr]]:
+    """The object an assignment target writes (a subscript writes into the
+    object it indexes) and the expressions the target reads (its indices)."""
+    reads: list[ast.expr] = []
+    while isinstance(target, ast.Subscript):
+        reads.append(target.slice)
+        target = target.value
+    return _path(target), reads
+
+
+def _read_paths(nodes: list[ast.expr]) -> set[str] | None:
+    """Every name or attribute chain the expressions load, outermost
+    chains only; None when one is anything else a swap could reorder
+    (a call, a starred or walrus expression, an await or a yield)."""
+    paths: set[str] = set()
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(
+                sub,
+                ast.Call | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom,
+            ):
+                return None
+        stack: list[ast.AST] = [node]
+        while stack:
+            sub = stack.pop()
+            path = _path(sub) if isinstance(sub, ast.expr) else None
+            if path is not None:
+                paths.add(path)
+            else:
+                stack.extend(ast.iter_child_nodes(sub))
+    return paths
+
+
+def _effects(statement: ast.stmt) -> tuple[set[str], set[str]] | None:
+    """What a plain assignment writes and reads, by name or attribute
+    chain; None for any other statement (it may do anything)."""
+    if isinstance(statement, ast.Assign):
+        targets, value = statement.targets, statement.value
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        targets, value = [statement.target], statement.value
+    else:
+        return None
+    writes: set[str] = set()
+    index_reads: list[ast.expr] = []
+    for target in targets:
+        path, reads = _written(target)
+        if path is None:
+            return None
+        writes.add(path)
+        index_reads.extend(reads)
+    reads_found = _read_paths([value, *index_reads])
+    if reads_found is None:
+        return None
+    return writes, reads_found
+
+
+def _overlap(one: str, other: str) -> bool:
+    """Whether two chains may name the same object or a part of it."""
+    return one == other or one.startswith(other + ".") or other.startswith(one + ".")
+
+
+def commute(first: ast.stmt, second: ast.stmt) -> str:
+    """Why the two statements give the same result in either order, or ""
+    when they may not.
+
+    Only plain assignments without a call commute, and only when neither
+    writes anything the other reads or writes (a name, or an attribute chain
+    and what lies under it). The rule takes distinct attributes to hold
+    distinct objects, as a builder's own buffers do.
+    """
+    effects = _effects(first), _effects(second)
+    if effects[0] is None or effects[1] is None:
+        return ""
+    (writes_a, reads_a), (writes_b, reads_b) = effects
+    for writes, touched in (
+        (writes_a, writes_b | reads_b),
+        (writes_b, writes_a | reads_a),
+    ):
+        if any(_overlap(w, t) for w in writes for t in touched):
+            return ""
+    return (
+        f"equivalent: `{_label(first)}` writes {', '.join(sorted(writes_a))} and "
+        f"`{_label(second)}` writes {', '.join(sorted(writes_b))}; neither reads "
+        "what the other writes, and neither calls anything"
+    )
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ class UpstreamReport:
     files: list[str]
     baseline: UpstreamRun
     runs: list[UpstreamRun]
+    equivalent: list[str] = field(default_factory=list)
+    """Mutants that are the fix's own program (``name: why``): not run, not
+    counted, named so that the figure says what it leaves out."""
 
     @property
     def killed(self) -> int:
@@ -70,10 +73,13 @@ class UpstreamReport:
     @property
     def line(self) -> str:
         """The figure the PR quotes."""
-        return (
+        line = (
             f"{' '.join(self.files)} alone kills {self.killed} of "
             f"{len(self.runs)} mutants of the fix"
         )
+        if self.equivalent:
+            line += f" ({len(self.equivalent)} more equivalent to the fix, not counted)"
+        return line
 
 
 def _one(
@@ -125,7 +131,9 @@ def run_upstream_mutation(
     relpath = Path(declared.UPSTREAM_FILE)
     fixed = (tree / relpath).read_text()
     before = Git(tree).out("show", f"{base}:{relpath.as_posix()}")
-    mutants = declared.upstream_mutants(before, fixed)
+    made = declared.upstream_mutants(before, fixed)
+    mutants = [m for m in made if not m.equivalent]
+    equivalent = [f"{m.name}: {m.equivalent}" for m in made if m.equivalent]
     launcher = TreeLauncher.of(tree)
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-upstream-mutants-") as tmp:
         scratch = Path(tmp)
@@ -150,7 +158,7 @@ def run_upstream_mutation(
                     enumerate(mutants),
                 )
             )
-    return UpstreamReport(fix, files, baseline, runs)
+    return UpstreamReport(fix, files, baseline, runs, equivalent)
 
 
 def measure_fix(
@@ -168,6 +176,7 @@ def format_report(report: UpstreamReport) -> str:
     for run in report.runs:
         verdict = "killed" if run.killed else "SURVIVED"
         lines.append(f"  {verdict:8} {run.name}: {run.summary}")
+    lines.extend(f"  {'same':8} {line}" for line in report.equivalent)
     lines.append(report.line)
     return "\n".join(lines)
 

@@ -184,7 +184,10 @@ def upstream_mutants(base: str, fixed: str) -> list[SourceMutant]:
             made[key] = mutant
         else:
             made[key] = SourceMutant(
-                f"{seen.name} = {mutant.name}", seen.description, seen.source
+                f"{seen.name} = {mutant.name}",
+                seen.description,
+                seen.source,
+                seen.equivalent and mutant.equivalent,
             )
     return list(made.values())
 
