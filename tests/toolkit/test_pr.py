@@ -284,12 +284,13 @@ def test_values_that_read_as_options_are_refused(
     assert Git(remote).out("for-each-ref") == ""
 
 
-def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
+def test_static_sink_pr_on_0_33_proposes_its_own_patches_only(
     release_clone: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    """On 0.33.0 apply carries #51585's test (0002) and StaticSink's 0004 and
-    0005: the StaticSink PR is those two, replayed on the base without 0002,
-    and with no [ROCm] tag (static sink attention runs on every platform)."""
+    """On 0.33.0 apply carries #51585's test (0002) and StaticSink's 0004,
+    0005 and 0006 (its V1 runner is there): the StaticSink PR is those three,
+    replayed on the base without 0002, and with no [ROCm] tag (static sink
+    attention runs on every platform)."""
     tree = release_clone("0.33.0")
     git = Git(tree)
     git.run("config", "user.name", "Fork Maintainer")
@@ -299,7 +300,8 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
     assert code == 0, result
     base = git.out("rev-parse", "refs/vllm-patchkit/base")
     applied = [p.name[:4] for p in carried("0.33.0")]
-    assert {"0002", "0004", "0005"} <= set(applied)  # by hand; 0001, 0003 upstream
+    # By hand: 0001, 0003 upstream; 0006 for 0.33.0's V1 runner.
+    assert {"0002", "0004", "0005", "0006"} <= set(applied)
     assert not {"0001", "0003"} & set(applied)
     assert git.out("rev-list", "--count", f"{base}..HEAD") == str(len(applied))
 
@@ -308,7 +310,7 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
     assert code == 2, ambiguous
     message = ambiguous["message"]
     assert "rocm-capture-keeps-host-offsets (#51585: 0002)" in message
-    assert "static-sink-keeps-shared-seq-lens (StaticSink: 0004, 0005)" in message
+    assert "static-sink-keeps-shared-seq-lens (StaticSink: 0004, 0005, 0006)" in message
     assert "--fix NAME" in message
     code, unknown = patchkit_json(*args, "--fix", "no-such-fix", str(tree))
     assert code == 2 and "static-sink-keeps-shared-seq-lens" in unknown["message"]
@@ -330,23 +332,24 @@ def test_static_sink_pr_on_0_33_proposes_0004_and_0005_only(
     assert [c["subject"] for c in pr["commits"]] == [
         "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder",
         "[Bugfix] Test that static sink attention keeps the shared seq_lens",
+        "[Bugfix] Keep static-sink groups off the V1 runner's block table shortcut",
     ]
     assert pr["title"] == (
         "[Bugfix] Keep the shared seq_lens in StaticSinkAttentionBuilder"
     )
     # Left out: every other commit the series carries here (0002 among them).
-    assert len(pr["left_out"]) == len(applied) - 2
+    assert len(pr["left_out"]) == len(applied) - 3
     assert any("CUDA graph capture" in commit for commit in pr["left_out"])
-    # The branch (pushed before gh is looked for) is 0004 and 0005 on the base.
+    # The branch (pushed before gh is looked for) is 0004-0006 on the base.
     head = Git(remote).out("rev-parse", f"refs/heads/{pr['branch']}")
-    assert git.out("rev-parse", f"{head}~2") == base
+    assert git.out("rev-parse", f"{head}~3") == base
     changed = git.out("diff", "--name-only", base, head).splitlines()
     assert changed == [
         STATIC_SINK_TEST,
         "vllm/model_executor/layers/attention/static_sink_attention.py",
     ]
     # What is sent carries upstream's trailers only, and is the submitter's.
-    for rev in (head, f"{head}^"):
+    for rev in (head, f"{head}^", f"{head}~2"):
         message = git.out("log", "-1", "--format=%B", rev)
         trailers = message.rstrip().split("\n\n")[-1].splitlines()
         assert trailers == [f"Signed-off-by: {ME}"], message

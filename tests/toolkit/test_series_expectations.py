@@ -32,6 +32,8 @@ def patch(prefix: str) -> Patch:
         ("0004", "0.12.0", "not-carried"),  # no static-sink builder yet
         ("0004", "0.33.0", "applies"),  # upstream in no release
         ("0005", "0.10.1.1", "not-carried"),
+        ("0006", "0.33.0", "applies"),  # the V1 runner's shortcut
+        ("0006", "0.34.0", "not-carried"),  # Model Runner V2 only
     ],
 )
 def test_known_states_on_stock_trees(prefix: str, version: str, status: str) -> None:
@@ -44,5 +46,5 @@ def test_applied_states_and_carried_patches_follow_the_stock_states() -> None:
     assert len(stock) == len(after) == len(SERIES.patches)
     assert after[:3] == ["upstreamed", "applied", "upstreamed"]
     names = {p.name[:4] for p in carried("0.20.0")}
-    assert {"0001", "0002", "0004", "0005"} <= names
+    assert {"0001", "0002", "0004", "0005", "0006"} <= names
     assert "0003" not in names

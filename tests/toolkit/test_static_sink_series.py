@@ -72,9 +72,12 @@ def test_apply_on_0_33_checkout_makes_the_invariants_hold_and_0005_pass(
 
     fixed = reproduce(patched_0_33, patched_0_33 / TREE_TEST, "--noconftest")
     assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
-    assert "4 passed" in fixed.stdout
+    # Triton's and ROCm Octave's cases run on the CPU; FlashAttention's
+    # (0006's among them) need CUDA.
+    assert "6 passed, 4 skipped" in fixed.stdout
 
-    # 0005 on the stock 0.33.0 code: all four cases fail, with the figures.
+    # The tests on the stock 0.33.0 code: every case that runs fails, with
+    # the figures.
     git = Git(patched_0_33)
     git.run("checkout", "v0.33.0", "--", "vllm")
     try:
@@ -82,8 +85,10 @@ def test_apply_on_0_33_checkout_makes_the_invariants_hold_and_0005_pass(
     finally:
         git.run("checkout", "HEAD", "--", "vllm")
     assert stock.returncode == 1, stock.stdout[-3000:] + stock.stderr[-3000:]
-    assert "4 failed" in stock.stdout
-    assert "[40, 17, 64] -> [72, 49, 96]" in stock.stdout
+    assert "6 failed, 4 skipped" in stock.stdout
+    # The second group sees the sink twice; capture's copy overruns.
+    assert "group 1 sees [104, 81, 128, 0]" in stock.stdout
+    assert "expanded size of the tensor (63) must match" in stock.stdout
     assert git.is_clean()
 
 

@@ -1314,8 +1314,9 @@ def test_signoff_check_runs_every_fixs_pr_and_names_what_is_missing(
 def test_nightly_onto_a_new_release_proposes_the_whole_series(tmp_path: Path) -> None:
     """Issue 48's night: upstream with v0.28.0 and v0.34.0, REF v0.34.0, and
     the series as it was before 0.34.0 came out (0004's range closed at
-    0.33.0). Every check passes, action=pr, and OUT/patches keeps 0001-0005
-    (older releases still need 0001 and 0003, which 0.34.0 carries) with
+    0.33.0). Every check passes, action=pr, and OUT/patches keeps 0001-0006
+    (older releases still need 0001 and 0003, which 0.34.0 carries, and
+    0006, which 0.34.0's runner does not need) with
     0004's range covering 0.34.0, whose code is still buggy; the PR says so.
     The series the run read is left as it was."""
     from vllm_patchkit.git.series import parse_patch
@@ -1339,7 +1340,7 @@ def test_nightly_onto_a_new_release_proposes_the_whole_series(tmp_path: Path) ->
     assert gates == ["precommit\t0", "test\t0", "signoff\t0"]
     proposed = out / "patches"
     names = series_names(proposed / "series")
-    assert [name[:4] for name in names] == ["0001", "0002", "0003", "0004", "0005"]
+    assert [name[:4] for name in names] == [f"000{n}" for n in range(1, 7)]
     assert sorted(p.name for p in proposed.iterdir()) == sorted([*names, "series"])
     fix = parse_patch(proposed / names[3])
     assert fix.name == STATIC_SINK_FIX

@@ -6,7 +6,8 @@ factory; these tests read the factory from each release's source
 distribution (cached) and hold the listed variants to them: every release
 from 0.14.0 to the newest ships a listed buggy variant, every listed variant is
 shipped by a release, the releases before have no such module, and patch
-0004 applied to each release gives the one fixed variant. The first 0004
+0004 applied to each release gives one fixed variant (0004 then 0006, on
+the releases with the V1 runner, the other). The first 0004
 (a buffer of the builder's own, never refreshed between Model Runner V2's
 draft steps) and any other factory (a vendor's) are left alone, with the
 file and line.
@@ -52,6 +53,10 @@ never published as an sdist)."""
 WITHOUT = ["0.11.0", "0.12.0", "0.13.0"]
 FIX_PATCH = Path(__file__).parents[2] / "patches" / FIX.patches[0]
 """Patch 0004, the fix (the first of the fix's patches)."""
+OPT_OUT_PATCH = Path(__file__).parents[2] / "patches" / FIX.patches[2]
+"""Patch 0006, the opt-out of the V1 runner's update_block_table shortcut."""
+WITH_V1_RUNNER = WITH_STATIC_SINK[: WITH_STATIC_SINK.index("0.33.0") + 1]
+"""The releases 0006 is for (the V1 model runner is gone in 0.34.0)."""
 FIRST_0004 = (
     Path(__file__).resolve().parents[1]
     / "data/first-0004-static-sink-without-draft-refresh.patch"
@@ -100,37 +105,68 @@ def test_releases_before_have_no_static_sink(version: str) -> None:
     assert released(version) is None
 
 
-def patched(tmp_path: Path, version: str, patch: Path | bytes) -> Path:
-    """A tree holding the release's module with ``patch`` applied by git."""
+def patched(tmp_path: Path, version: str, patches: tuple[Path, ...] | bytes) -> Path:
+    """A tree holding the release's module with ``patches`` applied by git
+    (their other files, tests, left out)."""
     tree = tmp_path / version
     target = tree / STATIC_SINK
     target.parent.mkdir(parents=True)
     target.write_bytes(released(version) or b"")
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
-    if isinstance(patch, Path):
-        subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
-    else:
-        subprocess.run(["git", "apply"], cwd=tree, input=patch, check=True)
+    only = f"--include={STATIC_SINK}"
+    if isinstance(patches, bytes):
+        subprocess.run(["git", "apply", only], cwd=tree, input=patches, check=True)
+    for patch in () if isinstance(patches, bytes) else patches:
+        subprocess.run(["git", "apply", only, str(patch)], cwd=tree, check=True)
     return tree
 
 
-def test_patch_0004_gives_the_fixed_variant_on_every_release(tmp_path: Path) -> None:
-    """Patch 0004 applies to each release's module; each result is the one
-    listed fixed factory, so the overlay does nothing there."""
+def _factory_digests(tree: Path) -> set[str]:
+    module = ast.parse((tree / STATIC_SINK).read_bytes())
+    return {
+        factory_digest(n)
+        for n in module.body
+        if isinstance(n, ast.FunctionDef) and n.name == FACTORY
+    }
+
+
+@pytest.mark.parametrize(
+    ("patches", "releases"),
+    [
+        ((FIX_PATCH,), WITH_STATIC_SINK),
+        ((FIX_PATCH, OPT_OUT_PATCH), WITH_V1_RUNNER),
+    ],
+    ids=["0004", "0004+0006"],
+)
+def test_the_series_gives_one_fixed_variant_on_every_release(
+    tmp_path: Path, patches: tuple[Path, ...], releases: list[str]
+) -> None:
+    """Patch 0004 (and 0006 after it, where the V1 runner is) applies to each
+    release's module; each result is one listed fixed factory, so the
+    overlay does nothing there."""
     fixed = set()
-    for version in WITH_STATIC_SINK:
-        tree = patched(tmp_path, version, FIX_PATCH)
+    for version in releases:
+        tree = patched(
+            tmp_path / "-".join(p.name[:4] for p in patches), version, patches
+        )
         code = inspect_static_sink_tree(tree)
         assert code.shape is Shape.FIXED, (version, code.detail)
-        assert list(KNOWN_FIXED.values())[0] in code.detail
         assert assess_file(tree / STATIC_SINK, version).action is Action.NOT_NEEDED
-        module = ast.parse((tree / STATIC_SINK).read_bytes())
-        fixed |= {
-            factory_digest(n)
-            for n in module.body
-            if isinstance(n, ast.FunctionDef) and n.name == FACTORY
-        }
-    assert fixed == set(KNOWN_FIXED)
+        fixed |= _factory_digests(tree)
+    assert len(fixed) == 1
+    (digest,) = fixed
+    assert digest in KNOWN_FIXED
+    assert KNOWN_FIXED[digest].startswith(
+        "patch 0004 " if len(patches) == 1 else "patches"
+    )
+
+
+def test_every_listed_fixed_variant_is_made_by_the_series(tmp_path: Path) -> None:
+    made = _factory_digests(patched(tmp_path / "a", "0.34.0", (FIX_PATCH,)))
+    made |= _factory_digests(
+        patched(tmp_path / "b", "0.33.0", (FIX_PATCH, OPT_OUT_PATCH))
+    )
+    assert made == set(KNOWN_FIXED)
 
 
 def test_the_first_0004_is_left_alone(tmp_path: Path) -> None:

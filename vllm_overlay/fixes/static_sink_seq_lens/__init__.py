@@ -60,15 +60,20 @@ digest of its normalised AST (:func:`factory_digest`), with the releases
 that ship it (``tests/unit/test_static_sink_releases.py`` reads each
 release's sdist)."""
 KNOWN_FIXED = {
-    "f7da341800ccdbd77847cdb0020db43faf92b1efbbff6a6b57124218ca82c235": (
+    "356c31fa782e5dc53764879a911f2b2e87ae2bf61ab6cb5f9b119ee0a68de2f0": (
         "patch 0004 (the series' fix, not upstream yet)"
+    ),
+    "f7da341800ccdbd77847cdb0020db43faf92b1efbbff6a6b57124218ca82c235": (
+        "patches 0004 and 0006 (the fix, and its opt-out of the V1 runner's "
+        "update_block_table shortcut)"
     ),
 }
 """Every factory known to leave the shared metadata alone and to refresh
-the sink lengths in ``update_draft_decode_metadata`` (patch 0004 applied to
-each release of :data:`KNOWN_BUGGY`). The first 0004, whose builder only
-kept its own copy of the lengths, is not here: Model Runner V2's in-place
-draft steps leave it stale, so it is unrecognised."""
+the sink lengths in ``update_draft_decode_metadata``: patch 0004 applied to
+each release of :data:`KNOWN_BUGGY`, and 0006 after it on the releases with
+the V1 model runner. The first 0004, whose builder only kept its own copy
+of the lengths, is not here: Model Runner V2's in-place draft steps leave it
+stale, so it is unrecognised."""
 
 
 @dataclass(frozen=True)
@@ -280,6 +285,7 @@ FIX = Fix(
     patches=(
         "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch",
         "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch",
+        "0006-Bugfix-Keep-static-sink-groups-off-the-V1-runner-s-b.patch",
     ),
     assess=assess,
     assess_tree=assess_tree,

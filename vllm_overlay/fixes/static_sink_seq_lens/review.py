@@ -48,13 +48,12 @@ size 16 (63 blocks, a table of 64) the stock copy raises `The expanded size
 of the tensor (63) must match the existing size (64)`; the fix sizes the
 copy by the builder's buffer (`test_capture_with_a_padded_block_table`).
 
-**Limits.** `supports_update_block_table = False` keeps the runner's
-`update_block_table()` shortcut from handing a second group of the same
-spec the block table without the sink blocks. Model Runner V2 takes that
-shortcut for Mamba groups only (`attn_utils.py`), so on main it changes
-nothing and no test reaches it; the V1 runner of earlier releases takes it
-for any group. In the test, the order of the block-table copy and the
-`seq_lens` refresh is not observable either: they write separate buffers.
-Each case runs over Triton and ROCm Octave on CPU; its FlashAttention
-variant needs CUDA and skips elsewhere (3 skipped on CPU).
+**Limits.** Each case runs over Triton and ROCm Octave on CPU; its
+FlashAttention variant needs CUDA and skips elsewhere (3 skipped on CPU).
+In `_add_sink` the block-table copy and the `seq_lens` slice write separate
+buffers, so their order is not observable: the mutation figure lists that
+swap as equivalent, not as a survivor. Releases with the V1 model runner
+(through 0.33.0) also need the builder to opt out of `update_block_table()`,
+which that runner takes for any group; main's Model Runner V2 takes it for
+Mamba groups only (`attn_utils.py`), so this PR leaves it out.
 """

@@ -1,10 +1,14 @@
-"""StaticSink's patches read on a source tree: 0004 (the fix) and 0005 (its test).
+"""StaticSink's patches read on a source tree: 0004 (the fix), 0005 (its
+test) and 0006 (the V1 runner's opt-out).
 
 0004 is carried where the factory is a known upstream one whose builder
 writes the shared metadata, and holds once it is patch 0004's (no release
 fixes it yet); 0005 is carried wherever there is a static-sink builder, and
 holds once a vLLM test makes a static-sink backend, builds, and then
-asserts on ``seq_lens``.
+asserts on ``seq_lens``. 0006 is carried where a V1 model runner reads a
+builder's ``supports_update_block_table`` (through 0.33.0) and the
+static-sink builder does not opt out; Model Runner V2 takes that shortcut
+for Mamba groups only, so 0.34.0 has nothing for it to change.
 """
 
 from __future__ import annotations
@@ -12,8 +16,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from vllm_overlay.code import Code
-from vllm_overlay.fixes.static_sink_seq_lens import FACTORY, inspect_static_sink_tree
+from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
+from vllm_overlay.fixes.static_sink_seq_lens import (
+    BUILDER,
+    FACTORY,
+    STATIC_SINK,
+    inspect_static_sink_tree,
+)
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch, test_patch
 from vllm_overlay.vllm_tests import (
     ATTENTION_TESTS,
@@ -79,7 +88,84 @@ def _sink_test_line(source: str) -> int | None:
     return None
 
 
+V1_RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
+SHORTCUT = "supports_update_block_table"
+_READ = {"line": int}
+
+
+def shortcut_reads(source: bytes) -> list[dict[str, object]]:
+    """Every read of a ``supports_update_block_table`` attribute in the V1
+    runner (where it reuses a group's metadata for the next group of the
+    same spec and builder type)."""
+    module = ast.parse(source, filename=str(V1_RUNNER))
+    return [
+        {"line": node.lineno}
+        for node in ast.walk(module)
+        if isinstance(node, ast.Attribute)
+        and node.attr == SHORTCUT
+        and isinstance(node.ctx, ast.Load)
+    ]
+
+
+def builder_opts_out(source: bytes, file: Path) -> bool:
+    """Whether the factory's builder class sets the shortcut to False."""
+    module = parse_source(source, file)
+    if not isinstance(module, ast.Module):
+        return False
+    for factory in top_level_bindings(module, FACTORY):
+        for builder in getattr(factory, "body", []):
+            if not (isinstance(builder, ast.ClassDef) and binds(builder, BUILDER)):
+                continue
+            for statement in builder.body:
+                value = getattr(statement, "value", None)
+                if (
+                    binds(statement, SHORTCUT)
+                    and isinstance(value, ast.Constant)
+                    and value.value is False
+                ):
+                    return True
+    return False
+
+
+def opt_out(tree: Path, cache: Cache) -> Code:
+    """0006's reading: the static-sink factory, then the V1 runner."""
+    sink = inspect_static_sink_tree(tree)
+    if sink.shape not in (Shape.BUGGY, Shape.FIXED):
+        return sink
+    file = tree / V1_RUNNER
+    reader = (Path(__file__),)
+    try:
+        data = file.read_bytes() if file.is_file() else b""
+        reads = cache(
+            "carry.v1-block-table-shortcut", data, reader, _READ, shortcut_reads
+        )
+    except (OSError, SyntaxError, ValueError) as exc:
+        return Code(Shape.UNPARSEABLE, file, None, f"cannot read {V1_RUNNER}: {exc}")
+    if not reads:
+        return Code(
+            Shape.NOT_FOR,
+            file,
+            None,
+            f"no V1 model runner reads {SHORTCUT} ({V1_RUNNER}): Model Runner "
+            "V2 takes the update_block_table shortcut for Mamba groups only",
+        )
+    where = f"{V1_RUNNER} reads {SHORTCUT} (line {reads[0]['line']})"
+    if sink.shape is Shape.BUGGY:
+        return Code(Shape.BUGGY, sink.file, sink.line, f"{sink.detail}; {where}")
+    if builder_opts_out((tree / STATIC_SINK).read_bytes(), sink.file):
+        why = f"{sink.detail}; its {BUILDER} opts out of the shortcut {where}"
+        return Code(Shape.FIXED, sink.file, sink.line, why)
+    return Code(
+        Shape.BUGGY,
+        sink.file,
+        sink.line,
+        f"{sink.detail}, but its {BUILDER} keeps the update_block_table "
+        f"shortcut that {where}",
+    )
+
+
 RULES: tuple[PatchRule, ...] = (
     fix_patch("static-sink-keeps-shared-seq-lens", factory),
     test_patch("static-sink-regression-test-present", factory, regression_test_present),
+    fix_patch("static-sink-opts-out-of-block-table-shortcut", opt_out),
 )

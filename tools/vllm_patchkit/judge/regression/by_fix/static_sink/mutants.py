@@ -101,7 +101,6 @@ BLOCK_TABLE_COPY = (
     "self.num_sink_blocks:self.num_sink_blocks + block_table.shape[1]] = block_table"
 )
 COPY_WIDTH = "width = min(max_num_blocks, self.max_num_blocks)"
-OPT_OUT = "supports_update_block_table: bool = False"
 
 UPSTREAM_FILE = str(STATIC_SINK)
 """The file the fix changes (its upstream mutants are of it)."""
@@ -151,11 +150,6 @@ UPSTREAM_MUTANTS: tuple[Rewrite, ...] = (
         "the block-table copy is as wide as max_seq_len needs, past the buffer "
         "when capture passes max_seq_len = max_model_len",
         ((COPY_WIDTH, ("width = max_num_blocks",)),),
-    ),
-    Rewrite(
-        "update_block_table_opt_out_removed",
-        "the builder keeps the runner's update_block_table() shortcut",
-        ((OPT_OUT, ("pass",)),),
     ),
     Rewrite(
         "override_dropped",
