@@ -31,12 +31,8 @@ from vllm_overlay.fixes import (
     disable_setting,
     on_vllm,
 )
-from vllm_overlay.fixes.rocm_capture_host_offsets.install import FixPlan
-from vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch import (
-    KERNEL_ENV,
-    caller_module,
-)
 from vllm_overlay.installed import vllm_version
+from vllm_overlay.kernel_switch import KERNEL_ENV, caller_module
 from vllm_overlay.record import render_record
 from vllm_overlay.settings import (
     DISABLE_ENV,
@@ -66,15 +62,7 @@ def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
         "line": code.line if code else None,
         "judged": affected is not None,
         "would_do": str(state.action),
-        "removes": (
-            {
-                "file": str(plan.file),
-                "line": plan.removed_line,
-                "statement": plan.removed_source,
-            }
-            if isinstance(plan, FixPlan)
-            else None
-        ),
+        "removes": plan.removes if plan is not None else None,
         "disabled": disabled,
         "status": None,
         "active": None,

@@ -19,7 +19,7 @@ Environment (:mod:`vllm_overlay.settings`):
   recognised (or the overlay fails), instead of warning.
 * ``VLLM_OVERLAY_PREFIX_PREFILL=1``: opt in to the overlay's capture-safe
   prefix-prefill Triton kernel (see
-  :mod:`vllm_overlay.fixes.rocm_capture_host_offsets.kernel_switch`).
+  :mod:`vllm_overlay.kernel_switch`).
 """
 
 from __future__ import annotations

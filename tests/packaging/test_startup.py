@@ -106,6 +106,7 @@ INSTALL_SIDE = {
     "logging",
     "vllm_overlay.arming",
     "vllm_overlay.import_hook",
+    "vllm_overlay.kernel_switch",
     "vllm_overlay.proof",
 }
 """What installing a fix needs and reading one never does."""

@@ -5,8 +5,8 @@ fixed commit id per release) and judged by running code on it, with the
 runtime :mod:`tree_runtime` gives the tree (this venv's torch, the release's
 missing pure-Python requirements beside it):
 
-- ``static``: what reading the tree says (affected by #51585 and #53821,
-  each patch's state, the overlay's decision per fix, the torch the
+- ``static``: what reading the tree says (affected by each fix of the
+  registry, each patch's state, the overlay's decision per fix, the torch the
   release pins);
 - ``stock``: the regression suite on the stock tree (bug reproduced or not);
 - ``series``: the suite on a scratch clone of the tree with the series
@@ -52,7 +52,6 @@ from typing import Any
 import vllm_overlay
 import vllm_overlay.fixes
 import vllm_patchkit.judge.regression
-from vllm_overlay.fixes.rocm_capture_host_offsets.code import inspect_capture_tree
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.checkout import classify_path, invariant_holds
@@ -127,7 +126,7 @@ class Row:
     """The release tree's commit (fixed per release)."""
     affected: bool | None
     fixes: dict[str, bool | None]
-    """Per fix (#51585, #53821): does the release need it (None: cannot judge)."""
+    """Per fix (its PR label): does the release need it (None: cannot judge)."""
     shape: str
     series: str
     """A PatchState per patch, comma-joined."""
@@ -301,7 +300,7 @@ def decider_files(step: str) -> list[Path]:
     suite += _package_files(_source(vllm_patchkit.judge.regression))
     if step == "static":
         seeds += [_source(o) for o in (classify_path, invariant_holds, fix_statuses)]
-        seeds += [_source(inspect_capture_tree), _source(Series), *overlay]
+        seeds += [_source(Series), *overlay]
     elif step in ("stock", "series"):
         seeds += suite
         if step == "series":

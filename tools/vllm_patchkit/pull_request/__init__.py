@@ -42,7 +42,8 @@ from vllm_patchkit.git.revs import (
 )
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.judge.mutation.upstream_test import UPSTREAM, measure_fix
+from vllm_patchkit.judge.mutation.upstream_test import measure_fix
+from vllm_patchkit.judge.regression.by_fix import UPSTREAM
 from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import verify_tree
 from vllm_patchkit.precommit import run_precommit

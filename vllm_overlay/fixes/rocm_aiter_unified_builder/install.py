@@ -66,6 +66,10 @@ class AiterPlan:
             "the host offsets are not touched"
         )
 
+    @property
+    def removes(self) -> dict[str, object] | None:
+        return None  # it adds a subclass; no statement goes
+
 
 def keeps_offsets_builder(generic: type) -> type:
     """The subclass of ``generic`` for ROCM_AITER_UNIFIED_ATTN."""

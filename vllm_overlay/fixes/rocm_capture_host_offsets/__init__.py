@@ -8,7 +8,7 @@ imports ``rocm_attn`` (see :mod:`vllm_overlay.import_hook`); only then, and
 only on the platform that loads it (ROCm), does the overlay log above debug
 level: "installed" once vLLM's class carries the fix, or a warning naming
 the file, the line and why it left the code alone. The opt-in prefix-prefill
-kernel (:mod:`.kernel_switch`) rides on this fix.
+kernel (:mod:`vllm_overlay.kernel_switch`) rides on this fix.
 """
 
 from __future__ import annotations
@@ -168,6 +168,6 @@ FIX = Fix(
         "rocm_then_deepseek_v32_indexer",
     ),
     core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
-    also=deferred(f"{__name__}.kernel_switch", "kernel_opt_in"),
+    also=deferred("vllm_overlay.kernel_switch", "kernel_opt_in"),
     rules=f"{__name__}.series",
 )

@@ -70,6 +70,14 @@ class FixPlan:
             f"{BUILDER_CLASS}.{CAPTURE_METHOD}; every other line kept as installed"
         )
 
+    @property
+    def removes(self) -> dict[str, object] | None:
+        return {
+            "file": str(self.file),
+            "line": self.removed_line,
+            "statement": self.removed_source,
+        }
+
 
 def plan_fix(method: ast.FunctionDef, code: CaptureCode) -> FixPlan:
     """Plan the removal of the host zeroing from a BUGGY ``method``."""

@@ -60,6 +60,10 @@ class SinkPlan:
             "shortcut is off; the shared metadata is not written"
         )
 
+    @property
+    def removes(self) -> dict[str, object] | None:
+        return None  # it wraps the builder; no statement goes
+
 
 def arm(state: InstallState) -> None:
     """Install the fix as soon as vLLM imports the static-sink module."""

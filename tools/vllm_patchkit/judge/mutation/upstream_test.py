@@ -29,17 +29,9 @@ from typing import Any
 
 from vllm_patchkit.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
 from vllm_patchkit.judge.mutation.statements import SourceMutant
+from vllm_patchkit.judge.regression.by_fix import UPSTREAM
 from vllm_patchkit.judge.tree_pytest import PYTEST_OPTIONS, PytestRun, run_with
 from vllm_patchkit.trees.tree_process import TreeLauncher
-
-UPSTREAM = {
-    "static-sink-keeps-shared-seq-lens": (
-        "vllm_patchkit.judge.regression.by_fix.static_sink.mutants"
-    ),
-}
-"""Each fix whose upstream test is measured: the module holding its
-``UPSTREAM_FILE`` (the file the fix changes) and ``upstream_mutants(base,
-fixed)``."""
 
 
 @dataclass

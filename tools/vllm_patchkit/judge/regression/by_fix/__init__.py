@@ -10,7 +10,11 @@ A module here is torch-free at import and exports, each optional:
   ``FACTS`` module);
 - ``MUTATION``, the dotted name of the module of its mutation tier's
   targets and mutants (``TARGETS``, ``FILE_MUTANTS``; see
-  :mod:`vllm_patchkit.judge.mutation.targets`, which collects them).
+  :mod:`vllm_patchkit.judge.mutation.targets`, which collects them);
+- ``UPSTREAM``, the dotted name of the module that holds the mutants its
+  upstream test alone must kill (``UPSTREAM_FILE``, ``UPSTREAM_TESTS``,
+  ``upstream_mutants``; see :mod:`vllm_patchkit.judge.mutation.upstream_test`),
+  with ``FIX``, the registry's name of the fix it serves.
 
 Both are named, not imported, here, so there is no cycle. So adding a fix's
 scenarios and mutants is a module here (its runner and mutants beside it,
@@ -48,6 +52,10 @@ def _check(module: ModuleType) -> None:
         raise TypeError(f"{module.__name__}: MUTATION is not a module's name")
     if facts != runs:
         raise TypeError(f"{module.__name__} exports one of FACTS and RUNS only")
+    if hasattr(module, "UPSTREAM") and not isinstance(
+        getattr(module, "FIX", None), str
+    ):
+        raise TypeError(f"{module.__name__}: UPSTREAM without FIX, the fix's name")
     if not (facts or mutation):
         raise TypeError(f"{module.__name__} exports no FACTS and RUNS, no MUTATION")
 
@@ -83,3 +91,9 @@ MUTATIONS: tuple[str, ...] = tuple(
     m.MUTATION for m in MODULES if hasattr(m, "MUTATION")
 )
 """The dotted names of the fixes' mutation modules, in this package's order."""
+
+UPSTREAM: dict[str, str] = {
+    m.FIX: m.UPSTREAM for m in MODULES if hasattr(m, "UPSTREAM")
+}
+"""Per fix (its registry name) whose upstream test is measured alone, the
+dotted name of the module of its upstream mutants."""
