@@ -35,7 +35,7 @@ def arm_on_import(
     It runs inside vLLM's own import: a failure is recorded in ``state`` and
     logged, never raised into that import. :class:`FixRefused` means the
     loaded code is not what was inspected, so it is left as it is. ``what``
-    names the fix in messages ("" for the #51585 fix).
+    names the fix in messages (:attr:`Fix.what`; "" for the first fix).
     """
 
     def run(module: ModuleType) -> None:

@@ -50,7 +50,7 @@ class Facts:
     """One fix as the docs state it."""
 
     label: str
-    """How reports name it (``#51585``, ``StaticSink``)."""
+    """How reports name it (:attr:`Fix.pr <vllm_overlay.fixes.base.Fix.pr>`)."""
     what: str
     """Its first patch's subject, without the ``[Bugfix]`` tags."""
     patches: tuple[str, ...]

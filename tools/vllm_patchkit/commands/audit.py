@@ -9,8 +9,8 @@ from vllm_patchkit.commands.common import add_command, add_json, emit_json
 from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
 _DESCRIPTION = (
-    "Find the class of bug behind vLLM #51585 in a vLLM tree or (with no "
-    "PATH) the installed vLLM: a metadata builder that writes, in place, a "
+    "Find the class of bug the series' fixes belong to in a vLLM tree or "
+    "(with no PATH) the installed vLLM: a metadata builder that writes, in place, a "
     "field of the CommonAttentionMetadata the model runner shares with every "
     "KV-cache group's builder. A static pass reads every module (ast, no "
     "import); a dynamic pass runs every builder it can make on CPU in a "
@@ -28,7 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = add_command(
         commands,
         "audit",
-        help="find metadata builders that write shared state (the #51585 class)",
+        help="find metadata builders that write shared state (the fixes' class)",
         description=_DESCRIPTION,
     )
     parser.add_argument(

@@ -128,7 +128,7 @@ class Diagnosis:
 
     @property
     def summary(self) -> str:
-        """Every fix's word, in one line: ``#51585: no (fixed); ...``."""
+        """Every fix's word, in one line: ``<label>: no (fixed); ...``."""
         words = {True: "yes", False: "no", None: "cannot judge"}
         return "; ".join(
             f"{fix.fix}: {words[fix.affected]} ({fix.shape})" for fix in self.fixes

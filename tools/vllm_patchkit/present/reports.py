@@ -72,7 +72,7 @@ def _checks_of(run: TreeRun, fix: str | None) -> list[dict[str, Any]]:
 def set_apart_lines(
     checks: list[dict[str, Any]], not_counted: dict[str, str], label: str
 ) -> list[str]:
-    """``after: not carried here: #53821: 4 checks, not counted``."""
+    """``after: not carried here: <label>: 4 checks, not counted``."""
     return [
         f"{label}: {NOT_CARRIED}: {fix}: {n} checks, not counted"
         for fix, n in set_apart(checks, not_counted).items()
@@ -99,8 +99,8 @@ def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
 
 
 def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
-    """Per fix (``only``: that fix's): ``#53821: not carried here (not
-    carried for 0.25.0): 4 checks, not counted``, or ``#51585: FIXED: why``
+    """Per fix (``only``: that fix's): ``<label>: not carried here (not
+    carried for 0.25.0): 4 checks, not counted``, or ``<label>: FIXED: why``
     and under it the counts its verdict rests on (how many of its checks
     ran, passed, failed, could not run)."""
     lines = []

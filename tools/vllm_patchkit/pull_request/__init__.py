@@ -144,7 +144,7 @@ class PullRequest:
 
     @property
     def fix_label(self) -> str | None:
-        """The proposed fix's label in verdicts (``StaticSink``), or None."""
+        """The proposed fix's label in verdicts (:attr:`Fix.pr`), or None."""
         return next((fix.pr for fix in FIXES if fix.name == self.fix), None)
 
 

@@ -1,7 +1,7 @@
 """Which fix a pull request proposes, and which of the checkout's commits are its.
 
 A checkout can carry several fixes' patches at once (on 0.33.0 the series
-applies #51585's test 0002 and StaticSink's 0004 and 0005), but upstream
+applies one fix's regression test and another fix with its test), but upstream
 takes one fix per pull request. Each commit after the series base is matched
 to its series patch by its content (:mod:`.contents`: its patch-id, else
 its files and the patch's invariant; never its subject), and the patch to

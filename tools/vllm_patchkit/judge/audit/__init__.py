@@ -1,10 +1,11 @@
 """Audit a vLLM tree for metadata builders that write shared per-step state.
 
-#51585 is one instance of a class: a builder writes, in place, a tensor of the
-``CommonAttentionMetadata`` that the model runner shares with every KV-cache
-group's builder. The static pass (:mod:`.static`) reads the tree's source; the
-dynamic pass (:mod:`.dynamic`) runs the builders and records what they write;
-:mod:`.effect` says which writes change what later builders build.
+Each fix of the series is one instance of a class: a builder writes, in
+place, a tensor of the ``CommonAttentionMetadata`` that the model runner
+shares with every KV-cache group's builder. The static pass (:mod:`.static`)
+reads the tree's source; the dynamic pass (:mod:`.dynamic`) runs the
+builders and records what they write; :mod:`.effect` says which writes
+change what later builders build.
 """
 
 from __future__ import annotations

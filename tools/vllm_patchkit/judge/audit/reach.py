@@ -8,10 +8,10 @@ something reads what it wrote: the builder's ``build`` returns metadata
 aliasing the written field, that backend's attention implementation reads
 that attribute, and the model runner executes a forward on metadata built
 for capture outside the capture itself (the V1 runner's ``_dummy_run``
-building for capture when a FULL dummy batch replays the graph: #53821, on
-0.27.0-0.28.0). Where the runner builds for capture only while capturing, a
-captured graph records the kernels without running them, so the zeroed
-buffer reaches only the capture itself: the band stays intentional.
+building for capture when a FULL dummy batch replays the graph, as the
+runners of 0.27.0-0.28.0 do). Where the runner builds for capture only
+while capturing, a captured graph records the kernels without running
+them, so the zeroed buffer reaches only the capture itself: the band stays intentional.
 
 Read from the source with ``ast``; nothing is imported.
 """

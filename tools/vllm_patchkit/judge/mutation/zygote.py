@@ -4,7 +4,7 @@ Importing vLLM and configuring it takes 15-25 s on this project's 2-core
 machines; the scenarios themselves take a few seconds. So the mutation
 runner starts this process once per tree: it imports vLLM and every module
 the scenarios use, except the modules under mutation that vLLM can do
-without (``rocm_attn`` and ``rocm_aiter_unified_attn``: ``worker.KEPT_OUT``,
+without (the ROCm attention backends: ``worker.KEPT_OUT``,
 blocked while warming up, so a module that imports them is left for the
 children), then forks each mutant's run into
 its own process, at most two at a time. Each child loads its mutant module

@@ -80,7 +80,7 @@ def complete_config(config: Any, block_size: int) -> None:
     """Fill what a GPU platform would have set and older releases read."""
     if config.cache_config.block_size is None:
         # Some releases' VllmConfig leaves it to the platform at engine start
-        # (0.17.0); the static-sink builder divides by it in its __init__.
+        # (0.17.0); some builders divide by it in their __init__.
         config.cache_config.block_size = block_size
     compilation = config.compilation_config
     if getattr(compilation, "max_cudagraph_capture_size", 0) is None:
@@ -111,7 +111,8 @@ def run_quietly_on_cpu() -> None:
 
 
 ROCM_HOST_ARCH = "gfx942"
-"""The arch the stand-in reports: MI300X/MI325X, where #51585 was seen."""
+"""The arch the stand-in reports: MI300X/MI325X, the ROCm GPUs of the
+series' bug reports."""
 
 _STAND_INS: list[str] = []
 
