@@ -225,6 +225,13 @@ def _run(
     return run, complete
 
 
+def _node_id(file: str, classes: str, case: str) -> str:
+    """pytest's own id of a case (``tests/x.py::TestY::test_z[p]``), as a
+    reader reruns it; JUnit gives the module dotted (``tests.x``) and any
+    test class after it (``.TestY``)."""
+    return "::".join([file, *filter(None, classes.split(".")), case])
+
+
 def _read_junit(report: Path, run: PytestRun) -> None:
     modules = {name.removesuffix(".py").replace("/", "."): name for name in run.files}
     for case in ElementTree.parse(report).getroot().iter("testcase"):
@@ -233,6 +240,7 @@ def _read_junit(report: Path, run: PytestRun) -> None:
         for module, file in modules.items():
             if classname == module or classname.startswith(module + "."):
                 run.cases[file] = run.cases.get(file, 0) + 1
+                name = _node_id(file, classname[len(module) :], case.get("name", ""))
         failure = case.find("failure")
         error = case.find("error")
         if failure is not None:

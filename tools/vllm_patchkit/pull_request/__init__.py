@@ -538,9 +538,10 @@ def _run_mutation(pr: PullRequest, root: Path, evidence: Evidence) -> None:
     line += f"{len(report.runs)} mutants of the fix (each listed below"
     line += f"; SURVIVED: the {len(survivors)} it passes" if survivors else ""
     if report.equivalent:
+        more = len(report.equivalent)
         line += (
-            f"; {len(report.equivalent)} more are the fix's own program, "
-            "listed as equivalent and not counted"
+            f"; {more} more {'is' if more == 1 else 'are'} the fix's own "
+            "program, listed as equivalent and not counted"
         )
     evidence.results.append(line + ").")
     evidence.claims.append(
