@@ -2,10 +2,13 @@
 
 A fix is one module of :mod:`vllm_overlay.fixes` exporting ``FIX``; the
 registry finds it there, so adding a fix is that module plus its patches.
-Its install side (the ``install`` module of its folder: arming, proofs,
-``logging``) is imported when the plugin asks for it (:func:`deferred`),
-never by the registry: ``check`` reads records and code only, in a
-pre-commit hook that pays for every import.
+A fix gives how one file of its code decides (:attr:`Fix.decide`) and names
+its install module; the base gives the rest of the skeleton (the decision
+on the installed vLLM and on a tree, arming, the check on vLLM's loaded
+module). Its install side (the ``install`` module of its folder: arming,
+proofs, ``logging``) is imported when the plugin asks for it
+(:func:`deferred`), never by the registry: ``check`` reads records and
+code only, in a pre-commit hook that pays for every import.
 """
 
 from __future__ import annotations
@@ -30,6 +33,38 @@ if TYPE_CHECKING:
     """The decisions, by fix name, of the fixes this one ``needs``."""
 
 
+CAPTURE_SPEED = (
+    "capture speed, as the code's comment says: with seq_lens at max_model_len "
+    "graph capture is very slow, so the capture build sets the (device) "
+    "seq_lens its metadata aliases to 1; the runner fills the buffer again "
+    "before every replay; a length of 1 is a valid batch for any backend"
+)
+"""Why a backend's capture build sets ``seq_lens`` to 1 (upstream, on purpose)."""
+BACKENDS = "vllm/v1/attention/backends"
+
+
+@dataclass(frozen=True)
+class IntentionalWrite:
+    """A shared write upstream made on purpose (the audit's band-aids:
+    ``intentional`` for the backend it was made for)."""
+
+    file: str
+    method: str
+    field: str
+    operations: tuple[str, ...]
+    reason: str
+    guards: str = ""
+    """What another backend's reader gets, when the write guards its own
+    backend's kernel only; empty for a value every backend can run on."""
+
+    @classmethod
+    def capture_speed(cls, file: str, builder: str) -> IntentionalWrite:
+        """``builder``'s capture build filling ``seq_lens`` with 1 (``file``:
+        the backend's file name)."""
+        method = f"{builder}.build_for_cudagraph_capture"
+        return cls(f"{BACKENDS}/{file}", method, "seq_lens", ("fill_",), CAPTURE_SPEED)
+
+
 @dataclass(frozen=True)
 class Fix:
     """One upstream fix the overlay and the series carry for older vLLMs."""
@@ -42,14 +77,18 @@ class Fix:
     """The upstream PR it stands for (``#51585``): its label in reports."""
     patches: tuple[str, ...]
     """The series' patch files for it (``patches/series`` names), the fix first."""
-    assess: Callable[[Before], InstallState]
-    """The decision for the vLLM this interpreter would import (AST only)."""
-    assess_tree: Callable[[Path, str, Before], InstallState]
-    """The decision for the vLLM source tree at a path, of a version."""
-    arm: Callable[[InstallState], None]
-    """Install the fix when vLLM imports :attr:`module` (INSTALLED only)."""
-    installed_on: Callable[[ModuleType], bool]
-    """Whether vLLM's loaded module carries the fix."""
+    install: str
+    """Its install module (dotted name): ``arm(state)`` installs the fix when
+    vLLM imports :attr:`module` (INSTALLED only), ``is_installed_on(module)``
+    says whether vLLM's loaded module carries it."""
+    decide: Callable[[Path, str], InstallState] | None = None
+    """The decision on one file of its code (:attr:`record`'s ``source_file``)
+    of a vLLM version: what :meth:`assess` and :meth:`assess_tree` run."""
+    assess_by: Callable[[Before | None], InstallState] | None = None
+    """For a fix that reads others' decisions (:attr:`needs`) or more than one
+    file: its own decision on the installed vLLM, in place of :attr:`decide`."""
+    assess_tree_by: Callable[[Path, str, Before | None], InstallState] | None = None
+    """Its own decision on a tree, with :attr:`assess_by`."""
     read_tree: Callable[[Path], Code] | None = None
     """How its code reads in the vLLM source tree at a path (what
     :attr:`assess_tree` decides on): the toolkit checks it against the
@@ -75,11 +114,47 @@ class Fix:
     """The module of its folder holding its notes for an upstream reviewer
     (``NOTES``, markdown: the PR body's Details); empty: none. Named, not
     imported: only the toolkit's ``pr`` reads them."""
+    intentional_writes: tuple[IntentionalWrite, ...] = ()
+    """Shared writes in its code that upstream made on purpose and the fix
+    keeps: the audit calls them intentional, not harmful."""
+
+    def __post_init__(self) -> None:
+        own = (self.assess_by is not None, self.assess_tree_by is not None)
+        if (self.decide is None) != all(own) or any(own) != all(own):
+            raise TypeError(
+                f"{self.record.name}: give decide, or assess_by and assess_tree_by"
+            )
 
     @property
     def name(self) -> str:
         """The one key for code, reports and ``VLLM_OVERLAY_DISABLE``."""
         return self.record.name
+
+    def assess(self, before: Before | None = None) -> InstallState:
+        """The decision for the vLLM this interpreter would import (AST only)."""
+        if self.assess_by is not None:
+            return self.assess_by(before)
+        assert self.decide is not None
+        return self.assess_installed(self.decide)
+
+    def assess_tree(
+        self, root: Path, version: str, before: Before | None = None
+    ) -> InstallState:
+        """The decision for the vLLM source tree at ``root``, of ``version``."""
+        if self.assess_tree_by is not None:
+            return self.assess_tree_by(root, version, before)
+        assert self.decide is not None
+        return self.assess_in(root, version, self.decide)
+
+    @property
+    def arm(self) -> Callable[[InstallState], None]:
+        """Install the fix when vLLM imports :attr:`module` (INSTALLED only)."""
+        return deferred(self.install, "arm")
+
+    @property
+    def installed_on(self) -> Callable[[ModuleType], bool]:
+        """Whether vLLM's loaded module carries the fix."""
+        return deferred(self.install, "is_installed_on")
 
     @property
     def module(self) -> str:

@@ -63,16 +63,9 @@ def _read_source(source: bytes, file: Path) -> Code:
     return Code(Shape.BUGGY, file, None, f"{INTERFACE} lacks {MARK}")
 
 
-def decide(code: Code, version: str) -> InstallState:
+def decide(file: Path, version: str) -> InstallState:
+    code = read(file)
     return FIX.state(action_for(code.shape), version, code.detail, code)
-
-
-def assess(before: object = None) -> InstallState:
-    return FIX.assess_installed(lambda file, version: decide(read(file), version))
-
-
-def assess_tree(root: Path, version: str, before: object = None) -> InstallState:
-    return FIX.assess_in(root, version, lambda file, v: decide(read(file), v))
 
 
 def _mark(module: types.ModuleType, state: InstallState) -> None:
@@ -102,11 +95,9 @@ FIX = Fix(
     record=RECORD,
     pr="Scratch",
     patches=("0099-Scratch-mark-endpoint-plugins.patch",),
-    assess=assess,
-    assess_tree=assess_tree,
+    install=__name__,
+    decide=decide,
     read_tree=lambda root: read(root / INTERFACE),
-    arm=arm,
-    installed_on=is_installed_on,
     scenarios=("scratch_fourth_fix",),
     core_scenarios=("scratch_fourth_fix",),
     what=" (scratch)",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import rocm_capture_host_offsets as capture
-from vllm_overlay.fixes.base import Fix, deferred
+from vllm_overlay.fixes.base import Fix, IntentionalWrite
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
     inspect_aiter_source,
@@ -188,14 +188,19 @@ FIX = Fix(
     record=RECORD,
     pr="#53821",
     patches=("0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch",),
-    assess=assess,
-    assess_tree=assess_tree,
+    install=f"{__name__}.install",
+    assess_by=assess,
+    assess_tree_by=assess_tree,
     read_tree=inspect_aiter_tree,
-    arm=deferred(f"{__name__}.install", "arm"),
     what=WHAT,
-    installed_on=deferred(f"{__name__}.install", "is_installed_on"),
     needs=(capture.NAME,),
     scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),
     core_scenarios=("aiter_unified_capture",),
     rules=f"{__name__}.series",
+    intentional_writes=(
+        # The fix's builder keeps it too.
+        IntentionalWrite.capture_speed(
+            "rocm_aiter_unified_attn.py", "RocmAiterUnifiedAttentionMetadataBuilder"
+        ),
+    ),
 )

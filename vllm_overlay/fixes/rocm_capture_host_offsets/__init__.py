@@ -17,17 +17,13 @@ import ast
 from pathlib import Path
 
 from vllm_overlay.code import parse_source
-from vllm_overlay.fixes.base import Fix, deferred
+from vllm_overlay.fixes.base import Fix, IntentionalWrite, deferred
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     classify_module,
     inspect_capture_tree,
 )
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState, action_for
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from vllm_overlay.fixes.base import Before
 
 RECORD = PatchTarget(
     name="rocm-capture-keeps-host-offsets",
@@ -81,16 +77,6 @@ RECORD = PatchTarget(
 NAME = RECORD.name
 
 
-def assess(before: Before | None = None) -> InstallState:
-    """What the overlay would do on the installed vLLM, changing nothing."""
-    return FIX.assess_installed(assess_file)
-
-
-def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
-    """The decision for the vLLM source tree (or install) at ``root``."""
-    return FIX.assess_in(root, version, assess_file)
-
-
 def assess_file(source: Path, version: str) -> InstallState:
     """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
     module = parse_source(source.read_bytes(), source)
@@ -127,11 +113,9 @@ FIX = Fix(
         "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch",
         "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch",
     ),
-    assess=assess,
-    assess_tree=assess_tree,
+    install=f"{__name__}.install",
+    decide=assess_file,
     read_tree=inspect_capture_tree,
-    arm=deferred(f"{__name__}.install", "arm"),
-    installed_on=deferred(f"{__name__}.install", "is_installed_on"),
     scenarios=(
         "capture_effects",
         "minimax_indexer_after_rocm",
@@ -170,4 +154,18 @@ FIX = Fix(
     core_scenarios=("capture_effects", "minimax_indexer_after_rocm"),
     also=deferred("vllm_overlay.kernel_switch", "kernel_opt_in"),
     rules=f"{__name__}.series",
+    intentional_writes=(
+        IntentionalWrite(
+            RECORD.source_file,
+            RECORD.qualname,
+            "query_start_loc",
+            ("zero_",),
+            "#25985 band-aid (PR #25983): the device query offsets are zeroed "
+            "during capture to avoid an illegal memory access in the "
+            "prefix-prefill kernel; #51585 kept it and removed only the host "
+            "zeroing",
+            guards="all-zero query offsets: every request's query length is 0",
+        ),
+        IntentionalWrite.capture_speed("rocm_attn.py", "RocmAttentionMetadataBuilder"),
+    ),
 )

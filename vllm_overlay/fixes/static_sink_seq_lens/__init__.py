@@ -35,14 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
-from vllm_overlay.fixes.base import Fix, deferred
+from vllm_overlay.fixes.base import Fix
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState, action_for
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from vllm_overlay.fixes.base import Before
 
 STATIC_SINK = Path("vllm/model_executor/layers/attention/static_sink_attention.py")
 FACTORY = "create_static_sink_attention_backend"
@@ -244,16 +240,6 @@ WHAT = " for StaticSink's shared seq_lens"
 """Names this fix in shared log messages."""
 
 
-def assess(before: Before | None = None) -> InstallState:
-    """What the overlay would do on the installed vLLM, changing nothing."""
-    return FIX.assess_installed(assess_file)
-
-
-def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
-    """The decision for the vLLM source tree (or install) at ``root``."""
-    return FIX.assess_in(root, version, assess_file)
-
-
 def assess_file(file: Path, version: str) -> InstallState:
     """The decision for one ``static_sink_attention.py``."""
     code = inspect_static_sink_source(file.read_bytes(), file)
@@ -287,12 +273,10 @@ FIX = Fix(
         "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch",
         "0006-Bugfix-Keep-static-sink-groups-off-the-V1-runner-s-b.patch",
     ),
-    assess=assess,
-    assess_tree=assess_tree,
+    install=f"{__name__}.install",
+    decide=assess_file,
     read_tree=inspect_static_sink_tree,
-    arm=deferred(f"{__name__}.install", "arm"),
     what=WHAT,
-    installed_on=deferred(f"{__name__}.install", "is_installed_on"),
     scenarios=(
         "static_sink_then_others",
         "static_sink_twice",

@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from vllm_overlay.fixes import FIXES
+from vllm_overlay.fixes.base import IntentionalWrite
+
 
 class _Write(Protocol):
     """What a band is matched on (an observed write, a static write, a finding)."""
@@ -37,45 +40,21 @@ class Band:
     empty for a value every backend can run on."""
 
 
-_CAPTURE_SPEED = (
-    "capture speed, as the code's comment says: with seq_lens at max_model_len "
-    "graph capture is very slow, so the capture build sets the (device) "
-    "seq_lens its metadata aliases to 1; the runner fills the buffer again "
-    "before every replay; a length of 1 is a valid batch for any backend "
-    "(#53821's AITER builder keeps the same fill)"
+_UPSTREAM: tuple[IntentionalWrite, ...] = (
+    IntentionalWrite.capture_speed("triton_attn.py", "TritonAttentionMetadataBuilder"),
+    IntentionalWrite.capture_speed("turboquant_attn.py", "TurboQuantMetadataBuilder"),
 )
-_BACKENDS = "vllm/v1/attention/backends"
+"""Band-aids in code no fix touches."""
 
-INTENTIONAL: tuple[Band, ...] = (
-    Band(
-        f"{_BACKENDS}/rocm_attn.py",
-        "RocmAttentionMetadataBuilder.build_for_cudagraph_capture",
-        "query_start_loc",
-        ("zero_",),
-        "#25985 band-aid (PR #25983): the device query offsets are zeroed during "
-        "capture to avoid an illegal memory access in the prefix-prefill kernel; "
-        "#51585 kept it and removed only the host zeroing",
-        guards="all-zero query offsets: every request's query length is 0",
-    ),
-    *(
-        Band(
-            f"{_BACKENDS}/{file}",
-            f"{cls}.build_for_cudagraph_capture",
-            "seq_lens",
-            ("fill_",),
-            _CAPTURE_SPEED,
-        )
-        for file, cls in (
-            ("rocm_attn.py", "RocmAttentionMetadataBuilder"),
-            ("rocm_aiter_unified_attn.py", "RocmAiterUnifiedAttentionMetadataBuilder"),
-            ("triton_attn.py", "TritonAttentionMetadataBuilder"),
-            ("turboquant_attn.py", "TurboQuantMetadataBuilder"),
-        )
-    ),
+INTENTIONAL: tuple[Band, ...] = tuple(
+    Band(w.file, w.method, w.field, w.operations, w.reason, w.guards)
+    for w in (*_UPSTREAM, *(w for fix in FIXES for w in fix.intentional_writes))
 )
 """Matched by file, method, field and operation (line numbers move between
-releases). Nothing is intentional by guess: a write not listed here is
-harmful or latent by what it does."""
+releases); those in the code of a fix come from its record
+(:attr:`Fix.intentional_writes <vllm_overlay.fixes.base.Fix.intentional_writes>`).
+Nothing is intentional by guess: a write not listed here is harmful or
+latent by what it does."""
 
 
 def intentional(write: _Write) -> Band | None:
