@@ -45,11 +45,13 @@ def main(output: str) -> None:
         import importlib
 
         from vllm_overlay.fixes.rocm_capture_host_offsets.install import is_installed_on
-        from vllm_patchkit.judge.regression.scenarios import capture_effects
+        from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets import (
+            runs,
+        )
 
         upstream = importlib.import_module(UPSTREAM)
         result["fix_on_vllm_class"] = is_installed_on(upstream)
-        facts = capture_effects(1).facts
+        facts = runs.capture_effects(1).facts
         result["capture_keeps_host"] = facts["host_unchanged"]
         result["capture_zeroes_device"] = facts["device_zeroed"]
     import importlib

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.judge.regression.runner import TreeReport
-from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS, Outcome
-from vllm_patchkit.judge.regression.verdict import (
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.checks import (
     INDEXER_ASSERT,
     INDEXER_FILE,
     is_pr_crash,
 )
+from vllm_patchkit.judge.regression.runner import TreeReport
+from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS, Outcome
 
 
 def _outcome(report: TreeReport, scenario: str, query_len: int) -> Outcome:

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.victims import (
+    COVERED_ELSEWHERE,
+    NOT_RUN,
+    VICTIMS,
+)
 from vllm_patchkit.judge.regression.survey import survey
-from vllm_patchkit.judge.regression.victims import COVERED_ELSEWHERE, NOT_RUN, VICTIMS
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.trees.installed import installed_vllm_dir
 

@@ -32,14 +32,16 @@ from typing import Any
 
 import pytest
 
-from vllm_patchkit.judge.regression.runner import TreeReport
-from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS, Outcome
-from vllm_patchkit.judge.regression.verdict import (
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.checks import (
     INDEXER_ASSERT,
     INDEXER_FILE,
-    fixed_checks,
 )
-from vllm_patchkit.judge.regression.victims import VICTIMS
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.victims import (
+    VICTIMS,
+)
+from vllm_patchkit.judge.regression.runner import TreeReport
+from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS, Outcome
+from vllm_patchkit.judge.regression.verdict import fixed_checks
 
 _ASSERT = "assert decode_query_len > 0"
 _MM3 = "vllm/models/minimax_m3"

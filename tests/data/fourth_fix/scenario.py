@@ -1,7 +1,8 @@
 """The scratch fourth fix's scenario and mutant (tests/overlay/test_fourth_fix.py).
 
-One module in ``judge/regression/by_fix``: its scenario's facts and runner
-(``RUNS``), and its mutation target and mutant (``MUTATION``), all here.
+One module in ``judge/regression/by_fix``: the fix it serves (``FIX``), its
+scenario's facts and runner (``RUNS``), and its mutation target and mutant
+(``MUTATION``), all here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target, holds
 from vllm_patchkit.judge.regression.records import Outcome
 
+FIX = "scratch-fourth-fix"
 FACTS = {"scratch_fourth_fix": ("marked",)}
 RUNS = __name__
 MUTATION = __name__

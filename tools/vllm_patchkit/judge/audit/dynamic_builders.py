@@ -5,9 +5,9 @@ builders comes from the regression survey's parse of the tree's source, so
 builders defined inside factory functions (subclassed backends such as
 cross attention) are listed even though no class object exists until the
 factory runs. A builder is then made from the regression suite's recipe for
-it when the suite has one (:data:`vllm_patchkit.judge.regression.victims.VICTIMS`:
-its KV-cache spec, model shape, factory), else from a recipe guessed from its
-bases. One that cannot be made is kept with the reason, never dropped.
+it when the suite has one (each fix's, :func:`vllm_patchkit.judge.regression.
+by_fix.recipes`: its KV-cache spec, model shape, factory), else from a recipe
+guessed from its bases. One that cannot be made is kept with the reason, never dropped.
 """
 
 from __future__ import annotations
@@ -19,10 +19,15 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_patchkit.judge.regression import harness, victims
+from vllm_patchkit.judge.regression import by_fix, harness
+from vllm_patchkit.judge.regression.recipes import (
+    Recipe,
+    add_group_fields,
+    from_factory,
+    make_builder,
+)
 from vllm_patchkit.judge.regression.records import describe
 from vllm_patchkit.judge.regression.survey import Builder
-from vllm_patchkit.judge.regression.victims import Recipe
 
 
 @dataclass
@@ -55,10 +60,6 @@ class NotMade:
 
 _LAYERS = "vllm.model_executor.layers.attention"
 FACTORY_RECIPES: dict[str, Recipe] = {
-    f"{_LAYERS}.static_sink_attention.StaticSinkAttentionBuilder": Recipe(
-        factory="create_static_sink_attention_backend",
-        factory_kwargs={"sink_len": harness.BLOCK_SIZE},
-    ),
     f"{_LAYERS}.chunked_local_attention.ChunkedLocalAttentionBuilder": Recipe(
         factory="create_chunked_local_attention_backend",
         factory_kwargs={"attention_chunk_size": 2 * harness.BLOCK_SIZE},
@@ -71,7 +72,7 @@ FACTORY_RECIPES: dict[str, Recipe] = {
         factory_kwargs={"prefix": "Audit_"},
     ),
 }
-"""Factory-made builders the regression suite has no victim for: the factory
+"""Factory-made builders the regression suite has no recipe for: the factory
 and its arguments. Like the suite's, each wraps the ROCm backend (a backend
 every release can make on CPU), so the subclass's own code runs on top of it."""
 
@@ -97,7 +98,7 @@ def _guess(cls: type, suite: dict[str, Recipe]) -> list[Recipe]:
 
 def make_all(entries: list[Builder], qlen: int) -> tuple[list[Made], list[NotMade]]:
     """Make every listed builder for decode batches of query length ``qlen``."""
-    suite = {**FACTORY_RECIPES, **{v.qualname: v for v in victims.VICTIMS}}
+    suite = {**FACTORY_RECIPES, **by_fix.recipes()}
     made: list[Made] = []
     not_made: list[NotMade] = []
     seen: set[type] = set()
@@ -106,7 +107,7 @@ def make_all(entries: list[Builder], qlen: int) -> tuple[list[Made], list[NotMad
         try:
             module = harness.import_vllm(entry.module)
             if recipe is not None and recipe.factory:
-                cls = victims.from_factory(module, recipe)
+                cls = from_factory(module, recipe)
             elif entry.in_factory:
                 not_made.append(
                     NotMade(
@@ -147,7 +148,7 @@ def make_all(entries: list[Builder], qlen: int) -> tuple[list[Made], list[NotMad
             layer = f"audit.{entry.qualname}.{qlen}.{n}"
             try:
                 config = harness.vllm_config(qlen, candidate.model)
-                builder = victims.make_builder(cls, candidate, qlen, layer, config)
+                builder = make_builder(cls, candidate, qlen, layer, config)
             except Exception as exc:  # another release's constructor, CUDA
                 first_error = first_error or f"construct: {describe(exc)}"
                 continue
@@ -192,10 +193,10 @@ def wrapped_over(
             name = backend.__name__
             try:
                 module = harness.import_vllm(wrapper.entry.module)
-                cls = victims.from_factory(module, wrapper.recipe, backend)
+                cls = from_factory(module, wrapper.recipe, backend)
                 config = harness.vllm_config(qlen, wrapper.recipe.model)
                 layer = f"audit.{wrapper.entry.qualname}.over.{name}.{qlen}"
-                builder = victims.make_builder(cls, wrapper.recipe, qlen, layer, config)
+                builder = make_builder(cls, wrapper.recipe, qlen, layer, config)
             except Exception as exc:  # a pairing this CPU cannot make
                 reason = f"over {name}: {describe(exc)}"
                 not_made.append(NotMade(wrapper.entry, "could not run", reason))
@@ -212,7 +213,7 @@ def fresh_metadata(query_len: int) -> Any:
 def group_copy(base: Any, made: Made) -> Any:
     """The copy of ``base`` the runner would hand ``made``'s group."""
     cm = copy.copy(base)
-    victims.add_group_fields(made.recipe, cm)
+    add_group_fields(made.recipe, cm)
     return cm
 
 

@@ -79,15 +79,15 @@ def warm_up() -> None:
     try:
         import vllm  # noqa: F401
 
-        from vllm_patchkit.judge.regression import harness, scenarios, victims
+        from vllm_patchkit.judge.regression import by_fix, harness, scenarios
 
         for model in harness.MODEL_CONFIGS:
             for query_len in scenarios.DECODE_QUERY_LENS:
                 harness.vllm_config(query_len, model)
         # A module absent here, or one that imports rocm_attn, is the child's.
-        for victim in victims.VICTIMS:
+        for builder in by_fix.recipes():
             with contextlib.suppress(Exception):
-                harness.import_vllm(victim.module)
+                harness.import_vllm(builder.rpartition(".")[0])
         for name in WARM_MODULES:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)

@@ -431,6 +431,21 @@ def vllm_has(relpath: str) -> bool:
     return (Path(vllm.__file__).parent / relpath).exists()
 
 
+def absent_module(exc: BaseException) -> str | None:
+    """The vLLM module ``exc`` failed to import because the tree has no
+    file for it; None for any other failure (an import that fails inside a
+    file the tree has is a harness error, not an absence)."""
+    name = getattr(exc, "name", None)
+    if not isinstance(exc, ModuleNotFoundError) or not name:
+        return None
+    head, *parts = name.split(".")
+    if head != "vllm" or not parts:
+        return None
+    relpath = "/".join(parts)
+    present = vllm_has(relpath) or vllm_has(f"{relpath}.py")
+    return None if present else name
+
+
 def import_vllm(name: str) -> types.ModuleType:
     """Import vLLM's module ``name``; one inside a model package
     (``vllm.models.<model>.<...>``) without running that package's ``__init__``.

@@ -26,28 +26,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_overlay.fixes import FIXES as REGISTRY
+from vllm_patchkit.judge.regression import by_fix
 from vllm_patchkit.judge.regression.by_fix import FACTS
+from vllm_patchkit.judge.regression.checks import (
+    FAILED,
+    HARNESS_ERROR,
+    NOT_RUN,
+    PASSED,
+    Check,
+    check_name,
+    describe_error,
+    harness_error,
+    status_of_result,
+)
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS, Outcome
 from vllm_patchkit.judgement import Verdict
 
-INDEXER_FILE = "vllm/models/minimax_m3/common/indexer.py"
-INDEXER_ASSERT = "assert decode_query_len > 0"
-CAPTURE_FACTS = (
-    "device_same_tensor",
-    "device_zeroed",
-    "seq_lens_all_one",
-    "metadata_uses_shared_buffers",
-    "host_unchanged",
-)
-LOOP_GROUPS = ["gdn", "indexer", "rocm"]
-OWN_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm", "repeated_capture")
-"""Scenarios :func:`_check` judges by name (besides capture loops, victims
-and the fix modules' scenarios): for each, raising is a failure."""
-HARNESS_ERROR = "harness error"
-VICTIM_PREFIX = "rocm_then_"
-"""Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
+# Re-exported: reports, the toolkit and tests read these words from here.
+__all__ = [
+    "FAILED",
+    "HARNESS_ERROR",
+    "NOT_RUN",
+    "PASSED",
+    "Check",
+    "check_name",
+    "describe_error",
+    "harness_error",
+]
 
-PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
 FIXED, NOT_FIXED, CANNOT_JUDGE = Verdict.FIXED, Verdict.NOT_FIXED, Verdict.CANNOT_JUDGE
 """The suite's verdicts: :class:`vllm_patchkit.judgement.Verdict`."""
 NOT_CARRIED = "not carried here"
@@ -56,17 +62,8 @@ checks are counted apart (:func:`set_apart`), never as failures beside the
 verdict."""
 
 FIXES = tuple(fix.pr for fix in REGISTRY)
-"""Every fix of the registry, by its PR label (``#51585``): each gets a verdict."""
-
-MINIMAX_ABSENT = (
-    "not applicable: this tree has no MiniMax-M3 (vllm/models/minimax_m3, in "
-    "releases from 0.24.0), so the PR's crash cannot happen here; "
-    "capture_effects judges the host offsets"
-)
-
-
-def check_name(scenario: str, decode_query_len: int) -> str:
-    return f"{scenario}[q={decode_query_len}]"
+"""Every fix of the registry, by its PR label (:attr:`Fix.pr`): each gets a
+verdict."""
 
 
 class UnattributedScenarioError(LookupError):
@@ -96,35 +93,6 @@ CORE_BY_FIX = {
 """Per fix, the checks without which it is never called fixed (each of its
 core scenarios at every query length)."""
 CORE_CHECKS = tuple(name for fix in FIXES for name in CORE_BY_FIX[fix])
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str
-    """``passed``, ``failed`` (the behaviour is wrong: a kill, a bad verdict)
-    or ``not run`` (the detail says why: absent here, or a harness error)."""
-    detail: str
-    fix: str
-    """The fix this check judges, by its PR label (:func:`fix_of`)."""
-    applies: bool = True
-    """False when the tree lacks what the check exercises (a tree without
-    MiniMax-M3): it still counts as not run, but a core check that does not
-    apply is not required for a verdict (see :func:`judge`)."""
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASSED
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "passed": self.passed,
-            "detail": self.detail,
-            "fix": self.fix,
-            "applies": self.applies,
-        }
 
 
 @dataclass(frozen=True)
@@ -256,23 +224,14 @@ def judge(
     return FIXED, why
 
 
-def is_pr_crash(outcome: Outcome) -> bool:
-    """The AssertionError of vLLM #51585, raised where the PR's trace says."""
-    error = outcome.error or {}
-    return (
-        outcome.status == "raised"
-        and error.get("type") == "AssertionError"
-        and error.get("relpath") == INDEXER_FILE
-        and error.get("source") == INDEXER_ASSERT
-    )
-
-
 def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
     """One check per outcome; all pass if and only if the tree has the fix."""
     return [_check(outcome) for outcome in outcomes]
 
 
 def _check(outcome: Outcome) -> Check:
+    """The rules every scenario shares, then its fix's: a fix module's facts
+    (:func:`facts_check`), or the judge its module names (``CHECKS``)."""
     if outcome.scenario in FACTS:  # a fix module's scenario: its facts judge it
         return facts_check(outcome)
     name = check_name(outcome.scenario, outcome.decode_query_len)
@@ -282,33 +241,16 @@ def _check(outcome: Outcome) -> Check:
         return Check(name, NOT_RUN, str(why), fix)
     if outcome.status == "error":
         return Check(name, NOT_RUN, harness_error(outcome.error), fix)
-    scenario = outcome.scenario
-    if scenario.startswith(VICTIM_PREFIX):  # a victim says how it raised
-        ok, detail = _victim_verdict(outcome)
-        return Check(name, _status(ok), detail, fix)
-    if scenario == "minimax_indexer_after_rocm" and outcome.status == "unavailable":
-        return Check(name, NOT_RUN, MINIMAX_ABSENT, fix, applies=False)  # absent
-    if scenario not in OWN_SCENARIOS and not scenario.startswith("capture_loop_"):
-        return Check(name, NOT_RUN, f"no verdict for scenario {scenario!r}", fix)
-    if outcome.status == "raised":
-        return Check(name, FAILED, describe_error(outcome.error), fix)
-    if scenario == "capture_effects":
-        wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
-        detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
-        if "host_unchanged" in wrong:
-            detail += f" (host offsets after capture: {outcome.facts['host_after']})"
-        return Check(name, _status(not wrong), detail, fix)
-    if scenario == "minimax_indexer_after_rocm":
-        got = outcome.facts.get("decode_query_len")
-        ok = got == outcome.decode_query_len
-        return Check(name, _status(ok), f"indexer saw decode query length {got}", fix)
-    if scenario == "repeated_capture":
-        facts = outcome.facts
-        ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
-        detail = "ok" if ok else f"host offsets after each capture: {facts}"
-        return Check(name, _status(ok), detail, fix)
-    ok, detail = _loop_verdict(outcome)
-    return Check(name, _status(ok), detail, fix)
+    judge_of_fix = by_fix.checks_of(_name_of(fix))
+    if judge_of_fix is None:
+        why = f"no verdict for scenario {outcome.scenario!r}"
+        return Check(name, NOT_RUN, why, fix)
+    return judge_of_fix(outcome, fix)
+
+
+def _name_of(label: str) -> str:
+    """The registry's name of the fix with PR label ``label``."""
+    return next(f.name for f in REGISTRY if f.pr == label)
 
 
 def facts_check(outcome: Outcome) -> Check:
@@ -331,65 +273,7 @@ def facts_check(outcome: Outcome) -> Check:
     if wrong:
         after = {k: v for k, v in facts.items() if k.endswith(("_before", "_after"))}
         detail = f"violated: {', '.join(wrong)} ({facts.get('builder')}; {after})"
-    return Check(name, _status(not wrong), detail, fix)
-
-
-def _status(ok: bool) -> str:
-    return PASSED if ok else FAILED
-
-
-def harness_error(error: dict[str, Any] | None) -> str:
-    """A check the harness failed to run: ``harness error: ...``; for a
-    set-up step that failed (:func:`..records.setting_up`), which step, and
-    that the check cannot judge (it never saw the behaviour)."""
-    step = (error or {}).get("step")
-    said = f"cannot judge: could not {step}: " if step else ""
-    return f"{HARNESS_ERROR}: {said}{describe_error(error)}"
-
-
-def describe_error(error: dict[str, Any] | None) -> str:
-    error = error or {}
-    where = f"{error.get('relpath')}:{error.get('line')}"
-    text = error.get("source") or str(error.get("message", ""))[:120]
-    return f"{error.get('type')} at {where}: {text}"
-
-
-def _loop_verdict(outcome: Outcome) -> tuple[bool, str]:
-    facts = outcome.facts
-    if facts.get("raised"):
-        return False, (
-            f"{describe_error(facts['raised'])}; host offsets after: "
-            f"{facts.get('host_offsets_after')}"
-        )
-    wrong = [
-        k for k in ("host_offsets_kept", "device_offsets_zeroed") if not facts.get(k)
-    ]
-    if facts.get("groups_built") != LOOP_GROUPS:
-        wrong.append(f"groups built {facts.get('groups_built')}")
-    if facts.get("indexer_decode_query_len") != outcome.decode_query_len:
-        wrong.append(f"indexer query length {facts.get('indexer_decode_query_len')}")
-    if wrong:
-        return False, (
-            f"violated: {', '.join(wrong)} (host offsets after: "
-            f"{facts.get('host_offsets_after')})"
-        )
-    return True, "ok"
-
-
-def _victim_verdict(outcome: Outcome) -> tuple[bool, str]:
-    """Whether the capture left this victim alone; if not, how it leaked."""
-    if outcome.status == "raised":
-        error = outcome.error or {}
-        step = f"cannot {error['step']}: " if error.get("step") else ""
-        return False, step + describe_error(outcome.error)
-    diverged = outcome.facts.get("diverged") or {}
-    if diverged:
-        shown = "; ".join(
-            f"{k}: {exp} -> {got}" for k, (exp, got) in list(diverged.items())[:3]
-        )
-        more = f" (+{len(diverged) - 3} more)" if len(diverged) > 3 else ""
-        return False, f"built other metadata: {shown}{more}"
-    return True, "builds what it builds from the intended metadata"
+    return Check(name, status_of_result(not wrong), detail, fix)
 
 
 def reproduced(checks: Iterable[Check | Mapping[str, Any]]) -> list[str]:

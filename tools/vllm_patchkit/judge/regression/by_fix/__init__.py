@@ -1,20 +1,25 @@
 """Each fix's own scenarios and mutants, one module (or package) per fix,
 found by listing this package.
 
-A module here is torch-free at import and exports, each optional:
+A module here is torch-free at import and exports ``FIX``, the registry's
+name of the fix it serves (scenarios run in the registry's order of fixes),
+and, each optional:
 
-- ``FACTS`` (per scenario it adds, the facts that must all be true on a
-  fixed tree; the verdict judges them, see :func:`..verdict.facts_check`)
-  with ``RUNS``, the dotted name of the module that runs them (its
-  ``SCENARIOS``, by name; it imports torch and vLLM, and may import its
-  ``FACTS`` module);
+- ``RUNS``, the dotted name of the module that runs its scenarios (its
+  ``SCENARIOS``, by name; it imports torch and vLLM), judged either by
+  ``FACTS`` (per scenario, the facts that must all be true on a fixed tree;
+  see :func:`..verdict.facts_check`) or by ``CHECKS``, the dotted name of a
+  torch-free module whose ``check(outcome, fix)`` judges each outcome once
+  the rules every scenario shares have had their say;
+- ``RECIPES``, the dotted name of a module whose ``RECIPES`` maps builders
+  (by qualified name) to how its scenarios make them
+  (:class:`..recipes.Recipe`; the audit makes them the same way);
 - ``MUTATION``, the dotted name of the module of its mutation tier's
   targets and mutants (``TARGETS``, ``FILE_MUTANTS``; see
   :mod:`vllm_patchkit.judge.mutation.targets`, which collects them);
 - ``UPSTREAM``, the dotted name of the module that holds the mutants its
   upstream test alone must kill (``UPSTREAM_FILE``, ``UPSTREAM_TESTS``,
-  ``upstream_mutants``; see :mod:`vllm_patchkit.judge.mutation.upstream_test`),
-  with ``FIX``, the registry's name of the fix it serves.
+  ``upstream_mutants``; see :mod:`vllm_patchkit.judge.mutation.upstream_test`).
 
 Both are named, not imported, here, so there is no cycle. So adding a fix's
 scenarios and mutants is a module here (its runner and mutants beside it,
@@ -25,11 +30,16 @@ registry's word (``Fix.scenarios``, :mod:`vllm_overlay.fixes`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
+
+from vllm_overlay.fixes import FIXES as REGISTRY
+
+_ORDER = {fix.name: index for index, fix in enumerate(REGISTRY)}
 
 
 def _modules() -> tuple[ModuleType, ...]:
@@ -44,20 +54,19 @@ def _modules() -> tuple[ModuleType, ...]:
 
 
 def _check(module: ModuleType) -> None:
-    """FACTS and RUNS come together; a module exports them, MUTATION or both."""
+    """A module names its fix; RUNS comes with FACTS or CHECKS, never alone."""
+    name = module.__name__
+    if getattr(module, "FIX", None) not in _ORDER:
+        raise TypeError(f"{name}: FIX is no fix of the registry (vllm_overlay/fixes)")
+    for key in ("RUNS", "CHECKS", "RECIPES", "MUTATION", "UPSTREAM"):
+        if hasattr(module, key) and not isinstance(getattr(module, key), str):
+            raise TypeError(f"{name}: {key} is not a module's name")
     facts = isinstance(getattr(module, "FACTS", None), Mapping)
-    runs = isinstance(getattr(module, "RUNS", None), str)
-    mutation = isinstance(getattr(module, "MUTATION", None), str)
-    if hasattr(module, "MUTATION") and not mutation:
-        raise TypeError(f"{module.__name__}: MUTATION is not a module's name")
-    if facts != runs:
-        raise TypeError(f"{module.__name__} exports one of FACTS and RUNS only")
-    if hasattr(module, "UPSTREAM") and not isinstance(
-        getattr(module, "FIX", None), str
-    ):
-        raise TypeError(f"{module.__name__}: UPSTREAM without FIX, the fix's name")
-    if not (facts or mutation):
-        raise TypeError(f"{module.__name__} exports no FACTS and RUNS, no MUTATION")
+    judged = facts or hasattr(module, "CHECKS")
+    if hasattr(module, "RUNS") != judged:
+        raise TypeError(f"{name}: RUNS comes with FACTS or CHECKS, and they with it")
+    if not (judged or hasattr(module, "MUTATION")):
+        raise TypeError(f"{name} exports no scenarios (RUNS) and no MUTATION")
 
 
 MODULES = _modules()
@@ -80,11 +89,34 @@ FACTS: dict[str, tuple[str, ...]] = _facts()
 
 
 def scenarios() -> dict[str, Callable[..., Any]]:
-    """Every fix module's scenarios, by name (imports torch and vLLM)."""
+    """Every fix module's scenarios, by name, the fixes in the registry's
+    order (imports torch and vLLM)."""
     runs = [
-        importlib.import_module(m.RUNS).SCENARIOS for m in MODULES if hasattr(m, "RUNS")
+        importlib.import_module(m.RUNS).SCENARIOS
+        for m in sorted(MODULES, key=lambda m: _ORDER[m.FIX])
+        if hasattr(m, "RUNS")
     ]
     return {name: run for scenarios in runs for name, run in scenarios.items()}
+
+
+@functools.cache
+def checks_of(fix: str) -> Callable[..., Any] | None:
+    """The ``check`` of the module that judges ``fix``'s scenarios (its
+    registry name) by a rule of its own, or None (facts judge them)."""
+    for module in MODULES:
+        if fix == module.FIX and hasattr(module, "CHECKS"):
+            return importlib.import_module(module.CHECKS).check
+    return None
+
+
+def recipes() -> dict[str, Any]:
+    """Every fix module's builder recipes, by the builder's qualified name
+    (imports torch and vLLM)."""
+    found: dict[str, Any] = {}
+    for module in MODULES:
+        if hasattr(module, "RECIPES"):
+            found.update(importlib.import_module(module.RECIPES).RECIPES)
+    return found
 
 
 MUTATIONS: tuple[str, ...] = tuple(

@@ -6,6 +6,10 @@ pair's methods for the mutation tier; both are named here, not imported.
 
 from __future__ import annotations
 
+from vllm_overlay.fixes.rocm_aiter_unified_builder import RECORD
+
+FIX = RECORD.name
+"""The registry's name of the fix these scenarios judge."""
 AITER_CAPTURE = "aiter_unified_capture"
 ROCM_CAPTURE = "rocm_attn_capture_via_backend"
 AITER_LOOP = "aiter_unified_runner_loop"

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
-from vllm_patchkit.judge.regression import capture_loop, harness, layout
+from vllm_patchkit.judge.regression import harness, layout, v1_runner
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
     AITER_CAPTURE,
     AITER_LOOP,
@@ -104,16 +104,16 @@ def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Out
     try:
         backend = backend or aiter_backend()
         aiter = ("aiter", backend, harness.kv_cache_spec("full"))
-        groups = capture_loop.make_groups(decode_query_len, [aiter])
-        runner = capture_loop.minimal_v1_runner(decode_query_len, groups)
-    except (BackendUnavailable, capture_loop.LoopUnavailable) as exc:
+        groups = v1_runner.make_groups(decode_query_len, [aiter])
+        runner = v1_runner.minimal_v1_runner(decode_query_len, groups)
+    except (BackendUnavailable, v1_runner.LoopUnavailable) as exc:
         return _unavailable(AITER_LOOP, decode_query_len, str(exc))
     from vllm.config import set_current_vllm_config
 
-    offsets = capture_loop._uniform_decode(runner, decode_query_len)
+    offsets = v1_runner.uniform_decode(runner, decode_query_len)
     n = len(offsets)
     device, host = runner.query_start_loc.gpu, runner.query_start_loc.cpu
-    kwargs = capture_loop.v1_capture_kwargs(groups, offsets, decode_query_len)
+    kwargs = v1_runner.v1_capture_kwargs(groups, offsets, decode_query_len)
     try:
         with set_current_vllm_config(harness.vllm_config(decode_query_len)):
             per_layer, _ = runner._build_attention_metadata(**kwargs)

@@ -1,13 +1,26 @@
-"""#51585's mutants: wrong versions of ROCM_ATTN's capture method.
+"""#51585's scenarios, their judge and mutants: the ROCm capture keeps the
+host query offsets.
 
-Its scenarios are the suite's core ones (:mod:`...scenarios`, with
-:mod:`...capture_loop` and :mod:`...victims`), judged by check functions of
-their own in :mod:`...verdict`, so this module has no ``FACTS`` and no
-``RUNS``. It names only the module that makes its mutants (torch-free, but
-named rather than imported, as every fix's is).
+Torch-free: :mod:`.runs` runs the scenarios (with :mod:`.capture_loop`, the
+runners' per-group loops, and :mod:`.victims`, every builder that reads the
+host offsets), :mod:`.checks` judges them by rules of their own (a victim's
+build compared with the one it makes from the intended metadata, the PR's
+crash by its file and line), :mod:`.mutants` rewrites the capture method for
+the mutation tier; all are named here, not imported.
 """
 
 from __future__ import annotations
 
+from vllm_overlay.fixes.rocm_capture_host_offsets import RECORD
+
+FIX = RECORD.name
+"""The registry's name of the fix these scenarios judge."""
+
+RUNS = f"{__name__}.runs"
+"""The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
+CHECKS = f"{__name__}.checks"
+"""The module whose ``check`` judges each outcome (torch-free)."""
+RECIPES = f"{__name__}.victims"
+"""The module of its victims' recipes (``RECIPES``), which the audit uses."""
 MUTATION = f"{__name__}.mutants"
 """The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""

@@ -72,5 +72,7 @@ RUNS = f"{__name__}.runs"
 """The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
 MUTATION = f"{__name__}.mutants"
 """The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""
+RECIPES = f"{__name__}.recipes"
+"""The module of the builder's recipe (``RECIPES``), which the audit uses."""
 UPSTREAM = MUTATION
 """The same module holds the mutants its upstream test alone must kill."""

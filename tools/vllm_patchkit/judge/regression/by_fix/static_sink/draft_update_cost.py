@@ -4,10 +4,13 @@ rebuilding the metadata (``build``), which the speculator falls back to
 for a builder that declares ``supports_draft_decode_metadata_update``
 false. Measured in one run, alternating, on real vLLM code.
 
-    .venv/bin/python benchmarks/static_sink_draft_update.py [TREE] [--repeat N] [--json]
+    .venv/bin/python -m \
+        vllm_patchkit.judge.regression.by_fix.static_sink.draft_update_cost \
+        [TREE] [--repeat N] [--json]
 
 TREE is a vLLM source tree carrying 0004 (default: a scratch clone of the
-0.33.0 release with the series applied, made and removed by this run). The
+0.34.0 release with the series applied, made and removed by this run: the
+newest release, where Model Runner V2 is the only runner). The
 builder wraps Triton attention on the CPU with a sink of two blocks, for a
 decode batch of ``--reqs`` requests; one sample is one draft step's host
 time. On a GPU the refresh is recorded inside the speculator's CUDA graph
@@ -20,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +31,8 @@ import time
 from pathlib import Path
 
 CHILD_FLAG = "--child"
+MODULE = "vllm_patchkit.judge.regression.by_fix.static_sink.draft_update_cost"
+RELEASE = "0.34.0"
 
 
 def measure(repeat: int, reqs: int) -> dict[str, float]:
@@ -81,11 +85,11 @@ def _tree_with_series(scratch: Path) -> Path:
     from vllm_patchkit.paths import PATCHES_DIR
     from vllm_patchkit.trees.releases import clone_release
 
-    tree = scratch / "vllm-0.33.0"
-    clone_release("0.33.0", tree, checkout=True)
+    tree = scratch / f"vllm-{RELEASE}"
+    clone_release(RELEASE, tree, checkout=True)
     result = apply_series(tree, load_series(PATCHES_DIR))
     if result.status is not Status.APPLIED:
-        raise SystemExit(f"the series did not apply to 0.33.0: {result.status}")
+        raise SystemExit(f"the series did not apply to {RELEASE}: {result.status}")
     return tree
 
 
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         tree = args.tree or _tree_with_series(Path(scratch))
         env = TreeLauncher.of(tree).env()
         child = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), CHILD_FLAG]
+            [sys.executable, "-m", MODULE, CHILD_FLAG]
             + ["--repeat", str(args.repeat), "--reqs", str(args.reqs)],
             env=env,
             capture_output=True,
