@@ -50,14 +50,15 @@ SINK_FILE = "vllm/model_executor/layers/attention/static_sink_attention.py"
 SINK_TEST_FILE = "tests/v1/attention/test_static_sink_shared_state.py"
 
 
-FIX, TEST, AITER, SINK, SINK_TEST = (
+FIX, TEST, AITER, SINK, SINK_TEST, OPT_OUT = (
     name
-    for number in ("0001", "0002", "0003", "0004", "0005")
+    for number in ("0001", "0002", "0003", "0004", "0005", "0006")
     for name in SERIES.names([number])
 )
 """0001-0003: the ROCm fixes and their test; 0004-0005: the static-sink fix
-and its test, carried for 0.14.0 on and upstream in no release (#25). Named
-one by one: a patch added to the series moves no name here."""
+and its test, carried for 0.14.0 on and upstream in no release (#25); 0006:
+its opt-out for the V1 runner (0.14.0-0.33.0). Named one by one: a patch
+added to the series moves no name here."""
 
 
 @pytest.fixture(scope="module")
@@ -189,23 +190,28 @@ def test_refresh_reproduces_the_series_and_is_idempotent(
     second = patchkit("--patches", str(patches), "refresh", "--json", str(fork))
     assert second.returncode == 0
     assert {p.name: p.read_bytes() for p in patches.iterdir()} == after_first
-    # Made on 0.28.0's tree (0004 and 0005 on 0.33.0's), the committed series
-    # is exactly what refresh exports from a fork rebased onto 0.28.0, but
-    # for 0004's index line: the blob ids of the file the two releases ship.
+    # Made on 0.28.0's tree (0004 and 0005 on 0.34.0's, 0006 on 0.33.0's),
+    # the committed series is exactly what refresh exports from a fork
+    # rebased onto 0.28.0, but for 0004's and 0006's index lines: the blob
+    # ids of the static-sink file the releases ship.
     committed = {p.name: p.read_bytes() for p in PATCHES_DIR.iterdir()}
     assert after_first.keys() == committed.keys()
-    assert {n: b for n, b in after_first.items() if n != SINK} == {
-        n: b for n, b in committed.items() if n != SINK
+    elsewhere = (SINK, OPT_OUT)
+    assert {n: b for n, b in after_first.items() if n not in elsewhere} == {
+        n: b for n, b in committed.items() if n not in elsewhere
     }
-    differ = [
-        pair
-        for pair in zip(
-            after_first[SINK].splitlines(), committed[SINK].splitlines(), strict=True
-        )
-        if pair[0] != pair[1]
-    ]
-    assert len(differ) == 1, differ
-    assert all(line.startswith(b"index ") for line in differ[0]), differ
+    for name in elsewhere:
+        differ = [
+            pair
+            for pair in zip(
+                after_first[name].splitlines(),
+                committed[name].splitlines(),
+                strict=True,
+            )
+            if pair[0] != pair[1]
+        ]
+        assert len(differ) == 1, (name, differ)
+        assert all(line.startswith(b"index ") for line in differ[0]), differ
 
 
 @pytest.mark.slow
@@ -806,6 +812,7 @@ COMMENTED_SERIES = """\
 {test}
 {sink}  # the static-sink fix
 {sink_test}
+{opt_out}
 \t# a tab-indented comment at the end
 """
 
@@ -818,7 +825,13 @@ def test_refresh_keeps_every_comment_where_it_was(
     when its whole range is upstream: here 0001 with its Affects: made
     ``0.29.0..``, the release that has it upstream, on 0.29.0."""
     fix = FIX
-    names = {"fix": FIX, "test": TEST, "sink": SINK, "sink_test": SINK_TEST}
+    names = {
+        "fix": FIX,
+        "test": TEST,
+        "sink": SINK,
+        "sink_test": SINK_TEST,
+        "opt_out": OPT_OUT,
+    }
     patches = tmp_path / "patches"
     shutil.copytree(PATCHES_DIR, patches)
     (patches / "series").write_text(COMMENTED_SERIES.format(**names))
