@@ -29,6 +29,7 @@ TEST_PATCH = "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch"
 AITER_PATCH = "0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch"
 SINK_PATCH = "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch"
 SINK_TEST_PATCH = "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch"
+SINK_OPT_OUT_PATCH = "0006-Bugfix-Keep-static-sink-groups-off-the-V1-runner-s-b.patch"
 # What check says before apply, and apply after, follows each patch's
 # Affects: (series_expectations); 0003 is carried for 0.27.0..0.28.0 only.
 AITER_CARRIED = {"0.12.0": False, "0.20.0": False, "0.25.0": False, "0.28.0": True}
@@ -94,7 +95,8 @@ def test_fixed_releases_get_only_the_regression_test(
     release_clone: Callable[[str], Path], version: str
 ) -> None:
     """Upstream carries both ROCm fixes (0001, 0003) but not their test
-    (0002), nor the static-sink fix and its test (0004, 0005)."""
+    (0002), nor the static-sink fix, its test and its V1-runner opt-out
+    (0004-0006)."""
     tree = release_clone(version)
     git = Git(tree)
     before = git.head()
@@ -157,12 +159,12 @@ def test_upstreamed_and_not_carried_is_upstreamed(
     release_clone: Callable[[str], Path], series: Series
 ) -> None:
     """Exit 5 when upstream carries every patch the series carries for the
-    tree; patches not carried there (here 0002, 0004 and 0005, which 0.29.0's
-    code still needs, skipped by the user: a range alone no longer leaves
-    out code that is buggy) do not stand in the way."""
+    tree; patches not carried there (here 0002, 0004, 0005 and 0006, which
+    0.29.0's code still needs, skipped by the user: a range alone no longer
+    leaves out code that is buggy) do not stand in the way."""
     tree = release_clone("0.29.0")
     before = snapshot(tree)
-    skipped = (TEST_PATCH, SINK_PATCH, SINK_TEST_PATCH)
+    skipped = (TEST_PATCH, SINK_PATCH, SINK_TEST_PATCH, SINK_OPT_OUT_PATCH)
     skips = [arg for name in skipped for arg in ("--skip", name[:4])]
 
     code, result = patchkit_json("apply", *skips, str(tree))
@@ -229,7 +231,8 @@ def test_a_tree_of_unknown_release_is_decided_by_its_code(
     with tags of its own) is decided by its code (issue #27): 0003 finds no
     runner that replays FULL graphs on capture-built metadata in 0.25.0's
     code, so it is not-carried, with that reason, and apply carries 0001,
-    0002, 0004 and 0005 (it used to try 0003 and roll everything back)."""
+    0002, 0004, 0005 and 0006 (it used to try 0003 and roll everything
+    back)."""
     tree = release_clone("0.25.0")
     git = Git(tree)
     git.run("tag", "-d", "v0.25.0")
