@@ -24,6 +24,7 @@ import pytest
 from tests.toolkit.checkout_state import checkout_state
 from tests.toolkit.cli_helpers import patchkit
 from tests.toolkit.matrix_helpers import own_matrix_cache, project_copy
+from tests.toolkit.series_expectations import stock_statuses
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.judge.matrix import invariant_holds, static_facts
@@ -91,7 +92,7 @@ def test_matrix_suites_on_0_28_to_0_29(tmp_path: Path) -> None:
     table = (tmp_path / "matrix.md").read_text()
     assert (
         "| [0.28.0](#vllm-0280) | **yes** | **yes** | **yes** "
-        "| applies, applies, applies, applies, applies "
+        f"| {', '.join(stock_statuses('0.28.0'))} "  # every patch applies
         f"| bug ({ran} ran) | passes ({applied['counts']['ran']} ran) "
         "| skipped | skipped |"
     ) in table
