@@ -23,8 +23,8 @@ from vllm_patchkit.paths import PATCHES_DIR
 
 pytestmark = pytest.mark.release_trees
 
-SERIES_NUMBERS = ("0001", "0002", "0003", "0004", "0005")
-FIX, TEST, AITER, SINK, SINK_TEST = (
+SERIES_NUMBERS = ("0001", "0002", "0003", "0004", "0005", "0006")
+FIX, TEST, AITER, SINK, SINK_TEST, OPT_OUT = (
     next(p.name for p in PATCHES_DIR.glob(f"{n}-*.patch")) for n in SERIES_NUMBERS
 )
 ON_0_34 = (TEST, SINK, SINK_TEST)
@@ -103,8 +103,10 @@ def test_refresh_on_0_34_keeps_the_patches_older_releases_need(
 
     assert code == 0, result
     assert result["removed"] == []
-    assert result["kept"] == [FIX, AITER]
+    # 0006 too: 0.34.0 has no V1 runner, the releases before it do.
+    assert result["kept"] == [FIX, AITER, OPT_OUT]
     assert "0.11.1..0.28.0" in result["why_kept"][FIX]
+    assert "0.14.0..0.33.0" in result["why_kept"][OPT_OUT]
     assert [Path(p).name for p in result["written"]] == list(ON_0_34)
     assert files(patches) == before  # nothing changed: series, order, bytes
     assert result["ranges"]["release"] == "0.34.0"
@@ -168,8 +170,9 @@ def test_rebase_onto_a_release_that_fixed_it_closes_the_range(
         AITER: "upstreamed",
         SINK: "upstreamed",
         SINK_TEST: "applied",
+        OPT_OUT: "not-carried",  # no V1 runner on 0.35.0
     }
-    assert rebased["kept"] == [FIX, AITER, SINK]
+    assert rebased["kept"] == [FIX, AITER, SINK]  # upstream's, kept
     sink = next(p for p in rebased["patches"] if p["name"] == SINK)
     assert "kept in the series" in sink["detail"]
     (judged,) = [j for j in rebased["ranges"]["patches"] if j["changed"]]
@@ -180,7 +183,8 @@ def test_rebase_onto_a_release_that_fixed_it_closes_the_range(
     code, result = patchkit_json("--patches", str(patches), "refresh", str(tree))
 
     assert code == 0, result
-    assert result["removed"] == [] and result["kept"] == [FIX, AITER, SINK]
+    assert result["removed"] == []
+    assert result["kept"] == [FIX, AITER, SINK, OPT_OUT]
     assert result["ranges"]["patches"] == rebased["ranges"]["patches"]
     after = files(patches)
     assert changed_lines(before[SINK], after[SINK]) == (
