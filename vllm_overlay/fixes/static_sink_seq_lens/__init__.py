@@ -81,8 +81,9 @@ class SinkCode(Code):
     MISSING, no such module (before 0.14.0) or factory."""
 
     factory: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
-    """For BUGGY: the factory's definition that was read (its code is proven
-    against the loaded one before the install)."""
+    """For BUGGY and FIXED: the factory's definition that was read (a BUGGY
+    one's code is proven against the loaded one before the install; a FIXED
+    one is read by the series' rules, with no second parse)."""
     imports: tuple[ast.stmt, ...] = field(default=(), compare=False, repr=False)
     """For BUGGY: the module-level imports the factory was compiled with."""
 
@@ -141,7 +142,7 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
         return SinkCode(Shape.BUGGY, file, line, why, factory, imports)
     if digest in KNOWN_FIXED:
         why = f"{FACTORY} leaves the shared metadata alone ({KNOWN_FIXED[digest]})"
-        return SinkCode(Shape.FIXED, file, _build_line(factory), why)
+        return SinkCode(Shape.FIXED, file, _build_line(factory), why, factory)
     why = (
         f"{FACTORY} is no known upstream factory (normalised AST {digest[:12]}; "
         f"known: vLLM {', '.join(sorted(KNOWN_BUGGY.values()))}; patch 0004)"

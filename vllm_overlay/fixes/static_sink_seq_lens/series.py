@@ -14,13 +14,13 @@ for Mamba groups only, so 0.34.0 has nothing for it to change.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
+from vllm_overlay.code import Code, Shape, binds
 from vllm_overlay.fixes.static_sink_seq_lens import (
     BUILDER,
     FACTORY,
-    STATIC_SINK,
     inspect_static_sink_tree,
 )
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch, test_patch
@@ -96,34 +96,37 @@ _READ = {"line": int}
 def shortcut_reads(source: bytes) -> list[dict[str, object]]:
     """Every read of a ``supports_update_block_table`` attribute in the V1
     runner (where it reuses a group's metadata for the next group of the
-    same spec and builder type)."""
+    same spec and builder type), by line."""
+    return [{"line": line} for line in _shortcut_lines(source)]
+
+
+@functools.lru_cache(maxsize=4)
+def _shortcut_lines(source: bytes) -> tuple[int, ...]:
+    """One parse per content: the carry rule and the invariant read the
+    same runner."""
     module = ast.parse(source, filename=str(V1_RUNNER))
-    return [
-        {"line": node.lineno}
+    return tuple(
+        node.lineno
         for node in ast.walk(module)
         if isinstance(node, ast.Attribute)
         and node.attr == SHORTCUT
         and isinstance(node.ctx, ast.Load)
-    ]
+    )
 
 
-def builder_opts_out(source: bytes, file: Path) -> bool:
+def builder_opts_out(factory: ast.FunctionDef) -> bool:
     """Whether the factory's builder class sets the shortcut to False."""
-    module = parse_source(source, file)
-    if not isinstance(module, ast.Module):
-        return False
-    for factory in top_level_bindings(module, FACTORY):
-        for builder in getattr(factory, "body", []):
-            if not (isinstance(builder, ast.ClassDef) and binds(builder, BUILDER)):
-                continue
-            for statement in builder.body:
-                value = getattr(statement, "value", None)
-                if (
-                    binds(statement, SHORTCUT)
-                    and isinstance(value, ast.Constant)
-                    and value.value is False
-                ):
-                    return True
+    for builder in factory.body:
+        if not (isinstance(builder, ast.ClassDef) and binds(builder, BUILDER)):
+            continue
+        for statement in builder.body:
+            value = getattr(statement, "value", None)
+            if (
+                binds(statement, SHORTCUT)
+                and isinstance(value, ast.Constant)
+                and value.value is False
+            ):
+                return True
     return False
 
 
@@ -152,7 +155,7 @@ def opt_out(tree: Path, cache: Cache) -> Code:
     where = f"{V1_RUNNER} reads {SHORTCUT} (line {reads[0]['line']})"
     if sink.shape is Shape.BUGGY:
         return Code(Shape.BUGGY, sink.file, sink.line, f"{sink.detail}; {where}")
-    if builder_opts_out((tree / STATIC_SINK).read_bytes(), sink.file):
+    if sink.factory is not None and builder_opts_out(sink.factory):
         why = f"{sink.detail}; its {BUILDER} opts out of the shortcut {where}"
         return Code(Shape.FIXED, sink.file, sink.line, why)
     return Code(
