@@ -17,6 +17,10 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+V1_RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
+"""The V1 model runner's file (gone from 0.34.0: Model Runner V2 only),
+which more than one fix's reader reads."""
+
 
 class Shape(enum.StrEnum):
     """What a fix's reader found where the fix applies."""

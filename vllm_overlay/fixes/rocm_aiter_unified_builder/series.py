@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape
+from vllm_overlay.code import V1_RUNNER, Code, Shape
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     BACKEND_CLASS,
     inspect_aiter_tree,
@@ -29,7 +29,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch
 
-RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
+RUNNER = V1_RUNNER
 RUNNER_CLASS = "GPUModelRunner"
 DUMMY_RUN = "_dummy_run"
 BUILD_METADATA = "_build_attention_metadata"

@@ -17,7 +17,7 @@ import ast
 import functools
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape, binds
+from vllm_overlay.code import V1_RUNNER, Code, Shape, binds
 from vllm_overlay.fixes.static_sink_seq_lens import (
     BUILDER,
     FACTORY,
@@ -88,7 +88,6 @@ def _sink_test_line(source: str) -> int | None:
     return None
 
 
-V1_RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
 SHORTCUT = "supports_update_block_table"
 _READ = {"line": int}
 

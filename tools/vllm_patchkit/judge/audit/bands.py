@@ -9,7 +9,6 @@ pre-commit hook built on it) reads this without torch or vLLM.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from vllm_overlay.fixes import FIXES
@@ -25,19 +24,10 @@ class _Write(Protocol):
     operation: str
 
 
-@dataclass(frozen=True)
-class Band:
-    """A write upstream made on purpose, with where it is documented."""
-
-    file: str
-    method: str
-    field: str
-    operations: tuple[str, ...]
-    reason: str
-    guards: str = ""
-    """What another backend's reader gets, when the band guards its own
-    backend's kernel only (:mod:`.reach` then asks whom else it reaches);
-    empty for a value every backend can run on."""
+Band = IntentionalWrite
+"""A write upstream made on purpose, with where it is documented (the
+fixes' records and this module name them in one type; :mod:`.reach` asks
+whom else a band that ``guards`` its own backend's kernel reaches)."""
 
 
 _UPSTREAM: tuple[IntentionalWrite, ...] = (
@@ -46,9 +36,9 @@ _UPSTREAM: tuple[IntentionalWrite, ...] = (
 )
 """Band-aids in code no fix touches."""
 
-INTENTIONAL: tuple[Band, ...] = tuple(
-    Band(w.file, w.method, w.field, w.operations, w.reason, w.guards)
-    for w in (*_UPSTREAM, *(w for fix in FIXES for w in fix.intentional_writes))
+INTENTIONAL: tuple[Band, ...] = (
+    *_UPSTREAM,
+    *(write for fix in FIXES for write in fix.intentional_writes),
 )
 """Matched by file, method, field and operation (line numbers move between
 releases); those in the code of a fix come from its record

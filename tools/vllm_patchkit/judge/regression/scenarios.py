@@ -48,11 +48,7 @@ def failed_outcome(name: str, query_len: int, exc: Exception) -> Outcome:
     return Outcome(name, query_len, status, error=error_info(exc))
 
 
-def _scenarios() -> dict[str, Scenario]:
-    return by_fix.scenarios()
-
-
-SCENARIOS: dict[str, Scenario] = _scenarios()
+SCENARIOS: dict[str, Scenario] = by_fix.scenarios()
 """Every fix's scenarios, by name, each fix's in the registry's order."""
 
 

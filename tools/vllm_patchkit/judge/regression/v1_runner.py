@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from vllm_overlay.code import V1_RUNNER as V1_RUNNER_FILE
 from vllm_patchkit.judge.regression import harness, layout
 from vllm_patchkit.judge.regression.harness import NUM_REQS
 
@@ -157,7 +158,7 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
     return runner
 
 
-V1_RUNNER = "v1/worker/gpu_model_runner.py"
+V1_RUNNER = V1_RUNNER_FILE.relative_to("vllm").as_posix()
 NO_V1_RUNNER = (
     f"not applicable on this release: it has no V1 model runner (vllm/{V1_RUNNER}"
     ", removed in 0.34.0); Model Runner V2 is its only runner"
