@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from vllm_overlay.fixes.static_sink_seq_lens import FIX as STATIC_SINK_FIX
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 from vllm_patchkit.trees.tree_process import TreeLauncher
@@ -50,7 +51,7 @@ def _static_sink_tree(tmp_path: Path, *, fixed: bool) -> tuple[Path, Path]:
     FlashAttention's need CUDA."""
     tree = tmp_path / "vllm-0.33.0"
     clone_release("0.33.0", tree)
-    fix, test, opt_out = (PATCHES / name for name in STATIC_SINK_FIX.patches)
+    fix, test, opt_out = (p.path for p in load_series().of_fix(STATIC_SINK_FIX))
     for patch in (fix, test, opt_out) if fixed else (test,):
         Git(tree).run("apply", str(patch))
     return tree, tree / "tests/v1/attention/test_static_sink_shared_state.py"

@@ -10,20 +10,22 @@ from importlib import import_module
 from types import ModuleType
 
 from tests.toolkit.series_expectations import SERIES_FIXES
-from vllm_overlay.fixes import FIXES, by_name, fix_of_patch
+from vllm_overlay.fixes import FIXES, by_name
 from vllm_patchkit.git.invariants import INVARIANTS
-from vllm_patchkit.git.series import load_series
+from vllm_patchkit.git.series import fix_of, load_series
 
 
 def test_the_registry_names_each_fix_once_with_its_patches() -> None:
-    """Every fix's patches are in the series; each patch is one fix's."""
-    names = [patch.name for patch in load_series().patches]
+    """Every fix has patches in the series; each patch is one fix's (the
+    one its Invariant: names a rule of), and the fix's come first in it."""
+    series = load_series()
     assert len({fix.name for fix in FIXES}) == len(FIXES)
     ours = [(fix.name, fix.pr) for fix in FIXES if fix.name in SERIES_FIXES]
     assert ours == list(SERIES_FIXES.items())
     for fix in FIXES:
-        assert fix.patches and set(fix.patches) <= set(names), fix.name
-        assert all(fix_of_patch(name) is fix for name in fix.patches)
+        mine = series.of_fix(fix)
+        assert mine and all(series.fix_of(p.name) is fix for p in mine), fix.name
+        assert any(f.startswith("vllm/") for f in mine[0].files), mine[0].name
         assert all(by_name(need) in FIXES[: FIXES.index(fix)] for need in fix.needs)
     assert by_name("rocm-aiter-unified-capture-keeps-offsets").needs == (
         "rocm-capture-keeps-host-offsets",
@@ -36,7 +38,7 @@ def test_each_patch_names_a_rule_of_its_own_fix() -> None:
     patches = load_series().patches
     for fix in FIXES:
         rules = {rule.invariant for rule in import_module(fix.rules).RULES}
-        named = {p.invariant for p in patches if p.name in fix.patches}
+        named = {p.invariant for p in patches if fix_of(p) is fix}
         assert named == rules, fix.name
     assert set(INVARIANTS) == {p.invariant for p in patches}
 

@@ -97,11 +97,10 @@ def patches_in(
 def counted_fixes(version: str | Release, series: Series = SERIES) -> list[str]:
     """The fixes (PR labels) whose checks count on a tree of ``version``:
     those whose first patch the series carries for it (its trailers)."""
-    first = {p.name: p for p in series.patches}
     return [
         fix.pr
         for fix in FIXES
-        if stock_status(first[fix.patches[0]], version) == APPLIES
+        if stock_status(series.of_fix(fix)[0], version) == APPLIES
     ]
 
 

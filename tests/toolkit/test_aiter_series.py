@@ -25,7 +25,7 @@ from tests.toolkit.series_expectations import (
 )
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.git.invariants import check_invariant
-from vllm_patchkit.git.series import Patch, Series
+from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants import (
     PAIR_MUTANTS,
@@ -158,13 +158,8 @@ def test_which_fixes_decide_a_trees_verdict(
     expected = {
         fix.pr: f"not carried for {version}"
         for fix in FIXES
-        if stock_status(first_patch(series, fix.patches), version) == NOT_CARRIED
+        if stock_status(series.of_fix(fix)[0], version) == NOT_CARRIED
     }
     not_counted = fixes_not_counted(series, release_tree(version))
     assert not_counted == expected
     assert {pr: pr not in not_counted for pr in pinned} == pinned
-
-
-def first_patch(series: Series, names: tuple[str, ...]) -> Patch:
-    """The first patch of the series that is one of a fix's ``names``."""
-    return next(p for p in series.patches if p.name in names)

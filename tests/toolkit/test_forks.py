@@ -22,7 +22,7 @@ from tests.toolkit.series_expectations import (
     stock_statuses,
 )
 from vllm_overlay.code import Shape
-from vllm_overlay.fixes import FIXES, fix_of_patch
+from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.git.carry import (
     NEAR_TAG,
@@ -82,7 +82,7 @@ ROCM_BACKENDS = "vllm/v1/attention/backends/rocm"
 def on_rocm_backend(patch_name: str) -> bool:
     """Whether the patch is of a fix of a ROCm attention backend, which
     reads rocm_attn.py (0001-0003)."""
-    fix = fix_of_patch(patch_name)
+    fix = SERIES.fix_of(patch_name)
     return fix is not None and fix.record.source_file.startswith(ROCM_BACKENDS)
 
 

@@ -24,6 +24,7 @@ from tests.toolkit.cli_helpers import patchkit, patchkit_json, user_commit
 from vllm_overlay.fixes import by_name
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
 from vllm_patchkit.git.carry import NEAR_TAG
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 
@@ -34,7 +35,8 @@ KNOWN = "0.34.0"
 NEXT = "0.35.0"
 PATCHES = Path(__file__).resolve().parents[2] / "patches"
 SINK_FIX = by_name("static-sink-keeps-shared-seq-lens")
-FIX_PATCH, TEST_PATCH = SINK_FIX.patches[:2]  # 0006 is for the V1 runner only
+# 0006 is for the V1 runner only
+FIX_PATCH, TEST_PATCH = (p.name for p in load_series().of_fix(SINK_FIX)[:2])
 UPSTREAM = {
     "GIT_AUTHOR_NAME": "vLLM",
     "GIT_AUTHOR_EMAIL": "upstream@example.invalid",

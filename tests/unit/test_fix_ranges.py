@@ -25,8 +25,7 @@ def test_the_record_s_releases_are_its_patch_s(fix: Fix, series: Series) -> None
     (the overlay may cover releases the series leaves out, never fewer);
     both stay open while no release fixes the bug; it is inert from the
     patch's ``Applied-Upstream:`` release."""
-    patches = {patch.name: patch for patch in series.patches}
-    fix_patch = patches[fix.patches[0]]
+    fix_patch = series.of_fix(fix)[0]
     affects = fix_patch.affects
     assert affects is not None, fix_patch.name
     record = parse_range(fix.record.affected)
@@ -49,11 +48,11 @@ def test_a_fix_s_test_patches_start_with_its_fix(fix: Fix, series: Series) -> No
     the fix's first release on (upstream keeps no such test, so its range
     stays open); any other patch of the fix (a backport for older releases,
     as 0006 is for the V1 runner) lies inside the fix's range."""
-    patches = {patch.name: patch for patch in series.patches}
-    first = patches[fix.patches[0]].affects
+    first_patch, *rest = series.of_fix(fix)
+    first = first_patch.affects
     assert first is not None
-    for name in fix.patches[1:]:
-        patch = patches[name]
+    for patch in rest:
+        name = patch.name
         affects = patch.affects
         assert affects is not None and affects.first == first.first, name
         if all(file.startswith("tests/") for file in patch.files):

@@ -37,6 +37,7 @@ from vllm_overlay.fixes.static_sink_seq_lens import (
 )
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.state import Action
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.trees.releases import release_sources
 
 pytestmark = pytest.mark.release_trees
@@ -51,9 +52,8 @@ WITH_STATIC_SINK = [
 """Every release on the package index from 0.14.0 to the newest (0.15.x was
 never published as an sdist)."""
 WITHOUT = ["0.11.0", "0.12.0", "0.13.0"]
-FIX_PATCH = Path(__file__).parents[2] / "patches" / FIX.patches[0]
+FIX_PATCH, _, OPT_OUT_PATCH = (p.path for p in load_series().of_fix(FIX))
 """Patch 0004, the fix (the first of the fix's patches)."""
-OPT_OUT_PATCH = Path(__file__).parents[2] / "patches" / FIX.patches[2]
 """Patch 0006, the opt-out of the V1 runner's update_block_table shortcut."""
 WITH_V1_RUNNER = WITH_STATIC_SINK[: WITH_STATIC_SINK.index("0.33.0") + 1]
 """The releases 0006 is for (the V1 model runner is gone in 0.34.0)."""

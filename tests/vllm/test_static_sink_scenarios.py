@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from vllm_overlay.fixes.static_sink_seq_lens import FIX
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.judge.regression.by_fix.static_sink import (
     DRAFT_UPDATE,
     FACTS,
@@ -38,7 +39,7 @@ from vllm_patchkit.trees.tree_process import TreeLauncher
 
 pytestmark = pytest.mark.release_trees
 
-FIX_PATCH = Path(__file__).resolve().parents[2] / "patches" / FIX.patches[0]
+FIX_PATCH = load_series().of_fix(FIX)[0].path
 LABEL = FIX.pr
 SCENARIOS = sorted(FACTS)
 CHECKS = [f"{s}[q={q}]" for s in SCENARIOS for q in (1, 3)]

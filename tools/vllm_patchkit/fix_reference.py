@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
-from vllm_patchkit.git.series import Series, load_series
+from vllm_patchkit.git.series import Patch, Series, load_series
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.present.tables import markdown_code, markdown_table, markdown_text
 from vllm_patchkit.trees.versions import Release, parse_release
@@ -62,26 +62,32 @@ class Facts:
     disable_name: str
 
 
-def _subject(series: Series, patch_name: str) -> str:
-    patch = next(p for p in series.patches if p.name == patch_name)
-    return re.sub(r"^(\[[^\]]*\]\s*)+", "", patch.subject).strip()
+def _subject(patches: tuple[Patch, ...], fix: Fix) -> str:
+    """Its first patch's subject without the ``[Bugfix]`` tags (a fix the
+    series has no patch for: its target)."""
+    if not patches:
+        return fix.record.target
+    return re.sub(r"^(\[[^\]]*\]\s*)+", "", patches[0].subject).strip()
 
 
 def facts(fixes: tuple[Fix, ...] = FIXES, series: Series | None = None) -> list[Facts]:
     """Each fix's facts, in the registry's order."""
     series = load_series() if series is None else series
-    return [
-        Facts(
-            label=fix.pr,
-            what=_subject(series, fix.patches[0]),
-            patches=tuple(name.split("-", 1)[0] for name in fix.patches),
-            upstream_pr=fix.pr if fix.pr.startswith("#") else None,
-            affected=fix.record.affected_text,
-            fixed_in=parse_release(fix.record.inert_from),
-            disable_name=fix.name,
+    found = []
+    for fix in fixes:
+        patches = series.of_fix(fix)
+        found.append(
+            Facts(
+                label=fix.pr,
+                what=_subject(patches, fix),
+                patches=tuple(p.name.split("-", 1)[0] for p in patches),
+                upstream_pr=fix.pr if fix.pr.startswith("#") else None,
+                affected=fix.record.affected_text,
+                fixed_in=parse_release(fix.record.inert_from),
+                disable_name=fix.name,
+            )
         )
-        for fix in fixes
-    ]
+    return found
 
 
 def _can_go(fact: Facts) -> str:

@@ -72,11 +72,6 @@ def by_name(name: str) -> Fix:
     return next(fix for fix in FIXES if fix.name == name)
 
 
-def fix_of_patch(patch_name: str) -> Fix | None:
-    """The fix whose patches include the series file ``patch_name``."""
-    return next((fix for fix in FIXES if patch_name in fix.patches), None)
-
-
 def disable_setting() -> tuple[set[str], list[str]]:
     """The fix names ``VLLM_OVERLAY_DISABLE`` turns off, and the names in it
     that are no fix's (ignored)."""

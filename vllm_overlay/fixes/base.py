@@ -1,7 +1,8 @@
-"""What one fix is: its record, its patches, and how to decide and install it.
+"""What one fix is: its record, its patch rules, and how to decide and install it.
 
 A fix is one module of :mod:`vllm_overlay.fixes` exporting ``FIX``; the
-registry finds it there, so adding a fix is that module plus its patches.
+registry finds it there, so adding a fix is that module plus its patches
+(each belongs to the fix whose rule its ``Invariant:`` trailer names).
 A fix gives how one file of its code decides (:attr:`Fix.decide`) and names
 its install module; the base gives the rest of the skeleton (the decision
 on the installed vLLM and on a tree, arming, the check on vLLM's loaded
@@ -75,8 +76,6 @@ class Fix:
     """What it patches, why, how, for which releases, and when it goes."""
     pr: str
     """The upstream PR it stands for (``#51585``): its label in reports."""
-    patches: tuple[str, ...]
-    """The series' patch files for it (``patches/series`` names), the fix first."""
     install: str
     """Its install module (dotted name): ``arm(state)`` installs the fix when
     vLLM imports :attr:`module` (INSTALLED only), ``is_installed_on(module)``

@@ -94,7 +94,6 @@ FIX = Fix(
     order=40,
     record=RECORD,
     pr="Scratch",
-    patches=("0099-Scratch-mark-endpoint-plugins.patch",),
     install=__name__,
     decide=decide,
     read_tree=lambda root: read(root / INTERFACE),

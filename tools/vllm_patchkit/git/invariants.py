@@ -24,6 +24,7 @@ from pathlib import Path
 
 from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import FIXES
+from vllm_overlay.fixes.base import Fix
 from vllm_overlay.patch_rules import PatchRule
 from vllm_patchkit.git.code_readings import read_tree_cached
 
@@ -38,17 +39,25 @@ class InvariantResult:
 
 
 @functools.cache
-def patch_rules() -> Mapping[str, PatchRule]:
-    """Every fix's patch rules, by ``Invariant:`` name (one name, one rule)."""
-    found: dict[str, PatchRule] = {}
+def _rules() -> Mapping[str, tuple[PatchRule, Fix]]:
+    """Every fix's patch rules with their fix, by ``Invariant:`` name (one
+    name, one rule)."""
+    found: dict[str, tuple[PatchRule, Fix]] = {}
     for fix in FIXES:
         if not fix.rules:
             continue
         for rule in importlib.import_module(fix.rules).RULES:
             if rule.invariant in found:
                 raise ValueError(f"two patch rules are named {rule.invariant!r}")
-            found[rule.invariant] = rule
+            found[rule.invariant] = (rule, fix)
     return found
+
+
+def fix_of_invariant(name: str | None) -> Fix | None:
+    """The fix whose rule ``Invariant: name`` is (None: no fix's): a patch
+    belongs to the fix its trailer names, so no fix lists its patches."""
+    owner = _rules().get(name) if name else None
+    return owner[1] if owner else None
 
 
 class _Invariants(Mapping[str, PatchRule]):
@@ -56,13 +65,13 @@ class _Invariants(Mapping[str, PatchRule]):
     this module imports no fix's rules)."""
 
     def __getitem__(self, name: str) -> PatchRule:
-        return patch_rules()[name]
+        return _rules()[name][0]
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(patch_rules())
+        return iter(_rules())
 
     def __len__(self) -> int:
-        return len(patch_rules())
+        return len(_rules())
 
 
 INVARIANTS: Mapping[str, PatchRule] = _Invariants()

@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vllm_overlay.fixes.base import Fix
 from vllm_patchkit.errors import InputError
-from vllm_patchkit.git.invariants import INVARIANTS
+from vllm_patchkit.git.invariants import INVARIANTS, fix_of_invariant
 from vllm_patchkit.paths import PATCHES_DIR
 from vllm_patchkit.trees.versions import (
     Release,
@@ -92,6 +93,15 @@ class Patch:
         return parse_release(text.split(",")[0].strip())
 
 
+def fix_of(patch: Patch) -> Fix | None:
+    """The fix ``patch`` belongs to: the one its ``Invariant:`` names a rule of."""
+    return fix_of_invariant(patch.invariant)
+
+
+def _name(fix: Fix | None) -> str | None:
+    return fix.name if fix is not None else None
+
+
 @dataclass(frozen=True)
 class Series:
     directory: Path
@@ -100,6 +110,21 @@ class Series:
     @property
     def series_file(self) -> Path:
         return self.directory / "series"
+
+    def of_fix(self, fix: Fix) -> tuple[Patch, ...]:
+        """``fix``'s patches, in the series' order (the fix first): those
+        whose ``Invariant:`` names one of its rules."""
+        return tuple(p for p in self.patches if _name(fix_of(p)) == fix.name)
+
+    def narrowed_to(self, fix: Fix) -> Series:
+        """The series of ``fix``'s patches alone."""
+        return Series(self.directory, self.of_fix(fix))
+
+    def fix_of(self, patch_name: str) -> Fix | None:
+        """The fix the series' patch ``patch_name`` belongs to (None: no
+        such patch, or a patch of no fix)."""
+        patch = next((p for p in self.patches if p.name == patch_name), None)
+        return fix_of(patch) if patch else None
 
     def names(self, wanted: list[str]) -> frozenset[str]:
         """The file names of the patches ``wanted`` names: each a file name

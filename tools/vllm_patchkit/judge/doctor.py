@@ -182,7 +182,7 @@ def fix_statuses(
     statuses = []
     entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
     for fix, state, affected in fix_needs(root, states):
-        patch = next((p for p in series.patches if p.name in fix.patches), None)
+        patch = next(iter(series.of_fix(fix)), None)
         name = patch.name if patch else "(none in the series)"
         code = state.code
         detail = code.detail if code is not None else state.reason

@@ -230,7 +230,7 @@ def fixes_not_counted(series: Series, tree: Path) -> dict[str, str]:
     version = read_version(tree)
     skipped = {}
     for fix in REGISTRY:
-        patch = next((p for p in series.patches if p.name in fix.patches), None)
+        patch = next(iter(series.of_fix(fix)), None)
         if patch is None:
             skipped[fix.pr] = "the series has no patch for it"
             continue

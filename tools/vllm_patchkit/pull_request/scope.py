@@ -5,7 +5,8 @@ applies one fix's regression test and another fix with its test), but upstream
 takes one fix per pull request. Each commit after the series base is matched
 to its series patch by its content (:mod:`.contents`: its patch-id, else
 its files and the patch's invariant; never its subject), and the patch to
-its fix through the registry (:attr:`vllm_overlay.fixes.base.Fix.patches`).
+its fix by its ``Invariant:`` trailer (:meth:`Series.fix_of
+<vllm_patchkit.git.series.Series.fix_of>`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vllm_overlay.fixes import FIXES, fix_of_patch
+from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.pull_request.contents import Carrier
@@ -50,7 +51,7 @@ def choose_fix(
     :func:`~vllm_patchkit.pull_request.contents.patch_carriers`)."""
     found = (carriers.get(commit.sha) for commit in commits)
     names = [carrier.patch if carrier else None for carrier in found]
-    owners = [fix_of_patch(name) if name else None for name in names]
+    owners = [series.fix_of(name) if name else None for name in names]
     carried = list(dict.fromkeys(fix for fix in owners if fix is not None))
     if wanted is not None:
         fix = next((f for f in FIXES if f.name == wanted), None)
@@ -59,7 +60,8 @@ def choose_fix(
         if fix not in carried:
             raise ScopeError(
                 f"no commit after the series base carries a patch of {fix.name} "
-                f"({', '.join(fix.patches)}); the commits carry: "
+                f"({', '.join(p.name for p in series.of_fix(fix))}); "
+                "the commits carry: "
                 + (_listing(carried, owners, names) or "no series patch")
             )
     elif not carried:
@@ -74,10 +76,7 @@ def choose_fix(
         fix = carried[0]
     mine = [c for c, owner in zip(commits, owners, strict=True) if owner is fix]
     others = [c for c, owner in zip(commits, owners, strict=True) if owner is not fix]
-    narrowed = Series(
-        series.directory, tuple(p for p in series.patches if p.name in fix.patches)
-    )
-    return Scope(fix, mine, narrowed, others)
+    return Scope(fix, mine, series.narrowed_to(fix), others)
 
 
 def _listing(

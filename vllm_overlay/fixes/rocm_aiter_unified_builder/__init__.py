@@ -187,7 +187,6 @@ FIX = Fix(
     order=20,
     record=RECORD,
     pr="#53821",
-    patches=("0003-Bugfix-ROCm-Preserve-AITER-unified-attention-metadat.patch",),
     install=f"{__name__}.install",
     assess_by=assess,
     assess_tree_by=assess_tree,

@@ -109,10 +109,6 @@ FIX = Fix(
     order=10,
     record=RECORD,
     pr="#51585",
-    patches=(
-        "0001-Bugfix-ROCm-Preserve-CPU-query-offsets-during-CUDA-g.patch",
-        "0002-Bugfix-ROCm-Test-that-CUDA-graph-capture-keeps-the-C.patch",
-    ),
     install=f"{__name__}.install",
     decide=assess_file,
     read_tree=inspect_capture_tree,

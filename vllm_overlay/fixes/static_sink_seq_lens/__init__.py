@@ -269,11 +269,6 @@ FIX = Fix(
     order=30,
     record=RECORD,
     pr="StaticSink",
-    patches=(
-        "0004-Bugfix-Keep-the-shared-seq_lens-in-StaticSinkAttenti.patch",
-        "0005-Bugfix-Test-that-static-sink-attention-keeps-the-sha.patch",
-        "0006-Bugfix-Keep-static-sink-groups-off-the-V1-runner-s-b.patch",
-    ),
     install=f"{__name__}.install",
     decide=assess_file,
     read_tree=inspect_static_sink_tree,
