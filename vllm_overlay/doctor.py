@@ -8,8 +8,9 @@ import), judging by the same rule: a needed fix is on when the overlay
 would install it as vLLM starts here. Exit 1 when any fix is needed and
 not on, or cannot be judged. Both end with the
 overlay's record: what it patches, why, how, and when that goes. The
-top-level verdict fields of ``--json`` are over every fix; ``fixes`` holds
-each fix's.
+top-level verdict fields of ``--json`` are over every fix (``affected``:
+the deciding fix's word, as ``vllm-patchkit doctor`` takes it, both from
+:mod:`vllm_overlay.diagnosis`); ``fixes`` holds each fix's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from vllm_overlay import __version__, plugin
+from vllm_overlay.diagnosis import Finding, deciding
 from vllm_overlay.entry_points import ENTRY_POINT_GROUP, entry_point_registered
 from vllm_overlay.fixes import (
     RECORD,
@@ -43,42 +45,43 @@ from vllm_overlay.settings import (
 from vllm_overlay.state import Action, InstallState
 
 
-def fix_report(state: InstallState, disabled: bool) -> dict[str, Any]:
+def fix_report(finding: Finding, state: InstallState) -> dict[str, Any]:
     """One fix's part of the report (before loading vLLM's plugins)."""
-    fix = by_name(state.name)
-    target = fix.record
-    code = state.code
+    target = by_name(finding.name).record
     plan = state.plan
-    affected = fix.affected(state, state.vllm_version)
     return {
-        "name": state.name,
+        "name": finding.name,
         "target": target.target,
         "related": [item.split(":")[0] for item in target.related],
-        "affected": affected,
-        "shape": str(code.shape) if code else None,
-        "reason": code.detail if code else state.reason,
-        "decision": state.reason,
-        "file": str(code.file) if code else None,
-        "line": code.line if code else None,
-        "judged": affected is not None,
-        "would_do": str(state.action),
+        "affected": finding.affected,
+        "shape": finding.shape if state.code else None,
+        "reason": finding.detail,
+        "decision": finding.reason,
+        "file": finding.file or None,
+        "line": finding.line,
+        "judged": finding.affected is not None,
+        "would_do": str(finding.action),
         "removes": plan.removes if plan is not None else None,
-        "disabled": disabled,
+        "disabled": finding.name in disable_setting()[0],
         "status": None,
         "active": None,
         "on_vllm": None,
         "covers": list(state.covered),
-        "problems": [] if affected is not None else [f"cannot judge: {state.reason}"],
+        "problems": []
+        if finding.affected is not None
+        else [f"cannot judge: {finding.reason}"],
         "protected": None,
     }
 
 
 def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     disabled, unknown = disable_setting()
-    fixes = [fix_report(state, state.name in disabled) for state in assess_installed()]
+    registered = entry_point_registered()
+    states = assess_installed()
+    findings = [Finding.of(s, s.vllm_version, registered) for s in states]
     report: dict[str, Any] = {
         "vllm_version": vllm_version(),
-        "entry_point_registered": entry_point_registered(),
+        "entry_point_registered": registered,
         "allowed_by_vllm_plugins": allowed_by_vllm_plugins(),
         # True when every fix is off: what the fixes' own entries say.
         "disabled": disabled == {target.name for target in RECORD},
@@ -87,15 +90,15 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         "strict": env_flag(STRICT_ENV),
         "kernel_opt_in": env_flag(KERNEL_ENV),
         "kernel": None,
-        "fixes": fixes,
+        "fixes": [fix_report(f, s) for f, s in zip(findings, states, strict=True)],
         "record": [target.as_dict() for target in RECORD],
     }
     if load_plugins:
-        _load_plugins(report)
-    return _summarise(report)
+        _load_plugins(report, findings)
+    return _summarise(report, findings)
 
 
-def _load_plugins(report: dict[str, Any]) -> None:
+def _load_plugins(report: dict[str, Any], findings: list[Finding]) -> None:
     """Load vLLM's plugins as vLLM does, import each armed fix's module, and
     record each fix's state in this process."""
     from vllm.plugins import load_general_plugins
@@ -108,10 +111,10 @@ def _load_plugins(report: dict[str, Any]) -> None:
         if state and state.action is Action.INSTALLED:
             # Import the module as vLLM would: that is what installs the fix.
             entry["on_vllm"] = on_vllm(entry["name"], load=True)
-    for entry in fixes:
+    for entry, finding in zip(fixes, findings, strict=True):
         state = states.get(entry["name"])
         entry["status"] = state.status if state else "not loaded"
-        entry["active"] = entry["status"] == "installed"
+        entry["active"] = finding.active = entry["status"] == "installed"
         if state:
             entry["problems"] += list(state.problems)
     if report["kernel_opt_in"] and states:
@@ -121,41 +124,18 @@ def _load_plugins(report: dict[str, Any]) -> None:
         report["kernel"] = kernels.pop() if kernels else "upstream"
 
 
-def _summarise(report: dict[str, Any]) -> dict[str, Any]:
-    """Each fix's :func:`protected`, and the verdict over every fix."""
+def _summarise(report: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:
+    """Each fix's :attr:`~vllm_overlay.diagnosis.Finding.protected`, and the
+    word of the fix that :func:`~vllm_overlay.diagnosis.deciding` picks."""
     fixes = report["fixes"]
-    for entry in fixes:
-        entry["protected"] = protected(entry, report)
-    verdicts = [entry["affected"] for entry in fixes]
-    report["affected"] = (
-        True if True in verdicts else None if None in verdicts else False
-    )
-    report["judged"] = None not in verdicts
-    report["needed"] = [e["name"] for e in fixes if e["affected"] is not False]
-    report["not_protected"] = [e["name"] for e in fixes if not e["protected"]]
+    for entry, finding in zip(fixes, findings, strict=True):
+        entry["protected"] = finding.protected
+    report["affected"] = deciding(findings).affected
+    report["judged"] = all(f.affected is not None for f in findings)
+    report["needed"] = [f.name for f in findings if f.affected is not False]
+    report["not_protected"] = [f.name for f in findings if not f.protected]
     report["problems"] = [p for e in fixes for p in e["problems"]]
     return report
-
-
-def protected(entry: dict[str, Any], report: dict[str, Any]) -> bool:
-    """Whether this vLLM is safe from one fix's bug: not affected, or the fix
-    on. After loading the plugins, "on" is what this process shows (the fix
-    installed on vLLM's code); with ``--quick``, what vLLM started here would
-    do: the overlay's entry point registered and allowed, the fix not
-    disabled, and its decision to install it. A fix that cannot be judged is
-    never safe."""
-    if entry["affected"] is False:
-        return True
-    if entry["affected"] is None:
-        return False
-    if entry["active"] is not None:
-        return bool(entry["active"])
-    return bool(
-        entry["would_do"] == str(Action.INSTALLED)
-        and not entry["disabled"]
-        and report["entry_point_registered"]
-        and report["allowed_by_vllm_plugins"]
-    )
 
 
 YES_NO = {True: "yes", False: "no", None: "not checked"}

@@ -18,6 +18,7 @@ import pytest
 
 from tests.toolkit.cli_helpers import patchkit, patchkit_json
 from tests.toolkit.series_expectations import SERIES_FIXES
+from vllm_overlay.diagnosis import Finding
 from vllm_overlay.doctor import fix_report
 from vllm_overlay.fixes import FIXES, RECORD
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import AITER_MODULE
@@ -232,7 +233,7 @@ def test_a_missing_target_is_cannot_judge_unless_the_release_predates_it() -> No
         older = _older_than(first)
         for version, expected in ((first, None), (older, False), ("dev", None)):
             state = fix.state(Action.ABSENT, version, f"no {fix.module}")
-            entry = fix_report(state, disabled=False)
+            entry = fix_report(Finding.of(state, version, False), state)
             assert entry["affected"] is expected, (fix.name, version, entry)
             assert entry["judged"] is (expected is not None)
 

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verdict(diagnosis: Diagnosis) -> Verdict:
-    """The deciding fix's word (:func:`~vllm_patchkit.judge.doctor.deciding`:
+    """The deciding fix's word (:func:`~vllm_overlay.diagnosis.deciding`:
     a needed, unprotected fix outranks one that cannot be read): cannot
     judge when it cannot be read; else fixed when every fix is protected."""
     if diagnosis.affected is None:

@@ -3,7 +3,9 @@
 Works on a git checkout, a release tree or the installed vLLM; nothing is
 imported from the target (so it is fast and safe on any tree) and nothing
 in it changes. Each patch's state is the one check and apply give for the
-same tree (:func:`vllm_patchkit.git.checkout.classify_path`).
+same tree (:func:`vllm_patchkit.git.checkout.classify_path`); each fix's
+word and the tree's are the overlay's own doctor's
+(:mod:`vllm_overlay.diagnosis`), presented with the series beside them.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_overlay.diagnosis import Finding, deciding
 from vllm_overlay.entry_points import (
     ENTRY_POINT_GROUP,
     ENTRY_POINT_NAME,
     entry_point_registered,
 )
-from vllm_overlay.fixes import FIXES, RECORD, assess_tree, off_reason
-from vllm_overlay.fixes.base import Fix
-from vllm_overlay.state import Action, InstallState
+from vllm_overlay.fixes import FIXES, RECORD, assess_tree
+from vllm_overlay.state import InstallState
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.carry import read_version
 from vllm_patchkit.git.checkout import PatchReport, classify_path
@@ -32,7 +34,7 @@ __all__ = [
     "FixStatus",
     "NotAVllmTreeError",
     "diagnose",
-    "fix_needs",
+    "fix_findings",
     "fix_statuses",
     "tree_version",
 ]
@@ -139,30 +141,21 @@ OVERLAY_ENTRY_POINT = (ENTRY_POINT_GROUP, ENTRY_POINT_NAME)
 """The overlay's plugin entry point (group, name): vLLM loads what it names."""
 
 
-def overlay_word(state: InstallState, configured: bool = True) -> str:
-    """The overlay's decision for one fix; ``configured``: as vLLM started in
-    this environment would take it (``VLLM_OVERLAY_DISABLE``, ``VLLM_PLUGINS``),
-    else what the overlay does to that code whatever this shell sets."""
-    off = configured and off_reason(state.name)
-    return "disabled" if off else str(state.action)
-
-
-def fix_needs(
-    root: Path, states: list[InstallState] | None = None
-) -> list[tuple[Fix, InstallState, bool | None]]:
-    """Each fix of the registry with the overlay's decision on ``root`` and
-    whether the tree needs it (:meth:`~vllm_overlay.fixes.base.Fix.affected`
-    by the release the tree vouches for; None: cannot judge): what doctor,
-    the matrix's columns and the overlay probe all read."""
+def fix_findings(
+    root: Path, states: list[InstallState] | None = None, installed: bool = False
+) -> list[Finding]:
+    """Each fix of the registry on ``root``, judged by the release the tree
+    vouches for (:class:`~vllm_overlay.diagnosis.Finding`, the overlay's own
+    doctor's logic); ``installed``: ``root`` is the vLLM installed here,
+    which the overlay protects: what doctor, the matrix's columns and the
+    overlay probe all read."""
     version = read_version(root)
     release = (
         release_text(version.release) if version.trusted and version.release else None
     )
+    entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
     decided = states or assess_tree(root, "")
-    return [
-        (fix, state, fix.affected(state, release))
-        for fix, state in zip(FIXES, decided, strict=True)
-    ]
+    return [Finding.of(state, release, entry_point, root) for state in decided]
 
 
 def fix_statuses(
@@ -173,56 +166,36 @@ def fix_statuses(
     configured: bool = True,
     installed: bool = False,
 ) -> list[FixStatus]:
-    """Each fix of the registry on ``root``: affected
-    (:meth:`vllm_overlay.fixes.base.Fix.affected`, by the version the tree
-    vouches for), and the state of its patch in the series (``configured``:
-    see :func:`overlay_word`); ``installed``: ``root`` is the vLLM installed
-    here, which the overlay protects."""
+    """Each fix's :func:`fix_findings` with the state of its patch in the
+    series; ``configured``: the overlay's word as vLLM started in this
+    environment would take it (``VLLM_OVERLAY_DISABLE``, ``VLLM_PLUGINS``),
+    else what the overlay does to that code whatever this shell sets."""
     by_patch = {r.name: r.status for r in patches}
     statuses = []
-    entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
-    for fix, state, affected in fix_needs(root, states):
+    for fix, found in zip(FIXES, fix_findings(root, states, installed), strict=True):
         patch = next(iter(series.of_fix(fix)), None)
         name = patch.name if patch else "(none in the series)"
-        code = state.code
-        detail = code.detail if code is not None else state.reason
-        file = code.file if code is not None else root / fix.record.source_file
-        off = off_reason(fix.name)
-        active = entry_point and state.action is Action.INSTALLED and off is None
         statuses.append(
             FixStatus(
-                fix.pr,
-                affected,
-                detail,
+                found.pr,
+                found.affected,
+                found.detail,
                 name,
                 str(by_patch.get(name, "-")),
-                overlay_word(state, configured),
-                shape=str(code.shape) if code is not None else "missing",
-                file=str(file),
-                line=code.line if code is not None else None,
-                protected=affected is False or bool(affected and active),
-                overlay_active=active,
+                found.decision(configured),
+                shape=found.shape,
+                file=found.file,
+                line=found.line,
+                protected=found.protected,
+                overlay_active=found.would_install,
                 overlay_decision=(
-                    f"disabled: {off}" if off else f"{state.action}: {state.reason}"
+                    f"disabled: {found.off}"
+                    if found.off
+                    else f"{found.action}: {found.reason}"
                 ),
             )
         )
     return statuses
-
-
-def deciding(fixes: list[FixStatus]) -> FixStatus:
-    """The fix whose word is the tree's: the first needed and not protected
-    (whatever else cannot be read: a failure outranks what could not run,
-    as in the regression verdict), else the first that cannot be judged,
-    else the first needed, else the first."""
-    return next(
-        (f for f in fixes if f.affected and not f.protected),
-        next(
-            (f for f in fixes if f.affected is None),
-            # None needed: any fix's code says so; the registry's order picks.
-            next((f for f in fixes if f.affected), fixes[0]),
-        ),
-    )
 
 
 def diagnose(series: Series, path: Path | None = None) -> Diagnosis:

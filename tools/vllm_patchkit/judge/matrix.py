@@ -52,13 +52,14 @@ from typing import Any
 import vllm_overlay
 import vllm_overlay.fixes
 import vllm_patchkit.judge.regression
+from vllm_overlay.diagnosis import deciding
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.checkout import classify_path, invariant_holds
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git, git_executable
 from vllm_patchkit.judge import audit, overlay_probe
-from vllm_patchkit.judge.doctor import deciding, fix_statuses
+from vllm_patchkit.judge.doctor import fix_statuses
 from vllm_patchkit.judge.regression.runner import TreeReport, run_scenarios
 from vllm_patchkit.judge.regression.verdict import NOT_CARRIED, set_apart
 from vllm_patchkit.judge.verify import judge_tree

@@ -119,7 +119,7 @@ class OverlayResult:
 def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
     """Run the scenarios on ``tree`` without the overlay and with it; judge."""
     from vllm_patchkit.errors import PatchkitError
-    from vllm_patchkit.judge.doctor import fix_needs
+    from vllm_patchkit.judge.doctor import fix_findings
     from vllm_patchkit.trees.tree_process import TreeLauncher
 
     start = time.monotonic()
@@ -135,14 +135,14 @@ def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
             f"no runtime for {tree}: {exc}",
             time.monotonic() - start,
         )
-    read = fix_needs(tree)
-    needs = {fix.name: need for fix, _, need in read}
+    read = fix_findings(tree)
+    needs = {found.name: found.affected for found in read}
     # Every fix whose code the tree has: a needed one shows what the overlay
     # fixes, another that the overlay leaves it as it is.
     names = [
         name
-        for fix, state, _ in read
-        if state.action is not Action.ABSENT
+        for fix, found in zip(REGISTRY, read, strict=True)
+        if found.action is not Action.ABSENT
         for name in fix.core_scenarios
     ]
     runs = {
