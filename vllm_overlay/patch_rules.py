@@ -28,17 +28,6 @@ files, record shape, read) -> read(data)``, or what that gave before (the
 toolkit's :func:`vllm_patchkit.git.code_readings.read_cached`)."""
 
 
-def no_cache(
-    kind: str,
-    data: bytes,
-    reader: tuple[Path, ...],
-    shape: Mapping[str, type],
-    read: Callable[[bytes], Records],
-) -> Records:
-    """Read every time (outside the toolkit)."""
-    return read(data)
-
-
 @dataclass(frozen=True)
 class PatchRule:
     """One patch's reading of a tree, by its ``Invariant:`` name."""
@@ -49,25 +38,26 @@ class PatchRule:
     """The tree as it is: BUGGY where the series carries the patch, FIXED
     where the tree has the change already, NOT_FOR or MISSING where the patch
     is not for it, UNKNOWN or UNPARSEABLE where it cannot judge."""
-    holds: Callable[[Path], Code]
-    """The tree once the patch is in: FIXED when its invariant holds."""
+    holds: Callable[[Path, Cache], Code]
+    """The tree once the patch is in: FIXED when its invariant holds (large
+    files read through the cache, as :attr:`carry` reads them)."""
 
 
 def fix_patch(
     invariant: str,
     read: Callable[[Path, Cache], Code],
-    applied: Callable[[Path], Code] | None = None,
+    applied: Callable[[Path, Cache], Code] | None = None,
 ) -> PatchRule:
     """The patch that fixes the code: carried where ``read`` finds the bug,
     in place where it finds the fix (``applied``: a stricter reading of the
     patched tree, when the fix's shape alone does not prove the patch)."""
-    return PatchRule(invariant, read, applied or (lambda tree: read(tree, no_cache)))
+    return PatchRule(invariant, read, applied or read)
 
 
 def test_patch(
     invariant: str,
     guarded: Callable[[Path, Cache], Code],
-    present: Callable[[Path], Code],
+    present: Callable[[Path, Cache], Code],
 ) -> PatchRule:
     """The patch that adds the fix's regression test: carried wherever the
     code it guards is there, buggy or fixed (``guarded``: the fix patch's

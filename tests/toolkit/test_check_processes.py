@@ -144,6 +144,32 @@ def test_check_parses_each_file_content_once(
     assert not again, again
 
 
+def test_a_second_check_parses_no_runner(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The V1 runner (the largest file the rules read) is read through the
+    content-keyed cache by the carry rules and the invariants alike: a
+    second run on the same checkout parses it nowhere (the invariant of
+    0006 once parsed it on every trial tree, 117 ms of each ``check``)."""
+    tree = release_clone("0.28.0")
+    env = {**os.environ, "VLLM_OVERLAY_CACHE": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", RUN_COUNTING_PARSES, str(tree)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        parses = json.loads(proc.stderr.strip().splitlines()[-1])
+        runs.append({json.loads(key)[0] for key in parses})
+    runner = "gpu_model_runner.py"
+    assert any(f.endswith(runner) for f in runs[0]), sorted(runs[0])
+    assert not any(f.endswith(runner) for f in runs[1]), sorted(runs[1])
+
+
 RUN_COUNTING_COLLECTIONS = """
 import gc, json, sys
 from vllm_patchkit.cli import main

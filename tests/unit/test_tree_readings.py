@@ -89,7 +89,7 @@ def _readings(root: Path) -> list[tuple[str, str, str, int | None, str]]:
     for name, rule in sorted(INVARIANTS.items()):
         for kind, read in (
             (f"carry:{name}", lambda r=rule: r.carry(root, read_cached)),
-            (f"holds:{name}", lambda r=rule: r.holds(root)),
+            (f"holds:{name}", lambda r=rule: r.holds(root, read_cached)),
         ):
             code = read_tree_cached(kind, root, read)
             found.append((kind, code.shape, str(code.file), code.line, code.detail))

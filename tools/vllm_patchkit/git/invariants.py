@@ -26,7 +26,7 @@ from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.patch_rules import PatchRule
-from vllm_patchkit.git.code_readings import read_tree_cached
+from vllm_patchkit.git.code_readings import read_cached, read_tree_cached
 
 
 @dataclass(frozen=True)
@@ -91,5 +91,7 @@ def check_invariant(name: str, tree: Path) -> InvariantResult:
     except KeyError:
         known = ", ".join(sorted(INVARIANTS))
         raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
-    code = read_tree_cached(f"holds:{name}", tree, lambda: rule.holds(tree))
+    code = read_tree_cached(
+        f"holds:{name}", tree, lambda: rule.holds(tree, read_cached)
+    )
     return result(name, code)

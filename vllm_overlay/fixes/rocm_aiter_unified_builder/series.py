@@ -139,7 +139,7 @@ def _runner_replays_full(tree: Path, shared: Code, cache: Cache) -> Code:
     )
 
 
-def own_builder_keeps_offsets(tree: Path) -> Code:
+def own_builder_keeps_offsets(tree: Path, cache: Cache) -> Code:
     """0003: AITER unified's capture keeps both offsets; ROCM_ATTN's is 0001's.
 
     ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` must hand out a

@@ -32,7 +32,7 @@ def capture(tree: Path, cache: Cache) -> Code:
     return inspect_capture_tree(tree)
 
 
-def regression_test_present(tree: Path) -> Code:
+def regression_test_present(tree: Path, cache: Cache) -> Code:
     """0002: a vLLM test captures with the ROCm builder, then checks host offsets.
 
     Judged by what a test does, not by the names it mentions: a test

@@ -38,7 +38,7 @@ def factory(tree: Path, cache: Cache) -> Code:
     return inspect_static_sink_tree(tree)
 
 
-def regression_test_present(tree: Path) -> Code:
+def regression_test_present(tree: Path, cache: Cache) -> Code:
     """0005: a vLLM test makes a static-sink backend, builds metadata with
     it, and then asserts on ``seq_lens``.
 
