@@ -98,10 +98,6 @@ def fix_of(patch: Patch) -> Fix | None:
     return fix_of_invariant(patch.invariant)
 
 
-def _name(fix: Fix | None) -> str | None:
-    return fix.name if fix is not None else None
-
-
 @dataclass(frozen=True)
 class Series:
     directory: Path
@@ -114,7 +110,8 @@ class Series:
     def of_fix(self, fix: Fix) -> tuple[Patch, ...]:
         """``fix``'s patches, in the series' order (the fix first): those
         whose ``Invariant:`` names one of its rules."""
-        return tuple(p for p in self.patches if _name(fix_of(p)) == fix.name)
+        owners = ((p, fix_of(p)) for p in self.patches)
+        return tuple(p for p, owner in owners if owner and owner.name == fix.name)
 
     def narrowed_to(self, fix: Fix) -> Series:
         """The series of ``fix``'s patches alone."""
