@@ -8,9 +8,9 @@ import), judging by the same rule: a needed fix is on when the overlay
 would install it as vLLM starts here. Exit 1 when any fix is needed and
 not on, or cannot be judged. Both end with the
 overlay's record: what it patches, why, how, and when that goes. The
-top-level verdict fields of ``--json`` are over every fix (``affected``:
-the deciding fix's word, as ``vllm-patchkit doctor`` takes it, both from
-:mod:`vllm_overlay.diagnosis`); ``fixes`` holds each fix's.
+top-level verdict fields of ``--json`` are over every fix (``affected``
+is the word of the fix that decides, as ``vllm-patchkit doctor`` gives it);
+``fixes`` holds each fix's.
 """
 
 from __future__ import annotations

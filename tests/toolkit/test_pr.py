@@ -24,6 +24,7 @@ import pytest
 from tests.toolkit.cli_helpers import patchkit, patchkit_json, snapshot, user_commit
 from tests.toolkit.series_expectations import carried
 from vllm_overlay.fixes import by_name
+from vllm_patchkit.git.series import load_series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import clone_release
 
@@ -35,9 +36,12 @@ UPSTREAM_TEST = "tests/v1/attention/test_rocm_attn_cudagraph_capture.py"
 AITER_TEST = "tests/v1/attention/test_rocm_aiter_unified_attn_cudagraph_capture.py"
 STATIC_SINK_TEST = "tests/v1/attention/test_static_sink_shared_state.py"
 PR = ("pr", "--fix", "rocm-capture-keeps-host-offsets")
-PR_PATCHES = by_name("rocm-capture-keeps-host-offsets").patches
+SERIES = load_series()
+PR_PATCHES = tuple(
+    p.name for p in SERIES.of_fix(by_name("rocm-capture-keeps-host-offsets"))
+)
 STATIC_SINK = "static-sink-keeps-shared-seq-lens"
-STATIC_SINK_PATCHES = by_name(STATIC_SINK).patches
+STATIC_SINK_PATCHES = tuple(p.name for p in SERIES.of_fix(by_name(STATIC_SINK)))
 
 
 @pytest.fixture
