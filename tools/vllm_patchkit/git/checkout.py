@@ -29,6 +29,7 @@ from vllm_patchkit.git.carry import (
 from vllm_patchkit.git.code_readings import known_tree
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.recent_diffs import recent_diffs
+from vllm_patchkit.git.replay import Contents, replay
 from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.git.trial_tree import TrialTree
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
@@ -318,32 +319,22 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
     One ``git apply --cached`` of all of them first: git applies its
     patches one after another, each on the result of those before, and
     writes the index only if all apply, so when it succeeds each of them
-    applies cleanly; and when no two patches touch the same file, each
-    file's content after all of them is its content after its own patch,
-    so the trial tree takes each patch's files in turn. Otherwise they are
-    tried one by one on the index as it was (``--3way`` for those that
-    need it), the trial tree taking each patch's files as it applies."""
+    applies cleanly. Each patch's files are then git's result where no
+    other patch touches them, else the replay's
+    (:func:`~vllm_patchkit.git.replay.replay`, which must end on git's
+    result). Otherwise they are tried one by one on the index as it was
+    (``--3way`` for those that need it), the trial tree taking each
+    patch's files as it applies."""
     with tempfile.TemporaryDirectory(
         prefix="vllm-patchkit-classify-", dir=memory_scratch()
     ) as scratch:
         env = scratch_env(git, Path(scratch))
         trial = TrialTree(git, Path(scratch))
-        _seed_index(git, {name for p in patches for name in p.files}, env)
-        if len(patches) > 1 and _disjoint(patches):
-            paths = [str(p.path) for p in patches]
-            together = git.run(
-                "apply", "--cached", *paths, check=False, env=env, hooks=False
-            )
-            if together.returncode == 0:
-                clean = (PatchState.APPLIES, "applies cleanly")
-                if not any(p.invariant for p in patches):
-                    return [clean] * len(patches)
-                trial.stage(sorted({f for p in patches for f in p.files}), env)
-                tried = []
-                for patch in patches:
-                    trial.take_staged(list(patch.files))
-                    broken = patch.invariant and trial.broken(patch.invariant)
-                    tried.append((PatchState.CONFLICT, broken) if broken else clean)
+        files = {name for p in patches for name in p.files}
+        head = _seed_index(git, files, env)
+        if len(patches) > 1:
+            tried = _try_together(git, patches, head, trial, env)
+            if tried is not None:
                 return tried
         tried = []
         for patch in patches:
@@ -357,6 +348,48 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
         return tried
 
 
+def _try_together(
+    git: Git,
+    patches: list[Patch],
+    head: dict[str, str],
+    trial: TrialTree,
+    env: dict[str, str],
+) -> list[tuple[PatchState, str]] | None:
+    """:func:`_try_in_order`'s one ``git apply --cached`` of every patch,
+    or None where it does not settle them all (``env`` then names a scratch
+    index as it was, for the patches one by one)."""
+    paths = [str(p.path) for p in patches]
+    together = git.run("apply", "--cached", *paths, check=False, env=env, hooks=False)
+    if together.returncode != 0:
+        return None
+    clean = (PatchState.APPLIES, "applies cleanly")
+    if not any(p.invariant for p in patches):
+        return [clean] * len(patches)
+    trial.stage(sorted({f for p in patches for f in p.files}), env)
+    if _disjoint(patches):
+        # Each file's content after all of them is its content after its own.
+        replayed = None
+    else:
+        replayed = replay(patches, head, git.root)
+        final: Contents = {}
+        for step in replayed or ():
+            final.update(step)
+        if replayed is None or final != trial.staged(list(final)):
+            # The scratch index holds every patch: a fresh one, as it was.
+            env["GIT_INDEX_FILE"] += "-each"
+            _seed_index(git, {f for p in patches for f in p.files}, env)
+            return None
+    tried = []
+    for index, patch in enumerate(patches):
+        if replayed is None:
+            trial.take_staged(list(patch.files))
+        else:
+            trial.take(replayed[index])
+        broken = patch.invariant and trial.broken(patch.invariant)
+        tried.append((PatchState.CONFLICT, broken) if broken else clean)
+    return tried
+
+
 def _disjoint(patches: list[Patch]) -> bool:
     """No file is touched by two of ``patches``."""
     files = [name for patch in patches for name in set(patch.files)]
@@ -366,8 +399,9 @@ def _disjoint(patches: list[Patch]) -> bool:
 UNTRIED = "not tried before git am"
 
 
-def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
-    """Fill the scratch index with HEAD's entries that decide ``paths``.
+def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> dict[str, str]:
+    """Fill the scratch index with HEAD's entries that decide ``paths``, and
+    give HEAD's blob id of each of ``paths`` that is a file there.
 
     ``git apply --cached`` reads no others: the entries at and under each
     path (a path the patches create is absent here exactly when HEAD lacks
@@ -411,6 +445,12 @@ def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> None:
         env=env,
         hooks=False,
     )
+    blobs = (entry.split("\t", 1) for entry in kept)
+    return {
+        name: meta.split(" ")[2]
+        for meta, name in blobs
+        if name in paths and meta.split(" ")[1] == "blob"
+    }
 
 
 def scratch_env(git: Git, scratch: Path) -> dict[str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from vllm_patchkit.git.code_readings import blob_id, known_tree, tree_content
@@ -56,6 +57,21 @@ class TrialTree:
             kept = self._staged / name
             if kept.is_symlink() or kept.exists():
                 shutil.copy2(kept, self.root / name, follow_symlinks=False)
+
+    def staged(self, paths: list[str]) -> dict[str, bytes | None]:
+        """``paths`` as :meth:`stage` kept them (None: the index had not)."""
+        found: dict[str, bytes | None] = {}
+        for name in paths:
+            kept = self._staged / name
+            found[name] = kept.read_bytes() if kept.is_file() else None
+        return found
+
+    def take(self, contents: Mapping[str, bytes | None]) -> None:
+        """Files with ``contents`` in place of the checkout's (None: absent)."""
+        self._make_room(list(contents))
+        for name, data in contents.items():
+            if data is not None:
+                (self.root / name).write_bytes(data)
 
     def broken(self, invariant: str) -> str | None:
         """Why ``invariant`` would not hold on the trial tree, if it would not,
