@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from vllm_patchkit.git.code_readings import blob_id
 from vllm_patchkit.git.series import Patch
@@ -41,8 +41,7 @@ _UNREAD = (
 )
 
 
-@dataclass(frozen=True)
-class Hunk:
+class Hunk(NamedTuple):
     start: int
     """The first line it keeps or removes, 0-based (where a hunk that
     keeps and removes nothing inserts)."""
@@ -50,8 +49,7 @@ class Hunk:
     """Its body: ``' '``, ``'-'`` and ``'+'`` lines and ``\\`` markers."""
 
 
-@dataclass(frozen=True)
-class FileChange:
+class FileChange(NamedTuple):
     path: str
     created: bool
     deleted: bool
