@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from vllm_overlay.fixes import FIXES, off_reason
+from vllm_overlay.fixes import by_name, off_reason
 from vllm_overlay.state import Action, InstallState
 
 
@@ -69,7 +69,7 @@ class Finding:
         """``state``'s fix, judged by the release the vLLM vouches for
         (:meth:`~vllm_overlay.fixes.base.Fix.affected`); ``root``: the tree's
         root, to name the file a missing target would be in."""
-        fix = next(fix for fix in FIXES if fix.name == state.name)
+        fix = by_name(state.name)
         code = state.code
         file = code.file if code is not None else None
         if file is None and root is not None:

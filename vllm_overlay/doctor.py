@@ -45,7 +45,7 @@ from vllm_overlay.settings import (
 from vllm_overlay.state import Action, InstallState
 
 
-def fix_report(finding: Finding, state: InstallState) -> dict[str, Any]:
+def fix_report(finding: Finding, state: InstallState, disabled: bool) -> dict[str, Any]:
     """One fix's part of the report (before loading vLLM's plugins)."""
     target = by_name(finding.name).record
     plan = state.plan
@@ -62,7 +62,7 @@ def fix_report(finding: Finding, state: InstallState) -> dict[str, Any]:
         "judged": finding.affected is not None,
         "would_do": str(finding.action),
         "removes": plan.removes if plan is not None else None,
-        "disabled": finding.name in disable_setting()[0],
+        "disabled": disabled,
         "status": None,
         "active": None,
         "on_vllm": None,
@@ -90,7 +90,10 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
         "strict": env_flag(STRICT_ENV),
         "kernel_opt_in": env_flag(KERNEL_ENV),
         "kernel": None,
-        "fixes": [fix_report(f, s) for f, s in zip(findings, states, strict=True)],
+        "fixes": [
+            fix_report(f, s, f.name in disabled)
+            for f, s in zip(findings, states, strict=True)
+        ],
         "record": [target.as_dict() for target in RECORD],
     }
     if load_plugins:

@@ -233,7 +233,7 @@ def test_a_missing_target_is_cannot_judge_unless_the_release_predates_it() -> No
         older = _older_than(first)
         for version, expected in ((first, None), (older, False), ("dev", None)):
             state = fix.state(Action.ABSENT, version, f"no {fix.module}")
-            entry = fix_report(Finding.of(state, version, False), state)
+            entry = fix_report(Finding.of(state, version, False), state, disabled=False)
             assert entry["affected"] is expected, (fix.name, version, entry)
             assert entry["judged"] is (expected is not None)
 

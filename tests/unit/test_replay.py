@@ -10,6 +10,7 @@ work tree changed) gives None.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -127,6 +128,10 @@ def test_what_it_does_not_read_is_git_s(repo: Path) -> None:
     patches = make_series(repo, [{"pkg/a.py": LINES + "one more\n"}])
     (repo / "pkg/a.py").write_text(LINES + "a user's edit\n")  # dirty
     assert replay(patches, head_blobs(repo), repo) is None
+    (repo / "pkg/a.py").unlink()
+    os.mkfifo(repo / "pkg/a.py")  # read, it would wait for a writer forever
+    assert replay(patches, head_blobs(repo), repo) is None
+    (repo / "pkg/a.py").unlink()
     git(repo, "checkout", "-q", "--", "pkg/a.py")
     assert blob_id((repo / "pkg/a.py").read_bytes()) == head_blobs(repo)["pkg/a.py"]
     assert replay(patches, head_blobs(repo), repo) is not None

@@ -333,7 +333,7 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
         files = {name for p in patches for name in p.files}
         head = _seed_index(git, files, env)
         if len(patches) > 1:
-            tried = _try_together(git, patches, head, trial, env)
+            tried = _try_together(git, patches, files, head, trial, env)
             if tried is not None:
                 return tried
         tried = []
@@ -351,6 +351,7 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
 def _try_together(
     git: Git,
     patches: list[Patch],
+    files: set[str],
     head: dict[str, str],
     trial: TrialTree,
     env: dict[str, str],
@@ -365,7 +366,7 @@ def _try_together(
     clean = (PatchState.APPLIES, "applies cleanly")
     if not any(p.invariant for p in patches):
         return [clean] * len(patches)
-    trial.stage(sorted({f for p in patches for f in p.files}), env)
+    trial.stage(sorted(files), env)
     if _disjoint(patches):
         # Each file's content after all of them is its content after its own.
         replayed = None
@@ -377,7 +378,7 @@ def _try_together(
         if replayed is None or final != trial.staged(list(final)):
             # The scratch index holds every patch: a fresh one, as it was.
             env["GIT_INDEX_FILE"] += "-each"
-            _seed_index(git, {f for p in patches for f in p.files}, env)
+            _seed_index(git, files, env)
             return None
     tried = []
     for index, patch in enumerate(patches):

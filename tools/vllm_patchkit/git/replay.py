@@ -20,11 +20,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from vllm_overlay.tree_files import read_regular
 from vllm_patchkit.git.code_readings import blob_id
 from vllm_patchkit.git.series import Patch
 
 Contents = dict[str, bytes | None]
 """Files by path: their content, None where absent."""
+MAX_FILE_BYTES = 16 << 20
+"""A work-tree file past this is not read here (git takes the steps)."""
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _UNREAD = (
@@ -218,7 +221,8 @@ def _head_content(path: str, head: Mapping[str, str], root: Path) -> bytes | Non
         return None
     file = root / path
     try:
-        data = None if file.is_symlink() else file.read_bytes()
+        # A link, a FIFO or a device is not HEAD's file: git reads that.
+        data = None if file.is_symlink() else read_regular(file, MAX_FILE_BYTES)
     except OSError:
         data = None
     if data is None or blob_id(data) != head[path]:
