@@ -8,6 +8,7 @@ failed install reads the same for each.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from types import ModuleType
 
@@ -23,12 +24,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vllm.plugins.vllm_overlay")
 
 
+def arm(state: InstallState) -> None:
+    """Install ``state``'s fix (its install module's ``install(module,
+    state)``) once vLLM imports the module the fix patches."""
+    from vllm_overlay.fixes import by_name
+
+    fix = by_name(state.name)
+    install = importlib.import_module(fix.install).install
+    arm_on_import(state, fix.module, lambda module: install(module, state), fix.what)
+
+
 def arm_on_import(
     state: InstallState,
     module_name: str,
     install: Callable[[ModuleType], None],
     what: str = "",
-    verb: str = "installing",
 ) -> None:
     """Run ``install`` once vLLM imports ``module_name``.
 
@@ -51,7 +61,7 @@ def arm_on_import(
                 problem,
             )
         except Exception as exc:
-            problem = f"{verb} failed: {exc!r}"
+            problem = f"installing failed: {exc!r}"
             state.problems.append(problem)
             logger.warning("vllm-overlay: fix%s not installed: %s", what, problem)
 

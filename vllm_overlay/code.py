@@ -14,8 +14,16 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 from dataclasses import dataclass
 from pathlib import Path
+
+TYPE_CHECKING = False  # typing costs every start-up; annotations only
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    C = TypeVar("C", bound="Code")
 
 V1_RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
 """The V1 model runner's file (gone from 0.34.0: Model Runner V2 only),
@@ -67,6 +75,24 @@ class Code:
         return self.shape.judged
 
 
+def tree_reader(
+    relative: Path, read: Callable[[bytes, Path], C], kind: type[C]
+) -> Callable[[Path], C]:
+    """``read`` on the file ``relative`` of a vLLM source tree (or install
+    root), a ``kind`` MISSING without it. One reading per file content:
+    ``check`` reads the same tree's file for the carry rules, the version's
+    contradiction and the invariants, so what a reading holds is only read."""
+    cached = functools.lru_cache(maxsize=8)(read)
+
+    def read_tree(tree: Path) -> C:
+        file = tree / relative
+        if not file.is_file():
+            return kind(Shape.MISSING, file, None, f"no {relative}")
+        return cached(file.read_bytes(), file)
+
+    return read_tree
+
+
 def parse_source(source: str | bytes, file: Path) -> ast.Module | Code:
     """The whole module's AST, or an UNPARSEABLE verdict saying where it fails."""
     try:
@@ -84,28 +110,30 @@ def parse_source(source: str | bytes, file: Path) -> ast.Module | Code:
         )
 
 
-def top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
-    """Module-level statements that bind ``name`` (inside if/try/with too)."""
+def module_scope(module: ast.Module) -> list[ast.stmt]:
+    """The statements of the module's own scope, in order (in if/try/with/for
+    too; not inside a function or class)."""
     found: list[ast.stmt] = []
 
     def visit(statements: list[ast.stmt]) -> None:
         for statement in statements:
-            if binds(statement, name):
-                found.append(statement)
+            found.append(statement)
             if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             if isinstance(statement, ast.ClassDef):
                 continue
-            for attr in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(statement, attr, None)
-                if isinstance(inner, list):
-                    visit([s for s in inner if isinstance(s, ast.stmt)])
-                    for handler in inner:
-                        if isinstance(handler, ast.ExceptHandler):
-                            visit(handler.body)
+            for block in ("body", "orelse", "finalbody"):
+                visit(getattr(statement, block, []))
+            for handler in getattr(statement, "handlers", []):
+                visit(handler.body)
 
     visit(module.body)
     return found
+
+
+def top_level_bindings(module: ast.Module, name: str) -> list[ast.stmt]:
+    """Module-level statements that bind ``name`` (inside if/try/with too)."""
+    return [statement for statement in module_scope(module) if binds(statement, name)]
 
 
 def binds(statement: ast.stmt, name: str) -> bool:

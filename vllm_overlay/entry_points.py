@@ -20,9 +20,9 @@ from vllm_overlay.tree_files import read_regular
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "vllm_overlay"
+"""The overlay's plugin entry point (pyproject.toml): vLLM loads what it names."""
 MAX_ENTRY_POINTS_BYTES = 1 << 20
 """An ``entry_points.txt`` past this is not read (real ones are kilobytes)."""
-"""The overlay's plugin entry point (pyproject.toml): vLLM loads what it names."""
 
 
 def entry_point_registered(

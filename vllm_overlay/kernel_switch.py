@@ -47,48 +47,45 @@ def upstream_kernel_module(caller: str) -> str:
 
 def kernel_opt_in(state: InstallState) -> None:
     """``VLLM_OVERLAY_PREFIX_PREFILL=1``: swap in the overlay's kernel too."""
-    if env_flag(KERNEL_ENV):
-        arm_kernel(state)
+    if not env_flag(KERNEL_ENV):
+        return
 
-
-def arm_kernel(state: InstallState) -> None:
     def swap(module: ModuleType) -> None:
         try:
-            _swap(module, state)
+            problem = _swap(module, state)
         except Exception as exc:  # never fail vLLM's own import
             state.problems.append(f"kernel swap failed: {exc!r}")
             logger.warning("vllm-overlay: prefix-prefill kernel not swapped: %r", exc)
+            return
+        if problem is not None:
+            state.problems.append(problem)
+            logger.warning("vllm-overlay: %s", problem)
 
     after_import(caller_module(), swap)
 
 
-def _swap(module: ModuleType, state: InstallState) -> None:
+def _swap(module: ModuleType, state: InstallState) -> str | None:
+    """Swap the caller's kernel for the overlay's; why not, if it is not
+    upstream's with the expected parameters."""
     from vllm_overlay.v1.attention.ops import prefix_prefill
 
     ours = prefix_prefill.context_attention_fwd
     current = getattr(module, "context_attention_fwd", None)
     if current is ours:
         state.kernel = "overlay"
-        return
+        return None
     if getattr(current, "__module__", None) != upstream_kernel_module(module.__name__):
-        problem = (
+        return (
             f"{module.__name__}.context_attention_fwd is not vLLM's prefix-prefill "
             "kernel; kernel not swapped"
         )
-        state.problems.append(problem)
-        logger.warning("vllm-overlay: %s", problem)
-        return
     theirs = list(inspect.signature(current).parameters)
     mine = list(inspect.signature(ours).parameters)
     if theirs != mine:
-        problem = (
-            f"vLLM's context_attention_fwd takes {theirs}, not {mine}; not swapped"
-        )
-        state.problems.append(problem)
-        logger.warning("vllm-overlay: %s", problem)
-        return
+        return f"vLLM's context_attention_fwd takes {theirs}, not {mine}; not swapped"
     module.context_attention_fwd = ours
     state.kernel = "overlay"
     logger.info(
         "vllm-overlay: using the overlay's prefix-prefill kernel (%s)", KERNEL_ENV
     )
+    return None

@@ -454,11 +454,9 @@ class Walker:
             for value in node.values:
                 out |= self.expr(value, env)
             return out
-        if isinstance(node, ast.Lambda):
-            self.nested(node, env)
-            return EMPTY
         if isinstance(
-            node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+            node,
+            ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp,
         ):
             self.nested(node, env)
             return EMPTY

@@ -80,9 +80,7 @@ def _register_fix(fix: Fix, strict: bool, disabled: set[str]) -> InstallState:
     """Decide one fix, arm it or arrange its warning; record the state."""
     name = fix.name
     if name in disabled:
-        state = InstallState(
-            Action.DISABLED, vllm_version(), f"{DISABLE_ENV} is set", name=name
-        )
+        state = fix.state(Action.DISABLED, vllm_version(), f"{DISABLE_ENV} is set")
         _states[name] = state
         logger.debug("vllm-overlay: %s disabled by %s", name, DISABLE_ENV)
         return state
@@ -100,9 +98,8 @@ def _register_fix(fix: Fix, strict: bool, disabled: set[str]) -> InstallState:
     except OverlayStrictError:
         raise
     except Exception as exc:
-        state = InstallState(
-            Action.UNRECOGNISED, vllm_version(), f"overlay failed: {exc!r}", name=name
-        )
+        reason = f"overlay failed: {exc!r}"
+        state = fix.state(Action.UNRECOGNISED, vllm_version(), reason)
         _states[name] = state
         if strict:
             raise OverlayStrictError(f"{name}: {state.reason}") from exc

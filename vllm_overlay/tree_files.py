@@ -61,22 +61,18 @@ def read_regular(path: Path | str, max_bytes: int) -> bytes:
     try:
         _checked(path, os.stat(path), max_bytes)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            _checked(path, os.fstat(fd), max_bytes)
+            chunks, left = [], max_bytes + 1
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
     except NotRead:
         raise
     except OSError as exc:
         raise NotRead(path, f"cannot be read ({exc.strerror or exc})") from exc
-    try:
-        _checked(path, os.fstat(fd), max_bytes)
-        chunks, left = [], max_bytes + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    except NotRead:
-        raise
-    except OSError as exc:
-        raise NotRead(path, f"cannot be read ({exc.strerror or exc})") from exc
-    finally:
-        os.close(fd)
     data = b"".join(chunks)
     if len(data) > max_bytes:  # it grew while read
         raise NotRead(path, f"more than {max_bytes} bytes", len(data))

@@ -64,23 +64,26 @@ def calls(node: ast.AST, name: str) -> bool:
     )
 
 
-def asserts_on(node: ast.AST, field: str) -> bool:
-    """An ``assert``, or an ``assert*(...)`` call statement, reading ``field``."""
+def asserted(node: ast.AST) -> list[ast.expr]:
+    """What an ``assert``, or an ``assert*(...)`` call statement, checks
+    (nothing for any other node)."""
     if isinstance(node, ast.Assert):
-        checked: list[ast.expr] = [node.test]
-    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return [node.test]
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         func = call.func
         called = (
             func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         )
-        if not called.startswith("assert"):
-            return False
-        checked = [*call.args, *(k.value for k in call.keywords)]
-    else:
-        return False
+        if called.startswith("assert"):
+            return [*call.args, *(k.value for k in call.keywords)]
+    return []
+
+
+def asserts_on(node: ast.AST, field: str) -> bool:
+    """An assertion (:func:`asserted`) reading ``field``."""
     return any(
         isinstance(n, ast.Attribute) and n.attr == field
-        for expr in checked
+        for expr in asserted(node)
         for n in ast.walk(expr)
     )

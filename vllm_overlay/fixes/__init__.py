@@ -42,14 +42,8 @@ def _ordered(found: list[Fix]) -> tuple[Fix, ...]:
     done: list[Fix] = []
     pending = sorted(found, key=lambda fix: (fix.order, fix.name))
     while pending:
-        ready = next(
-            (
-                fix
-                for fix in pending
-                if all(need in {d.name for d in done} for need in fix.needs)
-            ),
-            None,
-        )
+        named = {fix.name for fix in done}
+        ready = next((fix for fix in pending if set(fix.needs) <= named), None)
         if ready is None:
             missing = {n for fix in pending for n in fix.needs} - names
             raise ValueError(

@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass
 
 from vllm_overlay.installed import NOT_INSTALLED, source_file, vllm_version
-from vllm_overlay.state import Action, InstallState
+from vllm_overlay.state import Action, InstallState, action_for
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from vllm_overlay.code import Code
     from vllm_overlay.record import PatchTarget
+    from vllm_overlay.state import Plan
 
     Before = Mapping[str, InstallState]
     """The decisions, by fix name, of the fixes this one ``needs``."""
@@ -77,17 +78,14 @@ class Fix:
     pr: str
     """The upstream PR it stands for (``#51585``): its label in reports."""
     install: str
-    """Its install module (dotted name): ``arm(state)`` installs the fix when
-    vLLM imports :attr:`module` (INSTALLED only), ``is_installed_on(module)``
-    says whether vLLM's loaded module carries it."""
-    decide: Callable[[Path, str], InstallState] | None = None
+    """Its install module (dotted name): ``install(module, state)`` installs
+    the fix on :attr:`module` once vLLM imports it (INSTALLED only: armed by
+    :attr:`arm`), ``is_installed_on(module)`` says whether vLLM's loaded
+    module carries it."""
+    decide: Callable[..., InstallState]
     """The decision on one file of its code (:attr:`record`'s ``source_file``)
-    of a vLLM version: what :meth:`assess` and :meth:`assess_tree` run."""
-    assess_by: Callable[[Before | None], InstallState] | None = None
-    """For a fix that reads others' decisions (:attr:`needs`) or more than one
-    file: its own decision on the installed vLLM, in place of :attr:`decide`."""
-    assess_tree_by: Callable[[Path, str, Before | None], InstallState] | None = None
-    """Its own decision on a tree, with :attr:`assess_by`."""
+    of a vLLM version, ``(file, version)``; a fix that :attr:`needs` others
+    also gets their decisions (``before``)."""
     read_tree: Callable[[Path], Code] | None = None
     """How its code reads in the vLLM source tree at a path (what
     :attr:`assess_tree` decides on): the toolkit checks it against the
@@ -117,38 +115,42 @@ class Fix:
     """Shared writes in its code that upstream made on purpose and the fix
     keeps: the audit calls them intentional, not harmful."""
 
-    def __post_init__(self) -> None:
-        own = (self.assess_by is not None, self.assess_tree_by is not None)
-        if (self.decide is None) != all(own) or any(own) != all(own):
-            raise TypeError(
-                f"{self.record.name}: give decide, or assess_by and assess_tree_by"
-            )
-
     @property
     def name(self) -> str:
         """The one key for code, reports and ``VLLM_OVERLAY_DISABLE``."""
         return self.record.name
 
     def assess(self, before: Before | None = None) -> InstallState:
-        """The decision for the vLLM this interpreter would import (AST only)."""
-        if self.assess_by is not None:
-            return self.assess_by(before)
-        assert self.decide is not None
-        return self.assess_installed(self.decide)
+        """The decision for the vLLM this interpreter would import (AST only;
+        ABSENT where that vLLM has no such module)."""
+        version = vllm_version()
+        file = source_file(self.module)
+        if file is None:
+            return self.state(
+                Action.ABSENT, version, f"vLLM {version} has no {self.module}"
+            )
+        return self._decide(file, version, before)
 
     def assess_tree(
         self, root: Path, version: str, before: Before | None = None
     ) -> InstallState:
-        """The decision for the vLLM source tree at ``root``, of ``version``."""
-        if self.assess_tree_by is not None:
-            return self.assess_tree_by(root, version, before)
-        assert self.decide is not None
-        return self.assess_in(root, version, self.decide)
+        """The decision for the vLLM source tree at ``root``, of ``version``
+        (ABSENT where the tree has no such file)."""
+        file = root / self.record.source_file
+        if not file.is_file():
+            why = f"no {self.record.source_file} in {root}"
+            return self.state(Action.ABSENT, version, why)
+        return self._decide(file, version, before)
+
+    def _decide(self, file: Path, version: str, before: Before | None) -> InstallState:
+        if self.needs:
+            return self.decide(file, version, before or {})
+        return self.decide(file, version)
 
     @property
     def arm(self) -> Callable[[InstallState], None]:
         """Install the fix when vLLM imports :attr:`module` (INSTALLED only)."""
-        return deferred(self.install, "arm")
+        return deferred("vllm_overlay.arming", "arm")
 
     @property
     def installed_on(self) -> Callable[[ModuleType], bool]:
@@ -172,29 +174,6 @@ class Fix:
             return False
         return None
 
-    def assess_installed(
-        self, decide: Callable[[Path, str], InstallState]
-    ) -> InstallState:
-        """``decide`` on the installed vLLM's file of :attr:`module` (ABSENT
-        where that vLLM has no such module)."""
-        version = vllm_version()
-        file = source_file(self.module)
-        if file is None:
-            why = f"vLLM {version} has no {self.module}"
-            return self.state(Action.ABSENT, version, why)
-        return decide(file, version)
-
-    def assess_in(
-        self, root: Path, version: str, decide: Callable[[Path, str], InstallState]
-    ) -> InstallState:
-        """``decide`` on the record's file in the tree at ``root`` (ABSENT
-        where the tree has none)."""
-        file = root / self.record.source_file
-        if not file.is_file():
-            why = f"no {self.record.source_file} in {root}"
-            return self.state(Action.ABSENT, version, why)
-        return decide(file, version)
-
     def warn(self, state: InstallState) -> None:
         """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
         from vllm_overlay.arming import warn_when_loaded  # the install side
@@ -216,13 +195,40 @@ class Fix:
         """Code it cannot prove it may change: left exactly as it was."""
         return self.state(Action.UNRECOGNISED, version, f"left as it is: {why}", code)
 
+    def decided(
+        self, version: str, code: Code, plan: Callable[[], Plan] | None = None
+    ) -> InstallState:
+        """The decision its code's shape makes: the known bug installed as
+        ``plan`` makes it (what the install will do; refused, it is left
+        alone), a shape it cannot prove left alone, naming the file and line."""
+        action = action_for(code.shape)
+        if action is Action.UNRECOGNISED:
+            why = code.detail
+            if str(code.file) not in why:
+                where = f"{code.file}:{code.line}" if code.line else str(code.file)
+                why = f"{where}: {why}"
+            return self.left_alone(
+                version, code, f"unrecognised {code.shape} code: {why}"
+            )
+        if action is not Action.INSTALLED or plan is None:
+            return self.state(action, version, code.detail, code)
+        from vllm_overlay.proof import FixRefused
+
+        try:
+            made = plan()
+        except FixRefused as exc:
+            return self.left_alone(version, code, str(exc))
+        return self.state(
+            action, version, made.summary, code, covered=self.record.reaches, plan=made
+        )
+
 
 def deferred(module: str, name: str) -> Callable[..., Any]:
     """Function ``name`` of ``module``, imported at its first call.
 
-    A fix's :attr:`Fix.arm`, :attr:`Fix.installed_on` and :attr:`Fix.also`
-    live in its folder's ``install`` module, which the plugin and the
-    doctors need and the registry's other readers never do.
+    A fix's install side (:attr:`Fix.arm`, :attr:`Fix.installed_on`,
+    :attr:`Fix.also`) is what the plugin and the doctors need and the
+    registry's other readers never do.
     """
 
     def call(*args: Any, **kwargs: Any) -> Any:

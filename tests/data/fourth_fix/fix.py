@@ -68,16 +68,9 @@ def decide(file: Path, version: str) -> InstallState:
     return FIX.state(action_for(code.shape), version, code.detail, code)
 
 
-def _mark(module: types.ModuleType, state: InstallState) -> None:
+def install(module: types.ModuleType, state: InstallState) -> None:
     setattr(module, MARK, True)
     state.applied_to_class = True
-
-
-def arm(state: InstallState) -> None:
-    # Imported here: ``check`` imports the record, never the install side.
-    from vllm_overlay.arming import arm_on_import
-
-    arm_on_import(state, RECORD.module, lambda module: _mark(module, state))
 
 
 def is_installed_on(module: types.ModuleType) -> bool:

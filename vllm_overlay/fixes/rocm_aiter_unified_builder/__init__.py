@@ -1,15 +1,11 @@
 """#53821: ROCM_AITER_UNIFIED_ATTN gets a capture builder of its own.
 
 The decision reads two files by their AST, imports neither: the AITER
-module (:mod:`.code`) and ``rocm_attn.py``, whose capture
-method the new builder inherits and must be a known shape that zeroes the
-device offsets in place (buggy or #51585-fixed), so that putting them back is
-exactly what 0.29.0's builder leaves. That capture is the #51585 fix's
-inspected code, so this fix ``needs`` it and reads it from that decision. The
-install waits until vLLM imports the AITER module (ROCm only); then, and only
-then, it logs above debug: "installed" once the backend hands out the new
-builder, or a warning naming the file, the line and why the code was left
-alone.
+module (:mod:`.code`) and ``rocm_attn.py``, whose capture method the new
+builder inherits and must be a known shape that zeroes the device offsets
+in place (buggy or #51585-fixed), so that putting them back is exactly what
+0.29.0's builder leaves. That capture is the #51585 fix's inspected code,
+so this fix ``needs`` it and reads it from that decision.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from pathlib import Path
 
 from vllm_overlay.code import Code, Shape
 from vllm_overlay.fixes import rocm_capture_host_offsets as capture
-from vllm_overlay.fixes.base import Fix, IntentionalWrite
+from vllm_overlay.fixes.base import Fix, IntentionalWrite, deferred
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
     inspect_aiter_source,
@@ -26,10 +22,8 @@ from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
 )
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CaptureCode,
-    inspect_capture_source,
     inspect_capture_tree,
 )
-from vllm_overlay.installed import source_file, vllm_version
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import Action, InstallState
 
@@ -108,57 +102,22 @@ RECORD = PatchTarget(
     ),
 )
 
-WHAT = " for ROCM_AITER_UNIFIED_ATTN (#53821)"
-"""Names this fix in shared log messages."""
 
-
-def _rocm_code(before: Before | None) -> CaptureCode | None:
-    """The #51585 fix's inspected capture, when its decision holds one."""
-    state = (before or {}).get(capture.NAME)
-    code = state.code if state is not None else None
-    return code if isinstance(code, CaptureCode) else None
-
-
-def assess(before: Before | None = None) -> InstallState:
-    """What the overlay would do for the AITER backend of the installed vLLM."""
-    version = vllm_version()
-    file = source_file(RECORD.module)
-    if file is None:
-        return FIX.state(
-            Action.ABSENT, version, f"vLLM {version} has no {RECORD.module}"
-        )
-    rocm = _rocm_code(before)
-    if rocm is None:
-        generic = source_file(capture.RECORD.module)
-        if generic is None:
-            return FIX.state(
-                Action.ABSENT, version, f"vLLM {version} has no rocm_attn module"
-            )
-        rocm = inspect_capture_source(generic.read_bytes(), generic)
-    return assess_file(file, rocm, version)
-
-
-def assess_tree(root: Path, version: str, before: Before | None = None) -> InstallState:
-    """The decision for the vLLM source tree (or install) at ``root``."""
-    file = root / AITER_UNIFIED_ATTN
-    if not file.is_file():
-        return FIX.state(Action.ABSENT, version, f"no {AITER_UNIFIED_ATTN} in {root}")
-    rocm = _rocm_code(before) or inspect_capture_tree(root)
+def decide(file: Path, version: str, before: Before) -> InstallState:
+    """The decision for the AITER module at ``file``, with the capture it hands
+    out: the #51585 fix's reading, or (that fix off) ``rocm_attn.py`` beside it."""
+    state = before.get(capture.NAME)
+    rocm = state.code if state is not None else None
+    if not isinstance(rocm, CaptureCode):
+        rocm = inspect_capture_tree(file.parents[len(AITER_UNIFIED_ATTN.parts) - 1])
     return assess_file(file, rocm, version)
 
 
 def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
     """The decision for one AITER module and the ``rocm_attn.py`` it imports."""
     code = inspect_aiter_source(file.read_bytes(), file)
-    if code.shape is Shape.FIXED:
-        return FIX.state(Action.NOT_NEEDED, version, code.detail, code)
-    if code.shape is Shape.MISSING:
-        return FIX.state(Action.ABSENT, version, code.detail, code)
     if code.shape is not Shape.BUGGY:
-        why = code.detail
-        if code.line and not why.startswith(str(code.file)):
-            why = f"{code.file}:{code.line}: {why}"
-        return FIX.left_alone(version, code, f"unrecognised {code.shape} code: {why}")
+        return FIX.decided(version, code)
     if rocm.shape is Shape.NOT_FOR:
         return FIX.state(
             Action.NOT_NEEDED,
@@ -175,12 +134,7 @@ def assess_file(file: Path, rocm: CaptureCode, version: str) -> InstallState:
         )
         shape = rocm.shape if not rocm.judged else Shape.UNKNOWN
         return FIX.left_alone(version, Code(shape, rocm.file, rocm.line, why), why)
-    from vllm_overlay.fixes.rocm_aiter_unified_builder.install import AiterPlan
-
-    plan = AiterPlan(code)
-    return FIX.state(
-        Action.INSTALLED, version, plan.summary, code, covered=RECORD.reaches, plan=plan
-    )
+    return FIX.decided(version, code, lambda: deferred(FIX.install, "AiterPlan")(code))
 
 
 FIX = Fix(
@@ -188,10 +142,9 @@ FIX = Fix(
     record=RECORD,
     pr="#53821",
     install=f"{__name__}.install",
-    assess_by=assess,
-    assess_tree_by=assess_tree,
+    decide=decide,
     read_tree=inspect_aiter_tree,
-    what=WHAT,
+    what=" for ROCM_AITER_UNIFIED_ATTN (#53821)",
     needs=(capture.NAME,),
     scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),
     core_scenarios=("aiter_unified_capture",),

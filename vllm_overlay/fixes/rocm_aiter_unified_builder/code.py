@@ -16,11 +16,17 @@ by its unaliased import from ``rocm_attn``.
 from __future__ import annotations
 
 import ast
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
+from vllm_overlay.code import (
+    Code,
+    Shape,
+    binds,
+    parse_source,
+    top_level_bindings,
+    tree_reader,
+)
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
@@ -47,23 +53,6 @@ class AiterCode(Code):
     FIXED: the own builder's capture method."""
     builder: str | None = None
     """For FIXED: the name of the builder class handed out."""
-
-
-def inspect_aiter_tree(tree: Path) -> AiterCode:
-    """The verdict for the vLLM source tree (or install root) at ``tree``."""
-    file = tree / AITER_UNIFIED_ATTN
-    if not file.is_file():
-        return AiterCode(Shape.MISSING, file, None, f"no {AITER_UNIFIED_ATTN}")
-    return _inspect_file(file.read_bytes(), file)
-
-
-@functools.lru_cache(maxsize=8)
-def _inspect_file(source: bytes, file: Path) -> AiterCode:
-    """One reading per file content: ``check`` reads the same tree's file for
-    the carry rules, the version's contradiction and the invariants. The
-    definition an :class:`AiterCode` holds is only read (an install plans
-    from :func:`inspect_aiter_source`'s own)."""
-    return inspect_aiter_source(source, file)
 
 
 def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
@@ -103,6 +92,12 @@ def inspect_aiter_source(source: str | bytes, file: Path) -> AiterCode:
         text = source if isinstance(source, str) else source.decode("utf-8", "replace")
         return _shared(module, method, file, where, "global" in text)
     return _own_builder(module, returned, method, file, where)
+
+
+inspect_aiter_tree = tree_reader(AITER_UNIFIED_ATTN, inspect_aiter_source, AiterCode)
+"""The verdict in the vLLM source tree (or install root) at a path (the
+definition it holds is only read: an install plans from
+:func:`inspect_aiter_source`'s own)."""
 
 
 def _shared(

@@ -26,9 +26,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.arming import arm_on_import, logger
+from vllm_overlay.arming import logger
 from vllm_overlay.code import Shape
-from vllm_overlay.fixes.rocm_aiter_unified_builder import RECORD, WHAT
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     BACKEND_CLASS,
     BUILDER_METHOD,
@@ -170,16 +169,10 @@ def is_installed_on(module: Any) -> bool:
     return backend is not None and installed_builder(backend) is not None
 
 
-def arm(state: InstallState) -> None:
-    """Install the fix as soon as vLLM imports the AITER module."""
-    assert isinstance(state.plan, AiterPlan)
+def install(module: types.ModuleType, state: InstallState) -> None:
+    """Install the fix on the AITER module vLLM imported (:func:`install_on`)."""
     plan = state.plan
-    arm_on_import(
-        state, RECORD.module, lambda module: _install(module, plan, state), WHAT
-    )
-
-
-def _install(module: types.ModuleType, plan: AiterPlan, state: InstallState) -> None:
+    assert isinstance(plan, AiterPlan)
     builder, new = install_on(module, plan)
     state.applied_to_class = True
     if new:

@@ -1,14 +1,10 @@
 """#51585: ROCM_ATTN's capture zeroes the device query offsets only.
 
 The decision reads the installed ``rocm_attn.py`` by its AST (see
-:mod:`.code`) and plans the fix on the method as
-installed (see :mod:`.install`): only the known bug is patched, and
-only by removing its one statement. The patch itself waits until vLLM
-imports ``rocm_attn`` (see :mod:`vllm_overlay.import_hook`); only then, and
-only on the platform that loads it (ROCm), does the overlay log above debug
-level: "installed" once vLLM's class carries the fix, or a warning naming
-the file, the line and why it left the code alone. The opt-in prefix-prefill
-kernel (:mod:`vllm_overlay.kernel_switch`) rides on this fix.
+:mod:`.code`) and plans the fix on the method as installed (see
+:mod:`.install`): only the known bug is patched, and only by removing its
+one statement. The opt-in prefix-prefill kernel
+(:mod:`vllm_overlay.kernel_switch`) rides on this fix.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     inspect_capture_tree,
 )
 from vllm_overlay.record import PatchTarget
-from vllm_overlay.state import Action, InstallState, action_for
+from vllm_overlay.state import InstallState
 
 RECORD = PatchTarget(
     name="rocm-capture-keeps-host-offsets",
@@ -81,28 +77,11 @@ def assess_file(source: Path, version: str) -> InstallState:
     """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
     module = parse_source(source.read_bytes(), source)
     if not isinstance(module, ast.Module):
-        return FIX.left_alone(
-            version, module, f"{source}:{module.line}: {module.detail}"
-        )
+        return FIX.decided(version, module)
     method, code = classify_module(module, source)
-    action = action_for(code.shape)
-    if action is Action.INSTALLED:
-        from vllm_overlay.fixes.rocm_capture_host_offsets.install import plan_fix
-        from vllm_overlay.proof import FixRefused
-
-        assert method is not None
-        try:
-            plan = plan_fix(method, code)
-        except FixRefused as exc:
-            return FIX.left_alone(version, code, str(exc))
-        return FIX.state(
-            action, version, plan.summary, code, covered=RECORD.reaches, plan=plan
-        )
-    if action is Action.UNRECOGNISED:
-        return FIX.left_alone(
-            version, code, f"unrecognised {code.shape} code: {code.detail}"
-        )
-    return FIX.state(action, version, code.detail, code)
+    return FIX.decided(
+        version, code, lambda: deferred(FIX.install, "plan_fix")(method, code)
+    )
 
 
 FIX = Fix(

@@ -24,7 +24,6 @@ it, it is read too.
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from vllm_overlay.code import (
     is_name,
     parse_source,
     top_level_bindings,
+    tree_reader,
 )
 from vllm_overlay.metadata_writes import (
     EMPTY,
@@ -248,22 +248,6 @@ def offsets_problems(method: ast.FunctionDef) -> list[str]:
     ]
 
 
-def inspect_capture_tree(tree: Path) -> CaptureCode:
-    """Classify the capture method of the vLLM source tree at ``tree``."""
-    file = tree / ROCM_ATTN
-    if not file.is_file():
-        return CaptureCode(Shape.MISSING, file, None, f"no {ROCM_ATTN} in {tree}")
-    return _inspect_file(file.read_bytes(), file)
-
-
-@functools.lru_cache(maxsize=8)
-def _inspect_file(source: bytes, file: Path) -> CaptureCode:
-    """One reading per file content: ``check`` asks of the same file up to
-    seven times (the carry rules, the version's contradiction, invariants),
-    and a :class:`CaptureCode` holds no AST, so a shared one is safe."""
-    return inspect_capture_source(source, file)
-
-
 class _OffsetUse(Walker):
     """The one walk of metadata writes from a function's ``<metadata>``
     argument, read for the offsets tensors: the writes spelled on the
@@ -303,3 +287,8 @@ class _OffsetUse(Walker):
         self.build_calls.append(node)
         others = [t for value, t in given if not is_name(value, self.metadata)]
         return None if any(others) or receiver else EMPTY
+
+
+inspect_capture_tree = tree_reader(ROCM_ATTN, inspect_capture_source, CaptureCode)
+"""The capture method's verdict in the vLLM source tree at a path (a
+:class:`CaptureCode` holds no AST, so a shared one is safe)."""

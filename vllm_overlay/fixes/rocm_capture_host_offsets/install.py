@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from vllm_overlay.arming import arm_on_import, logger
+from vllm_overlay.arming import logger
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes.rocm_capture_host_offsets import RECORD
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
@@ -246,27 +246,15 @@ def is_installed_on(module: Any) -> bool:
     return bool(getattr(method, FIX_MARKER, False))
 
 
-def arm(state: InstallState) -> None:
-    """Fix vLLM's builder class as soon as ``rocm_attn`` is imported.
+def install(module: ModuleType, state: InstallState) -> None:
+    """Install the fixed method on vLLM's builder class if the loaded class is
+    the inspected code (:class:`FixRefused` otherwise).
 
     Patching the class itself, rather than registering a subclass as the
     backend, is what reaches every path in ``RECORD.reaches``.
     """
-    assert isinstance(state.plan, FixPlan)
     plan = state.plan
-    arm_on_import(
-        state,
-        RECORD.module,
-        lambda module: _patch_loaded_module(module, plan, state),
-        verb="patching",
-    )
-
-
-def _patch_loaded_module(
-    module: ModuleType, plan: FixPlan, state: InstallState
-) -> None:
-    """Install the fixed method if the loaded class is the inspected code
-    (:class:`FixRefused` otherwise)."""
+    assert isinstance(plan, FixPlan)
     owner_name, method_name = RECORD.qualname.split(".")
     owner = getattr(module, owner_name, None)
     live = owner.__dict__.get(method_name) if isinstance(owner, type) else None

@@ -22,6 +22,7 @@ from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch, test_patch
 from vllm_overlay.vllm_tests import (
     ATTENTION_TESTS,
     Function,
+    asserted,
     find_test,
     test_functions,
 )
@@ -215,20 +216,7 @@ class _CaptureCheck:
         )
 
     def _asserts_host_offsets(self, node: ast.stmt) -> bool:
-        if isinstance(node, ast.Assert):
-            return self._reads_host_offsets(node.test)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            call = node.value
-            func = call.func
-            name = (
-                func.attr
-                if isinstance(func, ast.Attribute)
-                else getattr(func, "id", "")
-            )
-            if name.startswith("assert"):
-                arguments = [*call.args, *(k.value for k in call.keywords)]
-                return any(self._reads_host_offsets(a) for a in arguments)
-        return False
+        return any(self._reads_host_offsets(expr) for expr in asserted(node))
 
 
 RULES: tuple[PatchRule, ...] = (

@@ -1,44 +1,33 @@
 """StaticSink: the static-sink builder leaves the shared ``seq_lens`` alone.
 
-``StaticSinkAttentionBuilder.build`` (made by
-``create_static_sink_attention_backend``, vLLM 0.14.0 and later) adds the
-sink to ``common_attn_metadata.seq_lens`` in place and reassigns
-``max_seq_len`` and ``block_table_tensor`` on the object it was handed. The
-model runner hands every KV-cache group and the drafter a shallow copy of
-one metadata, so the tensor is shared: builders after it read lengths too
-long by the sink, a second static-sink group adds the sink twice, and a
-drafter that rebuilds on one metadata adds it at every step.
-
-The fix is patch 0004's, and more than one removed statement, so its proof
-is of a second kind: the whole factory as installed must be, by its
-normalised AST, the upstream factory of a known release
-(:data:`KNOWN_BUGGY`, every variant listed with its releases). A vendor's
-change anywhere in it (an empty subclass handed to
-``subclass_attention_backend``, a decorator, another method) is no known
-factory and is left alone, with a warning naming the file and the line.
-When vLLM imports the module, and after proving the loaded factory is the
-code that was read (equal code objects), each builder it makes gets 0004's
-behaviour: the vendor's ``build`` runs on a shallow copy of the metadata
-whose ``seq_lens`` is a buffer of the builder's own (stable across steps,
-as a captured graph needs), the runner's tensors it read are remembered,
-``update_draft_decode_metadata`` (Model Runner V2's in-place draft steps)
-refreshes the buffer and the block table from them before the inherited
-one runs, and the runner's ``update_block_table`` shortcut is turned off.
+The bug and the fix are :data:`RECORD`'s ``why`` and ``how`` (the doctors
+print them). The fix is patch 0004's, and more than one removed statement,
+so its proof is of a second kind: the whole factory as installed must be,
+by its normalised AST, the upstream factory of a known release
+(:data:`KNOWN_BUGGY`). A vendor's change anywhere in it is no known factory
+and is left alone, with a warning naming the file and the line.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape, binds, parse_source, top_level_bindings
-from vllm_overlay.fixes.base import Fix
+from vllm_overlay.code import (
+    Code,
+    Shape,
+    binds,
+    module_scope,
+    parse_source,
+    top_level_bindings,
+    tree_reader,
+)
+from vllm_overlay.fixes.base import Fix, deferred
 from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
-from vllm_overlay.state import Action, InstallState, action_for
+from vllm_overlay.state import InstallState
 
 STATIC_SINK = Path("vllm/model_executor/layers/attention/static_sink_attention.py")
 FACTORY = "create_static_sink_attention_backend"
@@ -97,23 +86,6 @@ def factory_digest(factory: ast.FunctionDef) -> str:
     return hashlib.sha256(ast.unparse(factory).encode()).hexdigest()
 
 
-def inspect_static_sink_tree(root: Path) -> SinkCode:
-    """The verdict for the vLLM source tree (or install root) at ``root``."""
-    file = root / STATIC_SINK
-    if not file.is_file():
-        return SinkCode(Shape.MISSING, file, None, f"no {STATIC_SINK}")
-    return _inspect_file(file.read_bytes(), file)
-
-
-@functools.lru_cache(maxsize=8)
-def _inspect_file(source: bytes, file: Path) -> SinkCode:
-    """One reading per file content: ``check`` reads the same tree's file for
-    the carry rules, the version's contradiction and the invariants. The
-    factory a :class:`SinkCode` holds is only read (an install plans from
-    :func:`inspect_static_sink_source`'s own)."""
-    return inspect_static_sink_source(source, file)
-
-
 def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
     """Classify ``create_static_sink_attention_backend`` in ``source``.
 
@@ -137,7 +109,11 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
             f"{FACTORY} is upstream's factory of vLLM {KNOWN_BUGGY[digest]}: its "
             f"{BUILDER}.{METHOD} adds the sink to the shared seq_lens in place"
         )
-        imports = tuple(module_imports(module))
+        imports = tuple(
+            s
+            for s in module_scope(module)
+            if isinstance(s, ast.Import | ast.ImportFrom)
+        )
         line = _build_line(factory)
         return SinkCode(Shape.BUGGY, file, line, why, factory, imports)
     if digest in KNOWN_FIXED:
@@ -150,6 +126,14 @@ def inspect_static_sink_source(source: str | bytes, file: Path) -> SinkCode:
     return SinkCode(Shape.UNKNOWN, file, factory.lineno, why)
 
 
+inspect_static_sink_tree = tree_reader(
+    STATIC_SINK, inspect_static_sink_source, SinkCode
+)
+"""The verdict in the vLLM source tree (or install root) at a path (the
+factory it holds is only read: an install plans from
+:func:`inspect_static_sink_source`'s own)."""
+
+
 def _build_line(factory: ast.FunctionDef) -> int:
     """The line of ``build`` in a known factory (each has exactly one)."""
     builder = next(n for n in factory.body if binds(n, BUILDER))
@@ -157,24 +141,6 @@ def _build_line(factory: ast.FunctionDef) -> int:
     method = method_def(builder, METHOD)
     assert method is not None
     return method.lineno
-
-
-def module_imports(module: ast.Module) -> list[ast.stmt]:
-    """The import statements of the module's own scope (in if/try too)."""
-    found: list[ast.stmt] = []
-
-    def visit(statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            if isinstance(statement, ast.Import | ast.ImportFrom):
-                found.append(statement)
-            elif not isinstance(statement, ast.FunctionDef | ast.ClassDef):
-                for block in ("body", "orelse", "finalbody"):
-                    visit(getattr(statement, block, []))
-                for handler in getattr(statement, "handlers", []):
-                    visit(handler.body)
-
-    visit(module.body)
-    return found
 
 
 RECORD = PatchTarget(
@@ -237,32 +203,12 @@ RECORD = PatchTarget(
     ),
 )
 NAME = RECORD.name
-WHAT = " for StaticSink's shared seq_lens"
-"""Names this fix in shared log messages."""
 
 
 def assess_file(file: Path, version: str) -> InstallState:
     """The decision for one ``static_sink_attention.py``."""
     code = inspect_static_sink_source(file.read_bytes(), file)
-    if code.shape is Shape.BUGGY:
-        from vllm_overlay.fixes.static_sink_seq_lens.install import SinkPlan
-
-        plan = SinkPlan(code)
-        return FIX.state(
-            Action.INSTALLED,
-            version,
-            plan.summary,
-            code,
-            covered=RECORD.reaches,
-            plan=plan,
-        )
-    action = action_for(code.shape)
-    if action is not Action.UNRECOGNISED:
-        return FIX.state(action, version, code.detail, code)
-    where = f"{code.file}:{code.line}" if code.line else str(code.file)
-    return FIX.left_alone(
-        version, code, f"unrecognised {code.shape} code: {where}: {code.detail}"
-    )
+    return FIX.decided(version, code, lambda: deferred(FIX.install, "SinkPlan")(code))
 
 
 FIX = Fix(
@@ -272,7 +218,7 @@ FIX = Fix(
     install=f"{__name__}.install",
     decide=assess_file,
     read_tree=inspect_static_sink_tree,
-    what=WHAT,
+    what=" for StaticSink's shared seq_lens",
     scenarios=(
         "static_sink_then_others",
         "static_sink_twice",

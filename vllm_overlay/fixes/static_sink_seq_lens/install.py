@@ -13,14 +13,13 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.arming import arm_on_import, logger
+from vllm_overlay.arming import logger
 from vllm_overlay.fixes.static_sink_seq_lens import (
     BUILDER,
     FACTORY,
+    FIX,
     METADATA_PARAMETER,
     METHOD,
-    RECORD,
-    WHAT,
     SinkCode,
 )
 from vllm_overlay.proof import FixRefused, inner_code, prove_compiled_from
@@ -65,16 +64,10 @@ class SinkPlan:
         return None  # it wraps the builder; no statement goes
 
 
-def arm(state: InstallState) -> None:
-    """Install the fix as soon as vLLM imports the static-sink module."""
-    assert isinstance(state.plan, SinkPlan)
+def install(module: types.ModuleType, state: InstallState) -> None:
+    """Wrap the static-sink module's factory (:func:`fixed_factory`)."""
     plan = state.plan
-    arm_on_import(
-        state, RECORD.module, lambda module: _install(module, plan, state), WHAT
-    )
-
-
-def _install(module: types.ModuleType, plan: SinkPlan, state: InstallState) -> None:
+    assert isinstance(plan, SinkPlan)
     factory = getattr(module, FACTORY, None)
     if getattr(factory, FIX_MARKER, False):
         state.applied_to_class = True
@@ -136,7 +129,7 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
         logger.warning(
             "vllm-overlay: fix%s not applied to %s: its %s is not the method "
             "that was proven",
-            WHAT,
+            FIX.what,
             builder.__name__,
             METHOD,
         )
@@ -148,7 +141,7 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
         logger.warning(
             "vllm-overlay: fix%s not applied to %s: its %s is not a plain "
             "inherited method",
-            WHAT,
+            FIX.what,
             builder.__name__,
             DRAFT_UPDATE,
         )
@@ -235,7 +228,8 @@ def refreshing_draft_update(inherited: Any) -> Any:
         runner_seq_lens = self.__dict__.get(RUNNER_SEQ_LENS)
         runner_block_table = self.__dict__.get(RUNNER_BLOCK_TABLE)
         if runner_seq_lens is not None and runner_block_table is not None:
-            torch = _torch()
+            import torch  # only when a draft step runs, never at registration
+
             count = runner_seq_lens.shape[0]
             seq_lens = self.__dict__[SEQ_LENS_BUFFER][:count]
             torch.add(runner_seq_lens, self.sink_len, out=seq_lens)
@@ -250,13 +244,6 @@ def refreshing_draft_update(inherited: Any) -> Any:
 
     setattr(refresh, FIX_MARKER, True)
     return refresh
-
-
-def _torch() -> types.ModuleType:
-    """torch, imported only when a draft step runs (never at registration)."""
-    import torch
-
-    return torch
 
 
 def is_installed_on(module: types.ModuleType) -> bool:
