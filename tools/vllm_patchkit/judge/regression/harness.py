@@ -254,6 +254,15 @@ def snapshot(obj: Any, written: Any = None, prefix: str = "", depth: int = 0) ->
     return out
 
 
+def diff(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    """``[expected, got]`` for each key whose value two snapshots disagree on."""
+    return {
+        key: [expected.get(key), got.get(key)]
+        for key in sorted(expected.keys() | got.keys())
+        if expected.get(key) != got.get(key)
+    }
+
+
 def _nested(value: Any) -> bool:
     """Metadata nested in metadata: a dataclass, or a vLLM object."""
     if isinstance(value, type):
@@ -310,6 +319,7 @@ def capture_through(backend: type, decode_query_len: int) -> dict[str, Any]:
     }
 
 
+@cache
 def init_workspace_manager() -> None:
     """The workspace manager the GPU runner starts, started on CPU.
 
@@ -536,25 +546,21 @@ def batch_metadata(query_lens: Sequence[int], context_len: int = CONTEXT_LEN) ->
         "is_prefilling": torch.zeros(num_reqs, dtype=torch.bool),
         "positions": made.positions,
     }
-    declared = {f.name for f in dataclasses.fields(CommonAttentionMetadata)}
-    required = {
+    fields = [f for f in dataclasses.fields(CommonAttentionMetadata) if f.init]
+    missing = {
         f.name
-        for f in dataclasses.fields(CommonAttentionMetadata)
-        if f.init
-        and f.default is dataclasses.MISSING
+        for f in fields
+        if f.default is dataclasses.MISSING
         and f.default_factory is dataclasses.MISSING
+        and f.name not in values
     }
-    missing = required - values.keys()
     if missing:
         raise TypeError(
             f"this vLLM's CommonAttentionMetadata needs fields the harness does "
             f"not know: {sorted(missing)}"
         )
-    init_fields = {
-        f.name for f in dataclasses.fields(CommonAttentionMetadata) if f.init
-    }
     return CommonAttentionMetadata(
-        **{k: v for k, v in values.items() if k in declared and k in init_fields}
+        **{f.name: values[f.name] for f in fields if f.name in values}
     )
 
 

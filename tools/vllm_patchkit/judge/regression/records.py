@@ -1,8 +1,8 @@
 """What a scenario run records: its outcome, and where an exception came from.
 
-Shared by :mod:`.scenarios` and :mod:`.capture_loop` (which scenarios
-drives), and read by :mod:`.verdict`; it imports neither torch nor vLLM, so
-the verdict side can be loaded by a command that never runs a scenario.
+Shared by :mod:`.scenarios` and each fix's runs, and read by
+:mod:`.verdict`; it imports neither torch nor vLLM, so the verdict side can
+be loaded by a command that never runs a scenario.
 """
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def unavailable(
+    scenario: str, decode_query_len: int, why: str, **facts: Any
+) -> Outcome:
+    """A scenario that could not run here, and why."""
+    error = {"type": "unavailable", "message": why}
+    return Outcome(scenario, decode_query_len, "unavailable", facts, error)
 
 
 def vllm_relpath(filename: str) -> str:
@@ -82,8 +90,7 @@ def describe(error: BaseException | dict[str, Any]) -> str:
 
 
 def involves_code_under_test(exc: BaseException) -> bool:
-    """Did ``exc`` come through a function or method of a file a fix
-    changes (ROCM_ATTN's, or ROCM_AITER_UNIFIED_ATTN's)?
+    """Did ``exc`` come through a function or method of a file a fix changes?
 
     Such an exception is the code under test misbehaving: a failure. Any
     other exception in a scenario is the harness or the host failing, and

@@ -230,41 +230,25 @@ def fixed_checks(outcomes: list[Outcome]) -> list[Check]:
 
 
 def _check(outcome: Outcome) -> Check:
-    """The rules every scenario shares, then its fix's: a fix module's facts
-    (:func:`facts_check`), or the judge its module names (``CHECKS``)."""
-    if outcome.scenario in FACTS:  # a fix module's scenario: its facts judge it
-        return facts_check(outcome)
+    """The rules every scenario shares, then its fix's: every fact its fix
+    module's ``FACTS`` names true (:mod:`.by_fix`), or the judge its module
+    names (``CHECKS``). A scenario that records its code absent from the
+    tree (``absent``) does not apply there."""
     name = check_name(outcome.scenario, outcome.decode_query_len)
     fix = fix_of(outcome.scenario)
-    if outcome.status == "unavailable" and not outcome.facts.get("absent"):
+    by_facts = outcome.scenario in FACTS
+    absent = bool(outcome.facts.get("absent"))
+    if outcome.status == "unavailable" and (by_facts or not absent):
         why = (outcome.error or {}).get("message") or "unavailable"
-        return Check(name, NOT_RUN, str(why), fix)
+        return Check(name, NOT_RUN, str(why), fix, applies=not absent)
     if outcome.status == "error":
         return Check(name, NOT_RUN, harness_error(outcome.error), fix)
-    judge_of_fix = by_fix.checks_of(_name_of(fix))
-    if judge_of_fix is None:
-        why = f"no verdict for scenario {outcome.scenario!r}"
-        return Check(name, NOT_RUN, why, fix)
-    return judge_of_fix(outcome, fix)
-
-
-def _name_of(label: str) -> str:
-    """The registry's name of the fix with PR label ``label``."""
-    return next(f.name for f in REGISTRY if f.pr == label)
-
-
-def facts_check(outcome: Outcome) -> Check:
-    """A scenario of a fix module (:mod:`.by_fix`): every fact its ``FACTS``
-    names must be true. One that records its code absent from the tree
-    (``absent``) does not apply there."""
-    name = check_name(outcome.scenario, outcome.decode_query_len)
-    fix = fix_of(outcome.scenario)
-    if outcome.status == "unavailable":
-        why = (outcome.error or {}).get("message") or "unavailable"
-        applies = not outcome.facts.get("absent")
-        return Check(name, NOT_RUN, str(why), fix, applies)
-    if outcome.status == "error":
-        return Check(name, NOT_RUN, harness_error(outcome.error), fix)
+    if not by_facts:  # an absent scenario included: its fix's judge says why
+        judge_of_fix = by_fix.checks_of(_name_of(fix))
+        if judge_of_fix is None:
+            why = f"no verdict for scenario {outcome.scenario!r}"
+            return Check(name, NOT_RUN, why, fix)
+        return judge_of_fix(outcome, fix)
     if outcome.status != "ok":
         return Check(name, FAILED, describe_error(outcome.error), fix)
     facts = outcome.facts
@@ -274,6 +258,11 @@ def facts_check(outcome: Outcome) -> Check:
         after = {k: v for k, v in facts.items() if k.endswith(("_before", "_after"))}
         detail = f"violated: {', '.join(wrong)} ({facts.get('builder')}; {after})"
     return Check(name, status_of_result(not wrong), detail, fix)
+
+
+def _name_of(label: str) -> str:
+    """The registry's name of the fix with PR label ``label``."""
+    return next(f.name for f in REGISTRY if f.pr == label)
 
 
 def reproduced(checks: Iterable[Check | Mapping[str, Any]]) -> list[str]:

@@ -8,7 +8,7 @@ and, each optional:
 - ``RUNS``, the dotted name of the module that runs its scenarios (its
   ``SCENARIOS``, by name; it imports torch and vLLM), judged either by
   ``FACTS`` (per scenario, the facts that must all be true on a fixed tree;
-  see :func:`..verdict.facts_check`) or by ``CHECKS``, the dotted name of a
+  see :func:`..verdict.fixed_checks`) or by ``CHECKS``, the dotted name of a
   torch-free module whose ``check(outcome, fix)`` judges each outcome once
   the rules every scenario shares have had their say;
 - ``RECIPES``, the dotted name of a module whose ``RECIPES`` maps builders
@@ -21,11 +21,10 @@ and, each optional:
   upstream test alone must kill (``UPSTREAM_FILE``, ``UPSTREAM_TESTS``,
   ``upstream_mutants``; see :mod:`vllm_patchkit.judge.mutation.upstream_test`).
 
-Both are named, not imported, here, so there is no cycle. So adding a fix's
-scenarios and mutants is a module here (its runner and mutants beside it,
-in a package ``by_fix/<fix>/`` or the same module), with no edit of the
-suite's or the tier's shared files. Which fix a scenario judges is the
-registry's word (``Fix.scenarios``, :mod:`vllm_overlay.fixes`).
+Each is named, not imported, here, so there is no cycle, and adding a
+fix's scenarios and mutants edits none of the suite's or the tier's shared
+files. Which fix a scenario judges is the registry's word
+(``Fix.scenarios``, :mod:`vllm_overlay.fixes`).
 """
 
 from __future__ import annotations

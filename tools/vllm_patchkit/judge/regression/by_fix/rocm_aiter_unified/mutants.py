@@ -6,17 +6,14 @@ backend's ``get_builder_cls``, or ROCM_ATTN's capture. The scenarios of
 :mod:`.runs` must fail on every one.
 
 ``python -m vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants``
-runs them all in this process against the importable vLLM: each mutated
-module is executed as a fresh module object (never put in ``sys.modules``)
-and its backend class is handed to the scenarios, so one vLLM import serves
-every mutant.
+runs them all in this process against the importable vLLM, each mutated
+module's backend class handed to the scenarios.
 """
 
 from __future__ import annotations
 
-import importlib
-import types
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
@@ -52,11 +49,11 @@ FILL = "attn_metadata.seq_lens.fill_(1)"
 DEVICE = "common_attn_metadata.query_start_loc"
 HOST = "common_attn_metadata.query_start_loc_cpu"
 DEVICE_ZERO = f"{DEVICE}.zero_()"
+Edit = tuple[str, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
-class PairMutant:
-    mutant: Mutant
+class PairMutant(Mutant):
     module: str
     """The dotted module the edits are made in."""
     cls: str
@@ -64,22 +61,17 @@ class PairMutant:
     backend: str
     """The backend class of ``module`` the scenarios are run with."""
 
-    @property
-    def name(self) -> str:
-        return self.mutant.name
-
-
-Edit = tuple[str, tuple[str, ...]]
-
 
 def _aiter(name: str, description: str, *edits: Edit) -> PairMutant:
-    mutant = Mutant(name, description, edits)
-    return PairMutant(mutant, AITER_MODULE, AITER_BUILDER, CAPTURE, AITER_BACKEND)
+    return PairMutant(
+        name, description, edits, AITER_MODULE, AITER_BUILDER, CAPTURE, AITER_BACKEND
+    )
 
 
 def _rocm(name: str, description: str, *edits: Edit) -> PairMutant:
-    mutant = Mutant(name, description, edits)
-    return PairMutant(mutant, ROCM_MODULE, ROCM_BUILDER, CAPTURE, ROCM_BACKEND)
+    return PairMutant(
+        name, description, edits, ROCM_MODULE, ROCM_BUILDER, CAPTURE, ROCM_BACKEND
+    )
 
 
 PAIR_MUTANTS: tuple[PairMutant, ...] = (
@@ -133,11 +125,9 @@ PAIR_MUTANTS: tuple[PairMutant, ...] = (
         (FILL, ("attn_metadata.seq_lens = attn_metadata.seq_lens.clone().fill_(1)",)),
     ),
     PairMutant(
-        Mutant(
-            "aiter_generic_builder",
-            "AITER unified backend hands out the generic ROCm builder again",
-            ((f"return {AITER_BUILDER}", (f"return {ROCM_BUILDER}",)),),
-        ),
+        "aiter_generic_builder",
+        "AITER unified backend hands out the generic ROCm builder again",
+        ((f"return {AITER_BUILDER}", (f"return {ROCM_BUILDER}",)),),
         AITER_MODULE,
         AITER_BACKEND,
         "get_builder_cls",
@@ -165,9 +155,7 @@ def mutate_pair(source: str, target: PairMutant) -> str:
     """``source`` with the mutant's edits made inside its method."""
     span = method_lines(source, target.cls, target.method)
     where = f"{target.cls}.{target.method}"
-    return edit_method(
-        source, target.mutant.edits, span, target.name, where, target.module
-    )
+    return edit_method(source, target.edits, span, target.name, where, target.module)
 
 
 AITER = Target(
@@ -181,15 +169,6 @@ reads ROCM_ATTN's file beside it)."""
 TARGETS: tuple[Target, ...] = (AITER,)
 
 
-def _file_mutant(mutant: PairMutant) -> FileMutant:
-    return FileMutant(
-        mutant.name,
-        mutant.mutant.description,
-        AITER,
-        lambda source: mutate_pair(source, mutant),
-    )
-
-
 TIER_PAIR_MUTANTS: tuple[PairMutant, ...] = tuple(
     m for m in PAIR_MUTANTS if m.module == AITER_MODULE
 )
@@ -197,29 +176,36 @@ TIER_PAIR_MUTANTS: tuple[PairMutant, ...] = tuple(
 ROCM_ATTN mutants are left out: they rewrite the method #51585's mutants
 already cover, into the same source as ``none_zeroed``, ``both_zeroed``
 and ``seq_lens_fill_dropped`` (tests/mutation checks the equality)."""
-FILE_MUTANTS: tuple[FileMutant, ...] = tuple(_file_mutant(m) for m in TIER_PAIR_MUTANTS)
-
-
-def load_mutated(target: PairMutant) -> Any:
-    """The mutant's backend class, from a fresh module (not in sys.modules)."""
-    original = importlib.import_module(target.module)
-    assert original.__file__ is not None
-    with open(original.__file__) as handle:
-        source = mutate_pair(handle.read(), target)
-    module = types.ModuleType(target.module)
-    module.__file__ = original.__file__
-    exec(compile(source, f"<mutant {target.name}>", "exec"), module.__dict__)
-    return getattr(module, target.backend)
+FILE_MUTANTS: tuple[FileMutant, ...] = tuple(
+    FileMutant(m.name, m.description, AITER, partial(mutate_pair, target=m))
+    for m in TIER_PAIR_MUTANTS
+)
 
 
 def run_pair_mutants(
     mutants: tuple[PairMutant, ...] = PAIR_MUTANTS,
 ) -> dict[str, Any]:
     """Every mutant through the pair's scenarios; the baseline must pass."""
+    run_quietly_on_cpu()
     from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import runs as pair
-    from vllm_patchkit.judge.regression.scenarios import DECODE_QUERY_LENS
+    from vllm_patchkit.judge.regression.scenarios import (
+        DECODE_QUERY_LENS,
+        failing_checks,
+        fresh_module,
+        module_source,
+        mutant_report,
+    )
 
-    def failing(aiter: Any = None, rocm: Any = None) -> list[str]:
+    def failing(target: PairMutant | None) -> list[str]:
+        aiter = rocm = None
+        if target is not None:
+            source = mutate_pair(module_source(target.module), target)
+            module = fresh_module(target.module, source, target.name)
+            backend = getattr(module, target.backend)
+            if target.module == AITER_MODULE:
+                aiter = backend
+            else:
+                rocm = backend
         outcomes = []
         for query_len in DECODE_QUERY_LENS:
             outcomes += [
@@ -227,34 +213,14 @@ def run_pair_mutants(
                 pair.rocm_attn_capture_via_backend(query_len, rocm),
                 pair.aiter_unified_runner_loop(query_len, aiter),
             ]
-        if any(o.status == "unavailable" for o in outcomes):
-            return ["unavailable"]
-        # A kill is a behavioural failure; a check that could not run is not.
-        return [c.name for c in pair.pair_checks(outcomes) if c.status == "failed"]
+        return failing_checks(outcomes)
 
-    report: dict[str, Any] = {"baseline_failing": failing(), "mutants": []}
-    for target in mutants:
-        backend = load_mutated(target)
-        is_aiter = target.module == AITER_MODULE
-        failed = failing(backend, None) if is_aiter else failing(None, backend)
-        report["mutants"].append(
-            {
-                "name": target.name,
-                "description": target.mutant.description,
-                "killed": bool(failed),
-                "failing_checks": failed,
-            }
-        )
-    return report
+    return mutant_report(failing(None), mutants, failing)
 
 
 def main(argv: list[str] | None = None) -> int:
-    def run() -> dict[str, Any]:
-        run_quietly_on_cpu()
-        return run_pair_mutants()
-
     prog = "python -m vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified.mutants"
-    return report_command(prog, __doc__ or "", run, argv)
+    return report_command(prog, __doc__ or "", run_pair_mutants, argv)
 
 
 if __name__ == "__main__":

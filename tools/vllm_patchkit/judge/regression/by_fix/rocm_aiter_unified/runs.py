@@ -8,12 +8,9 @@ them alone. Neither may touch the host offsets (#51585). Each builder is
 reached the way the model runner reaches it, through its backend's
 ``get_builder_cls``, so a backend handing out the wrong builder shows.
 
-Like :mod:`...scenarios`, a scenario only records facts; what a fixed tree
-must show is the fix's ``FACTS`` (its package, :mod:`.`),
-judged by :mod:`...verdict`; the suite runs these
-scenarios with the others, each check under its fix. The scenarios take
-the backend class as an argument (default: the importable one) so mutants
-can be run in one process.
+A scenario only records facts; the fix's ``FACTS`` (:mod:`.`) judge them.
+It takes the backend class as an argument (default: the importable one) so
+mutants can be run in one process.
 """
 
 from __future__ import annotations
@@ -29,17 +26,9 @@ from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
     AITER_LOOP,
     ROCM_CAPTURE,
 )
-from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import (
-    FACTS as PAIR_FACTS,
-)
-from vllm_patchkit.judge.regression.records import Outcome, error_info
-from vllm_patchkit.judge.regression.verdict import Check, facts_check
+from vllm_patchkit.judge.regression.records import Outcome, error_info, unavailable
 
 AITER_BACKEND = "RocmAiterUnifiedAttentionBackend"
-
-AITER_FACTS = PAIR_FACTS[AITER_CAPTURE]
-ROCM_FACTS = PAIR_FACTS[ROCM_CAPTURE]
-LOOP_FACTS = PAIR_FACTS[AITER_LOOP]
 
 
 class BackendUnavailable(Exception):
@@ -62,21 +51,12 @@ def aiter_backend() -> type:
     return getattr(module, AITER_BACKEND)
 
 
-def _unavailable(scenario: str, decode_query_len: int, why: str) -> Outcome:
-    return Outcome(
-        scenario,
-        decode_query_len,
-        "unavailable",
-        error={"type": "unavailable", "message": why},
-    )
-
-
 def aiter_unified_capture(decode_query_len: int, backend: Any = None) -> Outcome:
     """ROCM_AITER_UNIFIED_ATTN's capture build on a uniform decode batch."""
     try:
         backend = backend or aiter_backend()
     except BackendUnavailable as exc:
-        return _unavailable(AITER_CAPTURE, decode_query_len, str(exc))
+        return unavailable(AITER_CAPTURE, decode_query_len, str(exc))
     facts = harness.capture_through(backend, decode_query_len)
     return Outcome(AITER_CAPTURE, decode_query_len, "ok", facts)
 
@@ -107,7 +87,7 @@ def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Out
         groups = v1_runner.make_groups(decode_query_len, [aiter])
         runner = v1_runner.minimal_v1_runner(decode_query_len, groups)
     except (BackendUnavailable, v1_runner.LoopUnavailable) as exc:
-        return _unavailable(AITER_LOOP, decode_query_len, str(exc))
+        return unavailable(AITER_LOOP, decode_query_len, str(exc))
     from vllm.config import set_current_vllm_config
 
     offsets = v1_runner.uniform_decode(runner, decode_query_len)
@@ -118,7 +98,7 @@ def aiter_unified_runner_loop(decode_query_len: int, backend: Any = None) -> Out
         with set_current_vllm_config(harness.vllm_config(decode_query_len)):
             per_layer, _ = runner._build_attention_metadata(**kwargs)
     except TypeError as exc:  # another release's signature
-        return _unavailable(AITER_LOOP, decode_query_len, f"runner API: {exc}")
+        return unavailable(AITER_LOOP, decode_query_len, f"runner API: {exc}")
     except Exception as exc:  # the loop itself failing is a finding
         return Outcome(AITER_LOOP, decode_query_len, "raised", error=error_info(exc))
     attn = per_layer[groups.layer_names["aiter"]]
@@ -140,13 +120,3 @@ SCENARIOS = {
     ROCM_CAPTURE: rocm_attn_capture_via_backend,
     AITER_LOOP: aiter_unified_runner_loop,
 }
-
-
-def pair_checks(outcomes: list[Outcome]) -> list[Check]:
-    """One check per outcome of these scenarios that could run; others are
-    ignored (the suite's own verdict counts those it could not run)."""
-    return [
-        facts_check(o)
-        for o in outcomes
-        if o.scenario in PAIR_FACTS and o.status != "unavailable"
-    ]

@@ -182,14 +182,11 @@ def _loop_facts(
     facts: dict[str, Any] = {"raised": None}
     try:
         per_layer = call()
-    except AttributeError as exc:
-        if runner is not None and getattr(exc, "obj", None) is runner:
+    except Exception as exc:  # a victim builder failing in the loop
+        if isinstance(exc, AttributeError) and runner is not None and exc.obj is runner:
             raise LoopUnavailable(
                 f"this runner reads state the scenario does not build: {exc.name}"
             ) from exc
-        facts["raised"] = error_info(exc)
-        per_layer = {}
-    except Exception as exc:  # a victim builder failing in the loop
         facts["raised"] = error_info(exc)
         per_layer = {}
     facts["host_offsets_after"] = host[:n].tolist()

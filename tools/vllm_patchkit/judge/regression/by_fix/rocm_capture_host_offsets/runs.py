@@ -26,6 +26,7 @@ from vllm_patchkit.judge.regression.records import (
     Outcome,
     describe,
     error_info,
+    unavailable,
 )
 from vllm_patchkit.judge.regression.v1_runner import LoopUnavailable
 
@@ -37,13 +38,16 @@ def capture_effects(decode_query_len: int) -> Outcome:
     return Outcome("capture_effects", decode_query_len, "ok", facts)
 
 
+MINIMAX = "minimax_indexer_after_rocm"
+
+
 def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
     """The PR's crash: MiniMax-M3's indexer builder after the ROCm builder."""
     try:
         indexer = harness.import_vllm("vllm.models.minimax_m3.common.indexer")
     except ModuleNotFoundError as exc:
         return Outcome(
-            "minimax_indexer_after_rocm",
+            MINIMAX,
             decode_query_len,
             "unavailable",
             # Absent from the tree (not a module it fails to import): by
@@ -60,22 +64,13 @@ def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
     try:
         built = index.build_for_cudagraph_capture(metadata)
     except Exception as exc:  # the bug under test is an AssertionError
-        return Outcome(
-            "minimax_indexer_after_rocm",
-            decode_query_len,
-            "raised",
-            error=error_info(exc),
-        )
+        return Outcome(MINIMAX, decode_query_len, "raised", error=error_info(exc))
     decode = built.decode
-    return Outcome(
-        "minimax_indexer_after_rocm",
-        decode_query_len,
-        "ok",
-        facts={
-            "num_decodes": built.num_decodes,
-            "decode_query_len": decode.decode_query_len if decode else None,
-        },
-    )
+    facts = {
+        "num_decodes": built.num_decodes,
+        "decode_query_len": decode.decode_query_len if decode else None,
+    }
+    return Outcome(MINIMAX, decode_query_len, "ok", facts)
 
 
 def repeated_capture(decode_query_len: int) -> Outcome:
@@ -97,24 +92,8 @@ def repeated_capture(decode_query_len: int) -> Outcome:
         kept.append(bool(torch.equal(metadata.query_start_loc_cpu, before)))
         after.append(metadata.query_start_loc_cpu.tolist())
         device_zeroed.append(bool(torch.all(metadata.query_start_loc == 0)))
-    return Outcome(
-        "repeated_capture",
-        decode_query_len,
-        "ok",
-        facts={
-            "host_kept": kept,
-            "host_after": after,
-            "device_zeroed": device_zeroed,
-        },
-    )
-
-
-def _diff(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: [expected.get(key), got.get(key)]
-        for key in sorted(expected.keys() | got.keys())
-        if expected.get(key) != got.get(key)
-    }
+    facts = {"host_kept": kept, "host_after": after, "device_zeroed": device_zeroed}
+    return Outcome("repeated_capture", decode_query_len, "ok", facts)
 
 
 def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
@@ -181,7 +160,7 @@ def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
             victim.scenario, decode_query_len, "raised", facts, error_info(exc)
         )
     facts["reads_host_offsets"] = bool(reads)
-    facts["diverged"] = _diff(expected, harness.snapshot(built))
+    facts["diverged"] = harness.diff(expected, harness.snapshot(built))
     return Outcome(victim.scenario, decode_query_len, "ok", facts)
 
 
@@ -213,13 +192,7 @@ def _victim_setup_failed(
 
 
 def _victim_unavailable(victim: victims.Victim, query_len: int, why: str) -> Outcome:
-    return Outcome(
-        victim.scenario,
-        query_len,
-        "unavailable",
-        facts={"builder": victim.qualname},
-        error={"type": "unavailable", "message": why},
-    )
+    return unavailable(victim.scenario, query_len, why, builder=victim.qualname)
 
 
 def _loop_scenario(name: str, run: Callable[[int], dict[str, Any]]) -> Scenario:
@@ -227,12 +200,7 @@ def _loop_scenario(name: str, run: Callable[[int], dict[str, Any]]) -> Scenario:
         try:
             facts = run(decode_query_len)
         except LoopUnavailable as exc:
-            return Outcome(
-                name,
-                decode_query_len,
-                "unavailable",
-                error={"type": "unavailable", "message": str(exc)},
-            )
+            return unavailable(name, decode_query_len, str(exc))
         return Outcome(name, decode_query_len, "ok", facts)
 
     scenario.__doc__ = f"vLLM's per-group loop ({name}) for capture."
@@ -243,7 +211,7 @@ Scenario = Callable[[int], Outcome]
 
 SCENARIOS: dict[str, Scenario] = {
     "capture_effects": capture_effects,
-    "minimax_indexer_after_rocm": minimax_indexer_after_rocm,
+    MINIMAX: minimax_indexer_after_rocm,
     "repeated_capture": repeated_capture,
     "capture_loop_v1": _loop_scenario("capture_loop_v1", capture_loop.run_v1_loop),
     "capture_loop_v2": _loop_scenario("capture_loop_v2", capture_loop.run_v2_loop),

@@ -9,17 +9,14 @@ own earlier 0004, without the refresh. The scenarios of :mod:`.runs` must
 fail on every one, pass on the fix, and fail on the stock builder.
 
 ``python -m vllm_patchkit.judge.regression.by_fix.static_sink.mutants --json``
-runs them all in this process against the importable vLLM: each mutated
-module is executed as a fresh module object (never put in ``sys.modules``)
-and its ``create_static_sink_attention_backend`` is handed to the scenarios,
-so one vLLM import serves every mutant.
+runs them all in this process against the importable vLLM, each mutated
+module's ``create_static_sink_attention_backend`` handed to the scenarios.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
-import types
+from functools import partial
 from typing import Any
 
 from vllm_overlay.fixes.static_sink_seq_lens import BUILDER, FACTORY, STATIC_SINK
@@ -198,9 +195,8 @@ def builder_lines(source: str) -> tuple[int, int]:
 
 def mutate_sink(source: str, mutant: Mutant) -> str:
     """``source`` with the mutant's edits made inside the builder class."""
-    where = BUILDER
     span = builder_lines(source)
-    return edit_method(source, mutant.edits, span, mutant.name, where, MODULE)
+    return edit_method(source, mutant.edits, span, mutant.name, BUILDER, MODULE)
 
 
 SINK = Target(
@@ -214,83 +210,53 @@ which imports it, so its mutants each run in a fresh interpreter."""
 TARGETS: tuple[Target, ...] = (SINK,)
 
 
-def _file_mutant(mutant: Mutant) -> FileMutant:
-    return FileMutant(
-        mutant.name,
-        mutant.description,
-        SINK,
-        lambda source: mutate_sink(source, mutant),
-    )
-
-
-FILE_MUTANTS: tuple[FileMutant, ...] = tuple(_file_mutant(m) for m in SINK_MUTANTS)
-
-
-def load_factory(source: str, name: str) -> Any:
-    """``create_static_sink_attention_backend`` of ``source``, run as a fresh
-    module (not in ``sys.modules``; its own lru_cache). Only the module up to
-    the factory runs: the layer class after it registers a custom op, once
-    per process."""
-    original = importlib.import_module(MODULE)
-    module = types.ModuleType(MODULE)
-    module.__file__ = original.__file__
-    factory = next(
-        node
-        for node in ast.parse(source).body
-        if isinstance(node, ast.FunctionDef) and node.name == FACTORY
-    )
-    head = "".join(source.splitlines(keepends=True)[: factory.end_lineno])
-    exec(compile(head, f"<mutant {name}>", "exec"), module.__dict__)
-    return getattr(module, FACTORY)
+FILE_MUTANTS: tuple[FileMutant, ...] = tuple(
+    FileMutant(m.name, m.description, SINK, partial(mutate_sink, mutant=m))
+    for m in SINK_MUTANTS
+)
 
 
 def run_sink_mutants(mutants: tuple[Mutant, ...] = SINK_MUTANTS) -> dict[str, Any]:
     """The importable method (the baseline) and every mutant of it through
-    the scenarios. A mutant whose statements the method lacks (a stock
-    tree) is reported as not made."""
+    the scenarios. Only the module up to the factory runs, as a fresh module
+    (its own lru_cache): the layer class after it registers a custom op,
+    once per process."""
+    run_quietly_on_cpu()
     from vllm_patchkit.judge.regression.by_fix.static_sink import runs as static_sink
-    from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS
-    from vllm_patchkit.judge.regression.verdict import FAILED, fixed_checks
+    from vllm_patchkit.judge.regression.scenarios import (
+        DECODE_QUERY_LENS,
+        failing_checks,
+        fresh_module,
+        module_source,
+        mutant_report,
+    )
 
-    def failing(create: Any) -> list[str]:
-        outcomes = [
-            run(query_len, create)
-            for run in static_sink.SCENARIOS.values()
-            for query_len in DECODE_QUERY_LENS
-        ]
-        if any(o.status == "unavailable" for o in outcomes):
-            return ["unavailable"]
-        # A kill is a behavioural failure; a check that could not run is not.
-        return [c.name for c in fixed_checks(outcomes) if c.status == FAILED]
+    source = module_source(MODULE)
 
-    file = importlib.import_module(MODULE).__file__
-    assert file is not None
-    with open(file) as handle:
-        source = handle.read()
-    report: dict[str, Any] = {
-        "baseline_failing": failing(load_factory(source, "baseline")),
-        "mutants": [],
-    }
-    for mutant in mutants:
-        entry: dict[str, Any] = {"name": mutant.name, "description": mutant.description}
-        try:
-            mutated = mutate_sink(source, mutant)
-        except MutationError as exc:
-            entry.update(killed=False, failing_checks=[], not_made=str(exc))
-        else:
-            failed = failing(load_factory(mutated, mutant.name))
-            entry.update(killed=bool(failed), failing_checks=failed)
-        report["mutants"].append(entry)
-    return report
+    def failing(mutant: Mutant | None) -> list[str]:
+        mutated = source if mutant is None else mutate_sink(source, mutant)
+        factory = next(
+            node
+            for node in ast.parse(mutated).body
+            if isinstance(node, ast.FunctionDef) and node.name == FACTORY
+        )
+        head = "".join(mutated.splitlines(keepends=True)[: factory.end_lineno])
+        label = "baseline" if mutant is None else mutant.name
+        create = getattr(fresh_module(MODULE, head, label), FACTORY)
+        return failing_checks(
+            [
+                run(query_len, create)
+                for run in static_sink.SCENARIOS.values()
+                for query_len in DECODE_QUERY_LENS
+            ]
+        )
+
+    return mutant_report(failing(None), mutants, failing)
 
 
 def main(argv: list[str] | None = None) -> int:
-    def run() -> dict[str, Any]:
-        run_quietly_on_cpu()
-        return run_sink_mutants()
-
     prog = "python -m vllm_patchkit.judge.regression.by_fix.static_sink.mutants"
-    return report_command(prog, __doc__ or "", run, argv)
+    return report_command(prog, __doc__ or "", run_sink_mutants, argv)
 
 
 if __name__ == "__main__":

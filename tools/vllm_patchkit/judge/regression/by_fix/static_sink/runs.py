@@ -9,10 +9,9 @@ object, changes what every later group's builder reads. The scenarios run
 the static-sink builder (over Triton attention, which builds on CPU in every
 release that has the module), then other groups' builders, on such copies.
 
-Like :mod:`...scenarios`, a scenario only records facts; the facts a fixed
-tree must show are the fix's own (its package, :mod:`.`). A scenario
-takes the backend factory as an argument (default: the importable one) so
-mutants can be run in one process.
+A scenario only records facts; the fix's ``FACTS`` (:mod:`.`) judge them.
+It takes the backend factory as an argument (default: the importable one)
+so mutants can be run in one process.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from vllm_patchkit.judge.regression.records import (
     Outcome,
     raised_outcome,
     setting_up,
+    unavailable,
 )
 
 SINK_LEN = 2 * harness.BLOCK_SIZE
@@ -90,8 +90,9 @@ def _builder(backend: type, decode_query_len: int, layer: str) -> Any:
     return harness.make_builder(backend.get_builder_cls(), decode_query_len, layer)
 
 
-def _with_sink(times: int) -> list[int]:
-    return [n + times * SINK_LEN if n else 0 for n in SEQ_LENS]
+def _with_sink(lens: list[int] | tuple[int, ...] = SEQ_LENS) -> list[int]:
+    """``lens`` with the sink once (padding stays 0)."""
+    return [n + SINK_LEN if n else 0 for n in lens]
 
 
 def _build(builder: Any, metadata: Any, decode_query_len: int) -> Any:
@@ -109,13 +110,7 @@ def _unavailable(scenario: str, decode_query_len: int) -> Outcome | None:
 
 def _not_applicable(scenario: str, decode_query_len: int, why: str) -> Outcome:
     """The tree lacks the code the scenario drives: its checks do not apply."""
-    return Outcome(
-        scenario,
-        decode_query_len,
-        "unavailable",
-        facts={"absent": True},
-        error={"type": "unavailable", "message": why},
-    )
+    return unavailable(scenario, decode_query_len, why, absent=True)
 
 
 def _shared_kept(shared: Any, before: dict[str, Any]) -> dict[str, Any]:
@@ -184,16 +179,15 @@ def static_sink_then_others(decode_query_len: int, create: Any = None) -> Outcom
     except Exception as exc:  # the builds raising is a finding
         return raised_outcome(SINK_ONCE, decode_query_len, exc)
     diverged = {
-        f"{where}.{key}": [expected.get(key), got.get(key)]
+        f"{where}.{key}": values
         for where, got in later.items()
-        for key in sorted(expected.keys() | got.keys())
-        if expected.get(key) != got.get(key)
+        for key, values in harness.diff(expected, got).items()
     }
     facts = {
         "builder": type(sink).__name__,
         **_shared_kept(group0, before),
         "later_builders_unaffected": not diverged,
-        "sink_seen_once": sink_lens == _with_sink(1),
+        "sink_seen_once": sink_lens == _with_sink(),
         "sink_max_seq_len_once": sink_max == max(SEQ_LENS) + SINK_LEN,
         "sink_buffer_persistent": again.seq_lens.data_ptr()
         == built.seq_lens.data_ptr(),
@@ -223,7 +217,7 @@ def static_sink_twice(decode_query_len: int, create: Any = None) -> Outcome:
         two_lens, two_max = two.seq_lens.tolist(), two.max_seq_len
     except Exception as exc:  # the builds raising is a finding
         return raised_outcome(SINK_TWICE, decode_query_len, exc)
-    once = _with_sink(1)
+    once = _with_sink()
     facts = {
         "builder": type(first).__name__,
         **_shared_kept(shared, before),
@@ -266,10 +260,7 @@ def static_sink_proposer_rebuilds(decode_query_len: int, create: Any = None) -> 
             shared.seq_lens[live] += 1
     except Exception as exc:  # the builds raising is a finding
         return raised_outcome(PROPOSER_REBUILDS, decode_query_len, exc)
-    expected = [
-        [n + SINK_LEN if n else 0 for n in _advanced(step)]
-        for step in range(DRAFT_STEPS)
-    ]
+    expected = [_with_sink(_advanced(step)) for step in range(DRAFT_STEPS)]
     facts = {
         "builder": type(sink).__name__,
         "each_step_sees_sink_once": seen == expected,
@@ -373,10 +364,7 @@ def static_sink_draft_update(decode_query_len: int, create: Any = None) -> Outco
     except Exception as exc:  # a finding, unless a set-up step failed
         return raised_outcome(DRAFT_UPDATE, decode_query_len, exc)
     runner_lens = runner.seq_lens.tolist()
-    expected = [
-        [n + SINK_LEN if n else 0 for n in _advanced(step + 1)]
-        for step in range(DRAFT_STEPS)
-    ]
+    expected = [_with_sink(_advanced(step + 1)) for step in range(DRAFT_STEPS)]
     facts = {
         "builder": type(sink).__name__,
         "updates_in_place": in_place,
