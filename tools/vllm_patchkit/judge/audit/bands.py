@@ -30,14 +30,10 @@ fixes' records and this module name them in one type; :mod:`.reach` asks
 whom else a band that ``guards`` its own backend's kernel reaches)."""
 
 
-_UPSTREAM: tuple[IntentionalWrite, ...] = (
+INTENTIONAL: tuple[Band, ...] = (
+    # Band-aids in code no fix touches.
     IntentionalWrite.capture_speed("triton_attn.py", "TritonAttentionMetadataBuilder"),
     IntentionalWrite.capture_speed("turboquant_attn.py", "TurboQuantMetadataBuilder"),
-)
-"""Band-aids in code no fix touches."""
-
-INTENTIONAL: tuple[Band, ...] = (
-    *_UPSTREAM,
     *(write for fix in FIXES for write in fix.intentional_writes),
 )
 """Matched by file, method, field and operation (line numbers move between

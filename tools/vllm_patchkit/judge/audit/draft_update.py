@@ -60,11 +60,6 @@ NO_API = (
 # --- run in the dynamic child --------------------------------------------------
 
 
-def has_api(made: list[Any]) -> bool:
-    """Whether the tree's builders carry the in-place draft update at all."""
-    return any(hasattr(m.cls, UPDATE) for m in made)
-
-
 def flagged(made: Any) -> bool:
     """The builder, as made, says the runner may update it in place."""
     return bool(getattr(made.builder, FLAG, False))
@@ -80,13 +75,13 @@ def exposed_lengths(metadata: Any, prefix: str = "") -> dict[str, Any]:
         if name == "seq_lens" and isinstance(value, torch.Tensor):
             if value.dim() == 1 and not value.is_floating_point():
                 out[prefix + name] = value
-        elif _nested_metadata(value) and not prefix:
+        elif (
+            not prefix
+            and dataclasses.is_dataclass(value)
+            and not isinstance(value, type)
+        ):
             out.update(exposed_lengths(value, f"{name}."))
     return out
-
-
-def _nested_metadata(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def _attributes(obj: Any) -> list[tuple[str, Any]]:
@@ -102,6 +97,7 @@ def check_one(made: Any, backend: str) -> DraftUpdate:
     then build, advance the runner's lengths in place, update, and compare."""
     import torch
 
+    from vllm_patchkit.judge.audit import dynamic_builders
     from vllm_patchkit.judge.audit.dynamic import DraftUpdate
     from vllm_patchkit.judge.regression.records import describe
 
@@ -130,8 +126,7 @@ def check_one(made: Any, backend: str) -> DraftUpdate:
         return answer("could not run", "its metadata exposes no seq_lens")
     _advance(runner)
     try:
-        with _config(made):
-            getattr(made.builder, UPDATE)(built)
+        dynamic_builders.call(made, UPDATE, built)
     except Exception as exc:  # e.g. a CUDA-only refresh
         return answer("could not run", f"{UPDATE}: {describe(exc)}")
     after = exposed_lengths(built)  # re-read: an update may rebind the field
@@ -169,12 +164,6 @@ def _advance(runner: Any) -> None:
     runner.add_((runner > 0).to(runner.dtype))
 
 
-def _config(made: Any) -> Any:
-    from vllm.config import set_current_vllm_config
-
-    return set_current_vllm_config(made.config)
-
-
 def check_all(made: list[Any], runnable: list[Any]) -> tuple[list[DraftUpdate], bool]:
     """The check on every flagged builder of ``runnable`` (made at the draft
     query length, normal build ran) and on the factory-made builders of
@@ -182,8 +171,8 @@ def check_all(made: list[Any], runnable: list[Any]) -> tuple[list[DraftUpdate], 
     from vllm_patchkit.judge.audit import dynamic_builders
     from vllm_patchkit.judge.audit.dynamic import DraftUpdate
 
-    if not has_api(made):
-        return [], False
+    if not any(hasattr(m.cls, UPDATE) for m in made):
+        return [], False  # the tree's builders have no in-place draft update
     plain = [m for m in runnable if flagged(m) and not m.recipe.factory]
     # Plain attention backends (not MLA, not Mamba) are what the factories wrap.
     standard = [

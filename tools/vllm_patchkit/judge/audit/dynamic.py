@@ -49,9 +49,6 @@ class ObservedWrite:
     query_len: int = 1
     """Decode query length of the batch (above 1: speculative decoding)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class Effect:
@@ -139,18 +136,7 @@ class DynamicResult:
         return [r for r in self.runs if r.status in ("raised", "could not run")]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "tree": self.tree,
-            "returncode": self.returncode,
-            "error": self.error,
-            "writes": [w.to_json() for w in self.writes],
-            "effects": [asdict(e) for e in self.effects],
-            "runs": [asdict(r) for r in self.runs],
-            "seconds": self.seconds,
-            "runtime": self.runtime,
-            "draft_updates": [asdict(u) for u in self.draft_updates],
-            "draft_api": self.draft_api,
-        }
+        return asdict(self)
 
 
 def from_json(data: dict[str, Any]) -> DynamicResult:

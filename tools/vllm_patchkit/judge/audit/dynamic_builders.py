@@ -218,10 +218,13 @@ def group_copy(base: Any, made: Made) -> Any:
 
 
 def call(made: Made, mode: str, cm: Any) -> Any:
-    """``made``'s build in ``mode`` (``capture`` or normal) on ``cm``."""
+    """``made``'s build in ``mode`` (``capture`` or ``build``) on ``cm``, or
+    its method of that name (the draft update), under its config."""
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(made.config):
         if mode == "capture":
             return made.builder.build_for_cudagraph_capture(cm)
-        return made.builder.build(common_prefix_len=0, common_attn_metadata=cm)
+        if mode == "build":
+            return made.builder.build(common_prefix_len=0, common_attn_metadata=cm)
+        return getattr(made.builder, mode)(cm)

@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "tree": str(args.tree) if args.tree else "installed",
         "root": str(root),
-        "writes": [w.to_json() for w in writes],
+        "writes": [dataclasses.asdict(w) for w in writes],
         "effects": [dataclasses.asdict(e) for e in effects],
         "runs": [dataclasses.asdict(r) for r in runs],
         "seconds": seconds,

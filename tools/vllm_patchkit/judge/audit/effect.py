@@ -13,7 +13,7 @@ differently from the same input is reported as not judged, not as a victim.
 
 Then :func:`classify` turns writes and effects into findings: ``harmful``
 (a victim exists), ``intentional`` (a documented band-aid in
-:data:`INTENTIONAL`, with its reason) or ``latent`` (no runnable follower
+:data:`.bands.INTENTIONAL`, with its reason) or ``latent`` (no runnable follower
 affected).
 """
 
@@ -23,12 +23,9 @@ import contextlib
 import copy
 from typing import Any
 
-from vllm_patchkit.judge.audit.bands import INTENTIONAL, Band, intentional
+from vllm_patchkit.judge.audit.bands import intentional
 from vllm_patchkit.judge.audit.dynamic import DynamicResult, Effect, ObservedWrite
 from vllm_patchkit.judge.audit.findings import Finding
-
-__all__ = ["INTENTIONAL", "PER_GROUP_FIELDS", "Band", "classify", "intentional"]
-
 
 PER_GROUP_FIELDS = frozenset(
     {"block_table_tensor", "slot_mapping", "encoder_seq_lens", "encoder_seq_lens_cpu"}
@@ -182,13 +179,7 @@ def classify(result: DynamicResult) -> list[Finding]:
         finding = findings.get(key)
         if finding is None:
             finding = findings[key] = Finding(
-                w.file,
-                w.line,
-                w.field,
-                w.method,
-                w.operation,
-                "latent",
-                evidence=["dynamic"],
+                w.file, w.line, w.field, w.method, w.operation, evidence=["dynamic"]
             )
         if e is not None:
             for victim in e.victims:
@@ -197,7 +188,6 @@ def classify(result: DynamicResult) -> list[Finding]:
         writers = f"{w.builder.rpartition('.')[2]} ({w.mode})"
         if writers not in finding.reason:
             finding.reason += ("; " if finding.reason else "written by ") + writers
-    out = []
     for finding in findings.values():
         band = intentional(finding)
         if band is not None:
@@ -222,5 +212,4 @@ def classify(result: DynamicResult) -> list[Finding]:
                 "; a reassignment reaches only builders handed the same object "
                 "(the other attention groups of the writer's KV-cache group)"
             )
-        out.append(finding)
-    return out
+    return list(findings.values())

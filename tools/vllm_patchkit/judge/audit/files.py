@@ -20,7 +20,7 @@ from typing import Any
 
 from vllm_patchkit.errors import EXIT_ERROR, EXIT_FAILED, EXIT_OK
 from vllm_patchkit.judge.audit.findings import Finding
-from vllm_patchkit.judge.audit.run import merge
+from vllm_patchkit.judge.audit.run import merge, rank
 from vllm_patchkit.judge.audit.static import analyse_tree
 
 
@@ -58,10 +58,7 @@ class FilesReport:
     def lines(self) -> list[str]:
         """One ``file:line: kind: what`` per finding, harmful first, then one
         ``file: not read: why`` per module not read."""
-        rank = {"harmful": 0, "intentional": 1, "latent": 2}
-        ordered = sorted(
-            self.findings, key=lambda f: (rank.get(f.kind, 3), f.file, f.line)
-        )
+        ordered = sorted(self.findings, key=lambda f: (rank(f.kind), f.file, f.line))
         return [f"{f.file}:{f.line}: {f.kind}: {describe(f)}" for f in ordered] + [
             f"{path}: not read: {why}" for path, why in sorted(self.not_read.items())
         ]

@@ -11,7 +11,7 @@ not run is never counted as passed), and the exit code the CLI returns, its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vllm_patchkit.judgement import Verdict
@@ -45,17 +45,7 @@ class Finding:
         return (self.file, self.line, self.field)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "field": self.field,
-            "method": self.method,
-            "operation": self.operation,
-            "kind": self.kind,
-            "victims": list(self.victims),
-            "evidence": list(self.evidence),
-            "reason": self.reason,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -19,12 +19,12 @@ Read from the source with ``ast``; nothing is imported.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllm_overlay.metadata_writes import Taints, dotted
 from vllm_patchkit.judge.audit.bands import Band
-from vllm_patchkit.judge.audit.source import ClassRef, Module, SourceIndex
+from vllm_patchkit.judge.audit.source import ClassRef, SourceIndex
 
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 RUNNER_CLASS = "GPUModelRunner"
@@ -43,8 +43,6 @@ class Recipient:
     """A backend other than the band's own that runs the band and reads it."""
 
     backend: str  # the name it registers under (get_name()), else its class
-    file: str
-    line: int  # its get_builder_cls
     how: str
     reads: str
 
@@ -103,7 +101,7 @@ def band_reach(index: SourceIndex, band: Band, returns_of: ReturnsOf) -> Reach:
     method = band.method.rpartition(".")[2]
     holders = _holders(index, owner, method)
     recipients, own = [], []
-    for backend, builder, line in _backends(index, holders):
+    for backend, builder in _backends(index, holders):
         if backend.module.path == band.file:
             own.append(_backend_name(index, backend))  # made for it
             continue
@@ -113,11 +111,7 @@ def band_reach(index: SourceIndex, band: Band, returns_of: ReturnsOf) -> Reach:
         how = f"its get_builder_cls hands out {builder.name}" + (
             f", which inherits {band.method}" if builder.node is not owner.node else ""
         )
-        recipients.append(
-            Recipient(
-                _backend_name(index, backend), backend.module.path, line, how, reads
-            )
-        )
+        recipients.append(Recipient(_backend_name(index, backend), how, reads))
     return Reach(band, tuple(recipients), capture_replay(index), tuple(own))
 
 
@@ -174,17 +168,12 @@ def _band_class(index: SourceIndex, band: Band) -> ClassRef | None:
     return ClassRef(module, module.classes[cls])
 
 
-def _mentioning(index: SourceIndex, names: Iterable[str]) -> list[Module]:
-    wanted = tuple(names)
-    return index.modules_where(lambda text: any(n in text for n in wanted))
-
-
 def _holders(index: SourceIndex, owner: ClassRef, method: str) -> list[ClassRef]:
     """The band's class and every class that inherits its method unchanged."""
     found = {id(owner.node): owner}
     for _ in range(MAX_ROUNDS):
         before = len(found)
-        for module in _mentioning(index, {c.name for c in found.values()}):
+        for module in index.mentioning({c.name for c in found.values()}):
             for node in module.classes.values():
                 cls = ClassRef(module, node)
                 hit = index.find_method(cls, method)
@@ -197,16 +186,15 @@ def _holders(index: SourceIndex, owner: ClassRef, method: str) -> list[ClassRef]
 
 def _backends(
     index: SourceIndex, holders: list[ClassRef]
-) -> list[tuple[ClassRef, ClassRef, int]]:
-    """(backend, the holder it hands out, line of its get_builder_cls), for
-    every backend class whose get_builder_cls, its own or inherited, returns
-    a holder."""
+) -> list[tuple[ClassRef, ClassRef]]:
+    """(backend, the holder it hands out), for every backend class whose
+    get_builder_cls, its own or inherited, returns a holder."""
     nodes = {id(h.node) for h in holders}
     names = {h.name for h in holders}
-    found: dict[int, tuple[ClassRef, ClassRef, int]] = {}
+    found: dict[int, tuple[ClassRef, ClassRef]] = {}
     for _ in range(MAX_ROUNDS):
         before = len(found)
-        for module in _mentioning(index, names):
+        for module in index.mentioning(names):
             if "get_builder_cls" not in index.texts[module.name]:
                 continue
             for node in module.classes.values():
@@ -216,7 +204,7 @@ def _backends(
                     continue
                 builder = returned_class(index, hit[0], hit[1])
                 if builder is not None and id(builder.node) in nodes:
-                    found.setdefault(id(node), (cls, builder, hit[1].lineno))
+                    found.setdefault(id(node), (cls, builder))
                     names.add(node.name)  # its subclasses inherit it
         if len(found) == before:
             break

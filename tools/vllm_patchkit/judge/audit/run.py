@@ -105,7 +105,7 @@ def merge(static: StaticResult, result: DynamicResult | None) -> list[Finding]:
             other = merged[key]
             other.operation = f"{other.operation}, {finding.operation}"
             other.victims += [v for v in finding.victims if v not in other.victims]
-            if _rank(finding.kind) < _rank(other.kind):
+            if rank(finding.kind) < rank(other.kind):
                 other.kind, other.reason = finding.kind, finding.reason
             continue
         merged[key] = finding
@@ -220,5 +220,6 @@ def _coverage(result: DynamicResult) -> dict[str, Any]:
     }
 
 
-def _rank(kind: str) -> int:
+def rank(kind: str) -> int:
+    """Strongest first: a harmful write, a band-aid, a write not judged."""
     return {"harmful": 0, "intentional": 1, "latent": 2}.get(kind, 3)

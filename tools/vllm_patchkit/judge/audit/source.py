@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +121,11 @@ class SourceIndex:
             if test(text) and (module := self.module(name)):
                 found.append(module)
         return found
+
+    def mentioning(self, names: Iterable[str]) -> list[Module]:
+        """Parsed modules whose source text holds one of ``names``."""
+        wanted = tuple(names)
+        return self.modules_where(lambda text: any(n in text for n in wanted))
 
     def classes_named(self, name: str) -> list[ClassRef]:
         refs = []

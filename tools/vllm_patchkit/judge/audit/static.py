@@ -67,30 +67,19 @@ def analyse_tree(root: Path, files: Collection[str] | None = None) -> StaticResu
     hook's scope, read in about a second."""
     index = SourceIndex(root)
     meta_ref, names = index.metadata_fields()
-    mutable = _mutable_fields(meta_ref) if meta_ref else set()
-    pass_ = _Pass(index, names, mutable, meta_ref)
-    builders = []
+    pass_ = _Pass(index, names, meta_ref)
+    builders: set[str] = set()
     classes = _all_classes(index) if files is None else _classes_for(index, files)
     for cls in classes:
-        entered = False
-        for entry in ENTRY_METHODS:
-            found = index.find_method(cls, entry)
-            if found is None:
-                continue
-            owner, func = found
-            params = _bind_meta_params(func)
-            if not params:
-                continue
-            entered = True
-            pass_.analyse(cls, owner, func, params, depth=0, via=f"{cls.name}.{entry}")
-        if entered:
-            builders.append(cls.name)
+        walked = [pass_.enter(cls, entry) for entry in ENTRY_METHODS]  # each one
+        if any(returns is not None for returns in walked):
+            builders.add(cls.name)
     reach = _reach(index, pass_)
     return StaticResult(
         writes=sorted(pass_.writes.values(), key=lambda w: (w.file, w.line, w.field)),
         metadata_class=meta_ref.module.path if meta_ref else None,
         fields=sorted(names),
-        builders=sorted(set(builders)),
+        builders=sorted(builders),
         not_read=index.not_read,
         reach=reach,
     )
@@ -122,7 +111,7 @@ def _classes_for(index: SourceIndex, files: Collection[str]) -> list[ClassRef]:
     own = set(found)
     names = tuple({n for m in changed for n in m.classes})
     if names:
-        for module in index.modules_where(lambda text: any(n in text for n in names)):
+        for module in index.mentioning(names):
             for node in module.classes.values():
                 cls = ClassRef(module, node)
                 if any(id(c.node) in own for c in index.mro(cls)):
@@ -139,12 +128,7 @@ def _reach(index: SourceIndex, pass_: _Pass) -> dict[tuple[str, int, str], Reach
     """Whom each band-aid the pass found reaches (:mod:`.reach`)."""
 
     def returns_of(cls: ClassRef, method: str) -> Taints:
-        found = index.find_method(cls, method)
-        params = _bind_meta_params(found[1]) if found is not None else {}
-        if found is None or not params:
-            return EMPTY
-        via = f"{cls.name}.{method}"
-        return pass_.analyse(cls, found[0], found[1], params, depth=0, via=via)
+        return pass_.enter(cls, method) or EMPTY
 
     by_band: dict[Band, Reach] = {}
     reach = {}
@@ -191,16 +175,12 @@ class _Pass:
     """Shared state of one tree's analysis: the index, the fields, the writes."""
 
     def __init__(
-        self,
-        index: SourceIndex,
-        fields: set[str],
-        mutable: set[str],
-        meta_ref: ClassRef | None = None,
+        self, index: SourceIndex, fields: set[str], meta_ref: ClassRef | None
     ) -> None:
         self.index = index
         self.meta_ref = meta_ref
         self.fields = fields
-        self.mutable = mutable
+        self.mutable = _mutable_fields(meta_ref) if meta_ref else set()
         self.writes: dict[tuple[str, int, str, str], StaticWrite] = {}
         self._memo: dict[tuple, tuple[Taints, set[tuple]]] = {}
         self._producing: list[set[tuple]] = []
@@ -217,6 +197,16 @@ class _Pass:
             write.via.append(via)
         for produced in self._producing:
             produced.add(key)
+
+    def enter(self, cls: ClassRef, method: str) -> Taints | None:
+        """Walk ``cls.method`` from its metadata parameters; what it returns,
+        None when it has no such method or no such parameter."""
+        found = self.index.find_method(cls, method)
+        params = _bind_meta_params(found[1]) if found is not None else {}
+        if found is None or not params:
+            return None
+        via = f"{cls.name}.{method}"
+        return self.analyse(cls, found[0], found[1], params, depth=0, via=via)
 
     def analyse(
         self,

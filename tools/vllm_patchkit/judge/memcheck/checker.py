@@ -275,13 +275,6 @@ def _uninstall() -> None:
     _saved.clear()
 
 
-def interpreter_enabled() -> bool:
-    """Whether Triton kernels defined from now on run in the interpreter."""
-    import triton
-
-    return bool(triton.knobs.runtime.interpret)
-
-
 @contextlib.contextmanager
 def memcheck() -> Iterator[Stats]:
     """Check every interpreted load and store inside the ``with`` block.
@@ -291,7 +284,9 @@ def memcheck() -> Iterator[Stats]:
     kernels bypass the interpreter and cannot be checked, so the checker
     refuses to run without it rather than pass vacuously.
     """
-    if not interpreter_enabled():
+    import triton
+
+    if not triton.knobs.runtime.interpret:  # kernels defined from now on
         raise RuntimeError(
             "memcheck needs the Triton interpreter: set TRITON_INTERPRET=1 "
             f"before importing triton (it is {os.environ.get('TRITON_INTERPRET')!r})"

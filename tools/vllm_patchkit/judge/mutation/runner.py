@@ -130,10 +130,6 @@ class _Job:
             (self.directory / relpath).write_text(text)
         return self
 
-    def invariant_shape(self) -> str:
-        """``fixed`` when the AST check is fooled (calls the mutant fixed)."""
-        return self.target.shape(self.directory)
-
 
 def _job(
     tree: Path,
@@ -152,19 +148,9 @@ def _job(
     )
 
 
-def _baseline(
-    tree: Path, target: Target, scratch: Path, fail_fast: bool, first: bool
-) -> _Job:
-    """The target's file as the tree has it, through the mutants' path: the
-    first way's is ``baseline``, a later one's names its target."""
-    unmutated = FileMutant("baseline", "the fixed method", target, lambda s: s)
-    name = "baseline" if first else f"baseline-{target.key}"
-    return _job(tree, unmutated, scratch, fail_fast, name)
-
-
 def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
     """What the job's report says; a run that proves nothing says why."""
-    shape = job.invariant_shape()
+    shape = job.target.shape(job.directory)  # "fixed": the AST check is fooled
     run = MutantRun(job.name, job.description, shape, False, seconds=seconds)
     if problem is None and not job.output.is_file():
         log = job.log.read_text() if job.log.is_file() else ""
@@ -273,8 +259,11 @@ def run_mutation(
         ways += [(False, spawned)] if spawned or (not fork and not work) else []
         for forks, group in ways:
             target = _first_target(group)
-            is_first = not baselines
-            baseline = _baseline(tree, target, scratch, fail_fast, is_first).write()
+            # The file as the tree has it, through the mutants' path: the
+            # first way's is "baseline", a later one's names its target.
+            unmutated = FileMutant("baseline", "the fixed method", target, lambda s: s)
+            name = f"baseline-{target.key}" if baselines else "baseline"
+            baseline = _job(tree, unmutated, scratch, fail_fast, name).write()
             runs = None
             if forks:
                 runs = _fork_all(launcher, [baseline, *group], jobs, timeout)

@@ -59,10 +59,6 @@ def _statements(module: ast.Module) -> Iterator[ast.stmt]:
         yield from (s for s in block if not _is_docstring(s))
 
 
-def _text(statement: ast.stmt) -> str:
-    return ast.unparse(statement)
-
-
 def _key(statement: ast.stmt) -> str:
     """What makes a statement the same in the base and the fix: a
     definition's name; a compound statement's header (its blocks are
@@ -70,8 +66,8 @@ def _key(statement: ast.stmt) -> str:
     if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return f"def {statement.name}"
     if any(isinstance(getattr(statement, b, None), list) for b in ("body", "orelse")):
-        return _text(statement).splitlines()[0]
-    return _text(statement)
+        return ast.unparse(statement).splitlines()[0]
+    return ast.unparse(statement)
 
 
 def same_behaviour_key(source: str) -> str:
@@ -123,7 +119,7 @@ def added_statements(base: str, fixed: str) -> list[ast.stmt]:
 def _label(statement: ast.stmt) -> str:
     if isinstance(statement, ast.FunctionDef | ast.ClassDef):
         return f"def {statement.name}"
-    first = _text(statement).splitlines()[0]
+    first = ast.unparse(statement).splitlines()[0]
     return first if len(first) <= 60 else first[:57] + "..."
 
 
@@ -315,4 +311,4 @@ def _matches(statement: ast.stmt, text: str) -> bool:
     """``def NAME`` names a method; anything else is a statement's text."""
     if text.startswith("def ") and "(" not in text:
         return isinstance(statement, ast.FunctionDef) and statement.name == text[4:]
-    return _text(statement) == ast.unparse(ast.parse(text))
+    return ast.unparse(statement) == ast.unparse(ast.parse(text))

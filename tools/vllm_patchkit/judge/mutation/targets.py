@@ -20,8 +20,6 @@ from types import ModuleType
 from vllm_patchkit.judge.mutation.file_mutants import FileMutant, Target
 from vllm_patchkit.judge.regression import by_fix
 
-__all__ = ["ALL_MUTANTS", "TARGETS", "FileMutant", "Target", "Tier", "collect"]
-
 
 @dataclass(frozen=True)
 class Tier:

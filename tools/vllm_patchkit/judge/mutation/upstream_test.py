@@ -74,52 +74,21 @@ class UpstreamReport:
         return line
 
 
-def _one(
-    launcher: TreeLauncher,
-    tree: Path,
-    files: list[str],
-    mutant: SourceMutant,
-    directory: Path,
-    relpath: Path,
-    timeout: float,
-) -> UpstreamRun:
-    module_file = directory / relpath
-    module_file.parent.mkdir(parents=True)
-    module_file.write_text(mutant.source)
-    command = [
-        sys.executable,
-        "-m",
-        "vllm_patchkit.judge.mutation.test_worker",
-        str(module_file),
-        "--",
-        *PYTEST_OPTIONS,
-        *files,
-    ]
-    start = time.monotonic()
-    run: PytestRun = run_with(launcher, tree, files, command, timeout)
-    killed = bool(run.failed or run.errors)
-    return UpstreamRun(
-        mutant.name,
-        mutant.description,
-        killed,
-        run.summary,
-        run.failures[:3],
-        time.monotonic() - start,
-    )
-
-
-def run_upstream_mutation(
+def measure_fix(
     tree: Path,
     fix: str,
     base: str,
-    files: list[str],
+    files: list[str] | None = None,
     jobs: int = 2,
     timeout: float = 900,
 ) -> UpstreamReport:
-    """Every upstream mutant of ``fix`` through ``files`` on ``tree``."""
+    """Every upstream mutant of ``fix`` through its upstream test files
+    (``files``: others) on ``tree``, against ``base``: what ``pr`` and this
+    module's CLI run."""
     from vllm_patchkit.gitcmd import Git
 
     declared = importlib.import_module(UPSTREAM[fix])
+    tests = files or list(declared.UPSTREAM_TESTS)
     relpath = Path(declared.UPSTREAM_FILE)
     fixed = (tree / relpath).read_text()
     before = Git(tree).out("show", f"{base}:{relpath.as_posix()}")
@@ -128,39 +97,31 @@ def run_upstream_mutation(
     equivalent = [f"{m.name}: {m.equivalent}" for m in made if m.equivalent]
     launcher = TreeLauncher.of(tree)
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-upstream-mutants-") as tmp:
-        scratch = Path(tmp)
+
+        def one(directory: str, mutant: SourceMutant) -> UpstreamRun:
+            module_file = Path(tmp) / directory / relpath
+            module_file.parent.mkdir(parents=True)
+            module_file.write_text(mutant.source)
+            command = [sys.executable, "-m", "vllm_patchkit.judge.mutation.worker"]
+            command += [str(module_file), "--pytest", *PYTEST_OPTIONS, *tests]
+            start = time.monotonic()
+            run: PytestRun = run_with(launcher, tree, tests, command, timeout)
+            return UpstreamRun(
+                mutant.name,
+                mutant.description,
+                bool(run.failed or run.errors),
+                run.summary,
+                run.failures[:3],
+                time.monotonic() - start,
+            )
+
         unmutated = SourceMutant("baseline", "the fix as the tree has it", fixed)
-        baseline = _one(
-            launcher, tree, files, unmutated, scratch / "baseline", relpath, timeout
-        )
+        baseline = one("baseline", unmutated)
         if baseline.killed or "passed" not in baseline.summary:
             raise RuntimeError(f"the unmutated fix does not pass: {baseline.summary}")
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, 2))) as pool:
-            runs = list(
-                pool.map(
-                    lambda pair: _one(
-                        launcher,
-                        tree,
-                        files,
-                        pair[1],
-                        scratch / str(pair[0]),
-                        relpath,
-                        timeout,
-                    ),
-                    enumerate(mutants),
-                )
-            )
-    return UpstreamReport(fix, files, baseline, runs, equivalent)
-
-
-def measure_fix(
-    tree: Path, fix: str, base: str, files: list[str] | None = None, jobs: int = 2
-) -> UpstreamReport:
-    """``fix``'s mutants through its upstream test files (``files``: others)
-    on ``tree``, against ``base``: what ``pr`` and this module's CLI run."""
-    declared = importlib.import_module(UPSTREAM[fix])
-    tests = files or list(declared.UPSTREAM_TESTS)
-    return run_upstream_mutation(tree, fix, base, tests, jobs)
+            runs = list(pool.map(one, map(str, range(len(mutants))), mutants))
+    return UpstreamReport(fix, tests, baseline, runs, equivalent)
 
 
 def format_report(report: UpstreamReport) -> str:

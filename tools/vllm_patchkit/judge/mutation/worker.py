@@ -8,7 +8,9 @@ module is read from the file's path
 gains the file that was really imported, so a run that silently used the
 unmutated module cannot count as a kill or a survival.
 
-``python -m vllm_patchkit.judge.mutation.worker FILE -- [regression arguments]``
+``python -m vllm_patchkit.judge.mutation.worker FILE -- [regression arguments]``;
+``FILE --pytest [pytest arguments]`` runs pytest instead (a fix's upstream
+test alone: :mod:`.upstream_test`).
 """
 
 from __future__ import annotations
@@ -78,10 +80,16 @@ def run_with_module(file: Path, regression_args: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) < 2 or args[1] != "--":
+    if len(args) < 2 or args[1] not in ("--", "--pytest"):
         print(__doc__, file=sys.stderr)
         return EXIT_REFUSED
-    return run_with_module(Path(args[0]), args[2:])
+    file = Path(args[0])
+    if args[1] == "--":
+        return run_with_module(file, args[2:])
+    sys.meta_path.insert(0, ModuleFromFile(module_of(file), file.resolve()))
+    import pytest
+
+    return int(pytest.main(args[2:]))
 
 
 if __name__ == "__main__":
