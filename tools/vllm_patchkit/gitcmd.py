@@ -173,11 +173,6 @@ def shielded() -> Iterator[None]:
         INTERRUPTS.shielding -= 1
 
 
-def interrupted_by() -> int | None:
-    """The signal received inside deferred_interrupts(), if any."""
-    return INTERRUPTS.signum
-
-
 @dataclass(frozen=True)
 class Git:
     """git bound to one working tree."""
@@ -262,6 +257,13 @@ class Git:
         out = self.run("patch-id", "--stable", input_text=text).stdout
         return [(pid, commit) for pid, commit in map(str.split, out.splitlines())]
 
+    def worktrees(self) -> list[str]:
+        """Every work tree ``git worktree list`` names, the main one first."""
+        listing = self.run("worktree", "list", "--porcelain").stdout.splitlines()
+        return [
+            x.removeprefix("worktree ") for x in listing if x.startswith("worktree ")
+        ]
+
     def head_and_branch(self) -> tuple[str, str | None]:
         """HEAD's commit and the checked-out branch (None: detached), in one
         git process: what :meth:`head` and :meth:`branch` say."""
@@ -319,9 +321,8 @@ def _run_in_own_group(
         # sends git SIGTERM then, on which it removes its lock files.
         preexec_fn=dies_with_parent(signal.SIGTERM) if guard else None,
     )
-    if not guard:
-        return _wait_in_group(proc, input_text)
-    with watched(proc.pid):  # and a hook it runs, by the watchdog
+    # And a hook it runs, by the watchdog.
+    with watched(proc.pid) if guard else contextlib.nullcontext():
         return _wait_in_group(proc, input_text)
 
 

@@ -29,7 +29,6 @@ from vllm_patchkit.git.checkout import (
     classify,
     classify_with_history,
     committer_env,
-    invariant_holds,
     open_checkout,
     refusal,
 )
@@ -37,8 +36,6 @@ from vllm_patchkit.git.guard import CheckoutGuard, JournalAction
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Patch, Series
 from vllm_patchkit.gitcmd import Git
-
-__all__ = ["BASE_REF", "ApplyResult", "Status", "am_one", "apply_series"]
 
 
 class Status(enum.StrEnum):
@@ -98,7 +95,7 @@ def apply_series(
         with CheckoutGuard(git, "apply", journal_action) as guard:
             notes = [guard.recovered] if guard.recovered else []
             head, branch = git.head_and_branch()
-            reason = refusal(git, branch=branch)
+            reason = refusal(git, branch)
             if reason:
                 return ApplyResult(Status.REFUSED, reason, notes=notes)
             result = _apply_locked(git, guard, series, head, branch, skip)
@@ -313,24 +310,37 @@ def am_one(
         env=committer_env(git) if env is None else env,
     )
     if proc.returncode != 0:
-        report.status = PatchState.CONFLICT
-        report.files, report.hunks = conflict_location(git)
-        report.detail = _am_errors(proc) or "git am failed"
-        return f"does not apply: {report.detail}" + (
-            f" (conflicts in {', '.join(report.files)})" if report.files else ""
-        )
-    if invariant_holds(git, patch) is False:
-        report.status = PatchState.CONFLICT
-        assert patch.invariant is not None
-        result = check_invariant(patch.invariant, git.root)
-        report.files = list(patch.files)
-        report.detail = (
-            f"applied, but invariant {patch.invariant} does not hold: {result.detail}"
-        )
-        return report.detail
+        return record_conflict(git, report, _am_errors(proc) or "git am failed")
     report.status = PatchState.APPLIED
-    report.detail = "invariant holds" if patch.invariant else ""
-    return None
+    report.detail = ""
+    return invariant_failure(git, patch, report)
+
+
+def invariant_failure(git: Git, patch: Patch, report: PatchReport) -> str | None:
+    """After ``patch`` went in: its invariant, read on the tree, recorded in
+    ``report`` (a conflict where it does not hold); the failure, if any."""
+    if patch.invariant is None:
+        return None
+    result = check_invariant(patch.invariant, git.root)
+    if result.holds:
+        report.detail = "invariant holds"
+        return None
+    report.status = PatchState.CONFLICT
+    report.files = list(patch.files)
+    report.detail = (
+        f"applied, but invariant {patch.invariant} does not hold: {result.detail}"
+    )
+    return report.detail
+
+
+def record_conflict(git: Git, report: PatchReport, detail: str) -> str:
+    """A failed ``git am`` or cherry-pick recorded in ``report``, with the
+    files and hunks git left in conflict; the failure message."""
+    report.status = PatchState.CONFLICT
+    report.files, report.hunks = conflict_location(git)
+    report.detail = detail
+    conflicts = f" (conflicts in {', '.join(report.files)})" if report.files else ""
+    return f"does not apply: {detail}{conflicts}"
 
 
 def _am_errors(proc: subprocess.CompletedProcess[str]) -> str:

@@ -182,16 +182,10 @@ class Carry:
 
 
 def decide(patch: Patch, root: Path, version: TreeVersion) -> Carry:
-    """Whether the series carries ``patch`` for the tree at ``root``.
-
-    Where the patch's code can be read, the code decides, whatever the
-    release: the bug's shape is carried, the fixed shape is upstream's, any
-    other shape is not the patch's; where that goes against the patch's
-    ``Affects:`` range the reason says so (a release the maintainers have not
-    seen yet is the normal case, not an exception). Only where the code
-    cannot be read does a version the tree can vouch for decide, and the
-    reason says that too; otherwise the patch is skipped, with the reason.
-    """
+    """Whether the series carries ``patch`` for the tree at ``root``, by the
+    module's two rules: of the code read, the bug's shape is carried, the
+    fixed shape is upstream's, any other is not the patch's; where that goes
+    against ``Affects:`` the reason says so."""
     by_version = patch.carried_for(version.release)
     code = read_code(patch, root)
     if code is None or not code.judged:
@@ -233,7 +227,8 @@ def _by_version(
             f"version cannot be trusted ({version.why}); apply it by hand "
             "if you know better",
         )
-    fixed = _upstream_since(patch, version.release)
+    since, release = patch.applied_upstream, version.release
+    fixed = release is not None and since is not None and release >= since
     unread = (
         f"; its code could not be read, so the version decided: {_why(code)}"
         if code is not None
@@ -248,13 +243,6 @@ def _by_version(
 BY_VERSION = "by its version"
 """How :attr:`Carry.why` starts for a patch carried by its version alone,
 its code unread (every other carried reason is the code's)."""
-
-
-def _upstream_since(patch: Patch, release: Release | None) -> bool:
-    """Whether ``release`` is at or after the patch's ``Applied-Upstream:``."""
-    upstream = patch.trailer("Applied-Upstream") or ""
-    since = parse_release(upstream.split(",")[0].strip())
-    return release is not None and since is not None and release >= since
 
 
 def not_carried_detail(patch: Patch, version: str) -> str:

@@ -79,7 +79,7 @@ class NotACheckoutError(RefusedError, ValueError):
     """The path is not a vLLM git checkout the tool can work on."""
 
 
-_IN_PROGRESS = {
+IN_PROGRESS = {
     "rebase-apply": "a git am or rebase",
     "rebase-merge": "a git rebase",
     "MERGE_HEAD": "a git merge",
@@ -120,8 +120,7 @@ def open_checkout(path: Path) -> Git:
     if not (path / "vllm" / "__init__.py").is_file():
         raise NotACheckoutError(f"{path}: a git checkout, but not of vLLM (no vllm/)")
     # The first rev-parse named HEAD: when it succeeded, there is a commit.
-    verify = ("rev-parse", "--verify", "--quiet", "HEAD")
-    if proc.returncode and git.run(*verify, check=False).returncode:
+    if proc.returncode and git.commit_of("HEAD") is None:
         raise NotACheckoutError(f"{path}: the checkout has no commits")
     return git
 
@@ -139,26 +138,19 @@ def dirty_reason(git: Git) -> str | None:
 def busy_reason(git: Git) -> str | None:
     """A git operation the user has in progress (not one of ours)."""
     git_dir = git.git_dir()
-    for name, what in _IN_PROGRESS.items():
+    for name, what in IN_PROGRESS.items():
         if (git_dir / name).exists():
             return f"{what} is in progress; finish or abort it first"
     return None
 
 
-def refusal(
-    git: Git, *, allow_detached: bool = False, branch: str | None | bool = False
-) -> str | None:
-    """Why a run that changes this checkout must not start, if it must not.
-
-    ``branch``: the checked-out branch when the caller has just read it
-    (None: detached), so that it is not asked of git twice.
-    """
+def refusal(git: Git, branch: str | None) -> str | None:
+    """Why a run that changes this checkout, on ``branch`` (None: detached),
+    must not start, if it must not."""
     reason = busy_reason(git) or dirty_reason(git)
     if reason:
         return f"{git.root}: refusing: {reason}"
-    if branch is False:
-        branch = git.branch()
-    if not allow_detached and branch is None:
+    if branch is None:
         return (
             f"{git.root}: refusing a detached HEAD: the commits would belong to no "
             "branch; check out a branch first (git switch -c NAME)"
@@ -172,11 +164,6 @@ def committer_env(git: Git) -> dict[str, str]:
     if configured:
         return {}
     return {k: v for k, v in TOOL_IDENTITY.items() if k.startswith("GIT_COMMITTER")}
-
-
-def in_history(git: Git, patch: Patch, limit: int = 200) -> bool:
-    """True when a recent commit touching the patch's files has its patch-id."""
-    return patch.name in history(git, [patch], limit).applied
 
 
 @dataclass
@@ -244,14 +231,6 @@ def carry_of(
 SKIPPED_BY_USER = "skipped by the user (--skip)"
 
 
-def not_carried(patch: Patch, root: Path, version: TreeVersion) -> PatchReport | None:
-    """The NOT_CARRIED report when :func:`carry_of` says so; None otherwise."""
-    carry = carry_of(patch, root, version)
-    if carry.carried:
-        return None
-    return PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why)
-
-
 def classify(
     git: Git, series: Series, skip: frozenset[str] = frozenset()
 ) -> list[PatchReport]:
@@ -302,11 +281,8 @@ def classify_with_history(
             )
     if try_apply and to_try:
         tried = _try_in_order(git, list(to_try.values()))
-        for (index, patch), (state, detail) in zip(to_try.items(), tried, strict=True):
-            why = reports[index].carry
-            reports[index] = PatchReport(
-                patch.name, state, detail, list(patch.files), carry=why
-            )
+        for index, (state, detail) in zip(to_try, tried, strict=True):
+            reports[index].status, reports[index].detail = state, detail
     return reports, found
 
 
@@ -519,38 +495,23 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
     version = read_version(root)
     reports = []
     for patch in series.patches:
+        name = patch.name
         if invariant_holds(git, patch):
-            reports.append(
-                PatchReport(patch.name, PatchState.UPSTREAMED, "invariant holds")
-            )
+            reports.append(PatchReport(name, PatchState.UPSTREAMED, "invariant holds"))
             continue
         carry = carry_of(patch, root, version)
-        skipped = PatchReport(patch.name, PatchState.NOT_CARRIED, carry.why)
         forward = _check_apply(root, patch.path)
         if forward.returncode == 0:
-            reports.append(
-                PatchReport(
-                    patch.name, PatchState.APPLIES, "git apply --check", carry=carry.why
-                )
-                if carry.carried
-                else skipped
-            )
+            state, detail = PatchState.APPLIES, "git apply --check"
+        elif _check_apply(root, patch.path, "--reverse").returncode == 0:
+            reports.append(PatchReport(name, PatchState.APPLIED, "reverses cleanly"))
             continue
-        if _check_apply(root, patch.path, "--reverse").returncode == 0:
-            reports.append(
-                PatchReport(patch.name, PatchState.APPLIED, "reverses cleanly")
-            )
-            continue
-        reports.append(
-            PatchReport(
-                patch.name,
-                PatchState.CONFLICT,
-                forward.stderr.strip()[:200],
-                carry=carry.why,
-            )
-            if carry.carried
-            else skipped
-        )
+        else:
+            state, detail = PatchState.CONFLICT, forward.stderr.strip()[:200]
+        if carry.carried:
+            reports.append(PatchReport(name, state, detail, carry=carry.why))
+        else:
+            reports.append(PatchReport(name, PatchState.NOT_CARRIED, carry.why))
     return reports
 
 

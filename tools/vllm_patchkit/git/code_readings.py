@@ -136,6 +136,9 @@ def _overlay_digest() -> str:
     return _code_digest(tuple(sorted(package.rglob("*.py"))))
 
 
+_FIELDS = ("shape", "file", "line", "detail")  # a stored Code's own fields
+
+
 def _stored(code: Code, root: Path) -> dict[str, Any] | None:
     try:
         file = code.file.relative_to(root)
@@ -150,14 +153,9 @@ def _stored(code: Code, root: Path) -> dict[str, Any] | None:
 
 
 def _loaded(stored: object, root: Path) -> Code | None:
-    if not isinstance(stored, dict) or stored.keys() != {
-        "shape",
-        "file",
-        "line",
-        "detail",
-    }:
+    if not isinstance(stored, dict) or stored.keys() != set(_FIELDS):
         return None
-    shape, file, line, detail = (stored[k] for k in ("shape", "file", "line", "detail"))
+    shape, file, line, detail = (stored[k] for k in _FIELDS)
     if not (
         isinstance(shape, str)
         and shape in set(Verdict)

@@ -34,11 +34,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from vllm_patchkit.errors import Interrupted, RefusedError, RollbackFailedError
+from vllm_patchkit.git.checkout import IN_PROGRESS, dirty_reason
+from vllm_patchkit.git.revs import OBJECT_ID
 from vllm_patchkit.gitcmd import (
+    INTERRUPTS,
     Git,
     GitError,
     deferred_interrupts,
-    interrupted_by,
     shielded,
 )
 
@@ -76,9 +78,6 @@ class Journal:
     """The paths those patches touch: left-overs there are the run's."""
 
 
-_HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
-
-
 def read_journal(path: Path) -> Journal:
     """The journal at ``path``; JournalError naming it when malformed."""
     try:
@@ -94,7 +93,7 @@ def read_journal(path: Path) -> Journal:
         )
     ok = (
         isinstance(data["head"], str)
-        and _HEX.fullmatch(data["head"]) is not None
+        and OBJECT_ID.fullmatch(data["head"]) is not None
         and (data["branch"] is None or isinstance(data["branch"], str))
         and isinstance(data["command"], str)
         and isinstance(data["pid"], int)
@@ -106,14 +105,8 @@ def read_journal(path: Path) -> Journal:
     )
     if not ok:
         raise JournalError(f"{path}: malformed journal: a value has the wrong type")
-    return Journal(
-        data["head"],
-        data["branch"],
-        data["command"],
-        data["pid"],
-        tuple(data.get("patch_ids", [])),
-        tuple(data.get("paths", [])),
-    )
+    lists = {key: tuple(data.get(key, ())) for key in ("patch_ids", "paths")}
+    return Journal(**{**data, **lists})
 
 
 class CheckoutGuard:
@@ -161,7 +154,7 @@ class CheckoutGuard:
             self._release()
 
     def _finish(self, exc: BaseException | None) -> None:
-        signum = interrupted_by()
+        signum = INTERRUPTS.signum  # received inside deferred_interrupts()
         if self.journal is None:
             if isinstance(exc, Interrupted):
                 raise Interrupted(f"{exc}; nothing was changed") from None
@@ -189,24 +182,19 @@ class CheckoutGuard:
 
     def begin(
         self,
-        head: str | None = None,
-        branch: str | None = None,
+        head: str,
+        branch: str | None,
         patch_ids: list[str] | tuple[str, ...] = (),
         paths: list[str] | tuple[str, ...] = (),
     ) -> Journal:
-        """Record the state to return to, before the first change.
-
-        Callers that already know HEAD and the branch pass them in.
-        """
-        if head is None:
-            head, branch = self.git.head(), self.git.branch()
+        """Record the state to return to (HEAD, the branch), before the first
+        change."""
         journal = Journal(
             head, branch, self.command, os.getpid(), tuple(patch_ids), tuple(paths)
         )
         partial = self.journal_file.with_suffix(".tmp")
-        data = {**journal.__dict__, "patch_ids": list(patch_ids), "paths": list(paths)}
         with shielded():
-            partial.write_text(json.dumps(data))
+            partial.write_text(json.dumps(journal.__dict__))  # tuples as lists
             partial.replace(self.journal_file)
             self.journal = journal
         return journal
@@ -238,7 +226,12 @@ class CheckoutGuard:
                 f"the journal {self.journal_file} of an interrupted run was "
                 "discarded; the checkout was left as it is"
             )
-        old = read_journal_or_explain(self.journal_file, root)
+        try:
+            old = read_journal(self.journal_file)
+        except JournalError as exc:
+            # Only the first way on: --recover needs a journal it can read.
+            keep = journal_commands(root, self.journal_file).splitlines()[0]
+            raise JournalError(f"{exc}; nothing was changed.\n{keep}") from None
         dead = f"an interrupted '{old.command}' run (pid {old.pid})"
         changes = changes_since(self.git, old)
         if changes and self.journal_action is JournalAction.AUTO:
@@ -265,17 +258,6 @@ def journal_commands(root: Path, journal_file: Path) -> str:
         f"  to go back to where that run started, saving what is there now:  "
         f"vllm-patchkit apply --recover {root}"
     )
-
-
-def read_journal_or_explain(path: Path, root: Path) -> Journal:
-    try:
-        return read_journal(path)
-    except JournalError as exc:
-        raise JournalError(
-            f"{exc}; nothing was changed.\n"
-            f"  to keep the checkout as it is now:  vllm-patchkit apply "
-            f"--discard-journal {root}   (or: rm {path})"
-        ) from None
 
 
 def _where(head: str, branch: str | None) -> str:
@@ -328,22 +310,11 @@ def changes_since(git: Git, journal: Journal) -> list[str]:
             changes.append("a git rebase is in progress")
         elif not set(_am_patch_ids(git, am_dir)) <= set(journal.patch_ids):
             changes.append("a git am of another patch is in progress")
-    for name in (
-        "rebase-merge",
-        "MERGE_HEAD",
-        "CHERRY_PICK_HEAD",
-        "REVERT_HEAD",
-        "BISECT_LOG",
-    ):
-        if (git.git_dir() / name).exists():
+    for name in IN_PROGRESS:  # rebase-apply: the am above
+        if name != "rebase-apply" and (git.git_dir() / name).exists():
             changes.append(f"{name} is in progress")
-    dirty = [e[3:] for e in git.status_porcelain().split("\0") if len(e) > 3]
-    if dirty:
-        shown = ", ".join(dirty[:5]) + (
-            f" and {len(dirty) - 5} more" if len(dirty) > 5 else ""
-        )
-        changes.append(f"uncommitted changes or untracked files: {shown}")
-    return changes
+    dirty = dirty_reason(git)
+    return changes + [dirty] if dirty else changes
 
 
 def _am_patch_ids(git: Git, am_dir: Path) -> list[str]:

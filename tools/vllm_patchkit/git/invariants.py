@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape
+from vllm_overlay.code import Shape
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.patch_rules import PatchRule
@@ -78,13 +78,6 @@ INVARIANTS: Mapping[str, PatchRule] = _Invariants()
 """Every invariant a patch may name, with the rule that checks it."""
 
 
-def result(name: str, code: Code) -> InvariantResult:
-    """An invariant's result from its rule's reading: it holds on FIXED."""
-    return InvariantResult(
-        name, code.shape is Shape.FIXED, code.detail, code.file, code.line
-    )
-
-
 def check_invariant(name: str, tree: Path) -> InvariantResult:
     try:
         rule = INVARIANTS[name]
@@ -94,4 +87,5 @@ def check_invariant(name: str, tree: Path) -> InvariantResult:
     code = read_tree_cached(
         f"holds:{name}", tree, lambda: rule.holds(tree, read_cached)
     )
-    return result(name, code)
+    fixed = code.shape is Shape.FIXED
+    return InvariantResult(name, fixed, code.detail, code.file, code.line)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 from collections.abc import Collection, Iterable
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_patchkit.errors import InputError
+from vllm_patchkit.git.revs import OBJECT_ID
 from vllm_patchkit.gitcmd import Git, GitError
 from vllm_patchkit.paths import cache_dir, write_atomic
 
@@ -61,9 +61,6 @@ TOKEN = "vllm-patchkit/owned-token"
 """In the git directory: a random token that must equal the record's, so that
 a repository made anew at a recorded path (same inode, even) is not taken
 for the recorded one. Never trusted without the record."""
-
-
-_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class NotOwnedError(InputError):
@@ -204,9 +201,9 @@ def _recorded(path: Path) -> dict[str, Any] | None:
     return entry
 
 
-def _named(label: str, items: list[str], more: int = 0) -> str:
+def _named(label: str, items: list[str]) -> str:
     shown = items[:SHOWN]
-    rest = len(items) - len(shown) + more
+    rest = len(items) - len(shown)
     return f"{label}: " + ", ".join(shown) + (f" and {rest} more" if rest else "")
 
 
@@ -257,20 +254,11 @@ def _unmade(
     if kind == "directory":
         return ["it is not a git repository vllm-patchkit made"]
     git = Git(path)
-    found: list[str] = []
-    commits = _new_commits(git, made)
-    if commits:
-        found.append(_named("commits", commits))
-    added = _new_remotes(git, remotes)
-    if added:
-        found.append(_named("remotes", added))
-    worktrees = [
-        line.removeprefix("worktree ")
-        for line in git.run("worktree", "list", "--porcelain").stdout.splitlines()
-        if line.startswith("worktree ")
-    ][1:]
-    if worktrees:
-        found.append(_named("linked worktrees", worktrees))
+    found = [
+        ("commits", _new_commits(git, made)),
+        ("remotes", _new_remotes(git, remotes)),
+        ("linked worktrees", git.worktrees()[1:]),
+    ]
     if kind == "bare":
         stray = sorted(p.name for p in path.iterdir() if p.name not in BARE_LAYOUT)
         hooks = path / "hooks"
@@ -280,19 +268,14 @@ def _unmade(
                 for p in sorted(hooks.iterdir())
                 if not p.name.endswith(".sample")
             ]
-        if stray:
-            found.append(_named("files git does not keep there", stray))
-        return found
-    changed = _changed(git)
-    if changed:
-        found.append(_named("changed files", changed))
-    left = files if isinstance(files, dict) else {}
-    other = [
-        name for name, seen in _other_files(git, path).items() if left.get(name) != seen
-    ]
-    if other:
-        found.append(_named("untracked or ignored files", sorted(other)))
-    return found
+        found.append(("files git does not keep there", stray))
+    else:
+        found.append(("changed files", _changed(git)))
+        left = files if isinstance(files, dict) else {}
+        other = _other_files(git, path).items()
+        unmade = sorted(name for name, seen in other if left.get(name) != seen)
+        found.append(("untracked or ignored files", unmade))
+    return [_named(label, items) for label, items in found if items]
 
 
 def check_owned(path: Path, what: str, made: Collection[str] = ()) -> None:
@@ -309,7 +292,7 @@ def check_owned(path: Path, what: str, made: Collection[str] = ()) -> None:
         )
     # Only object ids reach git: a record is data, never an option.
     tips = [
-        t for t in [*made, *(entry["tips"] if entry else [])] if _OBJECT_ID.fullmatch(t)
+        t for t in [*made, *(entry["tips"] if entry else [])] if OBJECT_ID.fullmatch(t)
     ]
     try:
         found = _unmade(

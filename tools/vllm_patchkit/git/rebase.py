@@ -41,20 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.errors import InputError, RefusedError
-from vllm_patchkit.git.apply import am_one, conflict_location
-from vllm_patchkit.git.carry import read_version
+from vllm_patchkit.git.apply import am_one, invariant_failure, record_conflict
+from vllm_patchkit.git.carry import decide, read_version
 from vllm_patchkit.git.checkout import (
     BASE_REF,
     PatchReport,
+    PatchState,
     committer_env,
-    in_history,
+    history,
     invariant_holds,
-    not_carried,
     open_checkout,
     refusal,
 )
 from vllm_patchkit.git.guard import CheckoutGuard, restore
-from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.ranges import Ranges, judge_ranges, needed_elsewhere
 from vllm_patchkit.git.revs import (
     check_ref_name,
@@ -111,15 +110,13 @@ class Step:
 
 
 def resolve_target(git: Git, onto: str, upstream: str | None) -> str:
-    """The commit to rebase onto, fetched from ``upstream`` when given."""
+    """The commit to rebase onto, fetched from ``upstream`` when given
+    (both as :func:`rebase_series` checked them)."""
     if upstream is None:
-        check_revision(onto, "--onto")
         commit = git.commit_of(onto)
         if commit is None:
             raise InputError(f"{onto!r} is not a commit in {git.root} (use --upstream)")
         return commit
-    check_ref_name(onto, "--onto")
-    check_repository(upstream, "--upstream")
     try:
         git.run(
             # Remote helpers that run commands stay off whatever the config says.
@@ -165,10 +162,10 @@ def rebase_series(
     with CheckoutGuard(git, "rebase") as guard:
         notes = [guard.recovered] if guard.recovered else []
         notes += remove_leftover_worktrees(git)
-        reason = refusal(git)
+        head, branch = git.head(), git.branch()
+        reason = refusal(git, branch)
         if reason:
             return RebaseResult("refused", reason, notes=notes)
-        head, branch = git.head(), git.branch()
         try:
             steps = plan(git, series, base)
             target = resolve_target(git, onto, upstream)
@@ -227,10 +224,7 @@ def plan(git: Git, series: Series, base: str | None) -> list[Step]:
     for sha, subject in commits:
         name, edited = by_commit.get(sha, ("", False))
         steps.append(Step(patches.get(name), sha, subject, edited))
-    # A series patch with no commit here (upstream carried it at the base,
-    # or the series did not carry it for the base's release) is applied from
-    # its file at its place in the series: right after the step of the
-    # nearest series patch before it, or first.
+    # From its file: right after the nearest series patch before it, or first.
     for index, patch in enumerate(series.patches):
         if patch.name in owner:
             continue
@@ -299,7 +293,7 @@ def remove_leftover_worktrees(git: Git) -> list[str]:
     root = scratch_root(git)
     ours = [
         path
-        for path in _registered_worktrees(git)
+        for path in map(Path, git.worktrees())
         if path.parent == root and path.name.startswith(WORKTREE_PREFIX)
     ]
     for path in ours:
@@ -313,15 +307,6 @@ def remove_leftover_worktrees(git: Git) -> list[str]:
     return [
         "removed the temporary worktree of an interrupted rebase: "
         + ", ".join(str(root / name) for name in removed)
-    ]
-
-
-def _registered_worktrees(git: Git) -> list[Path]:
-    listing = git.run("worktree", "list", "--porcelain").stdout
-    return [
-        Path(line.removeprefix("worktree "))
-        for line in listing.splitlines()
-        if line.startswith("worktree ")
     ]
 
 
@@ -391,7 +376,9 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         return f"your commit {report.name} {failure}" if failure else None
     report = PatchReport(patch.name, "pending", files=list(patch.files))
     result.patches.append(report)
-    if not step.edited and (in_history(work, patch) or invariant_holds(work, patch)):
+    if not step.edited and (
+        patch.name in history(work, [patch]).applied or invariant_holds(work, patch)
+    ):
         report.status = "upstreamed"
         report.detail = "dropped: upstream carries it" + _kept(patch, result)
         return None
@@ -402,9 +389,9 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
     # target's release is trusted, so that the rule is its Affects: range
     # (code that moved or cannot be read may still need the user's fix).
     if step.commit is None or (version.trusted and not step.edited):
-        skipped = not_carried(patch, work.root, version)
-        if skipped is not None:
-            report.status, report.detail = skipped.status, skipped.detail
+        carry = decide(patch, work.root, version)
+        if not carry.carried:
+            report.status, report.detail = PatchState.NOT_CARRIED, carry.why
             return None
     if step.commit is None:
         failure = am_one(work, patch, report)
@@ -412,17 +399,8 @@ def _replay_step(work: Git, step: Step, result: RebaseResult) -> str | None:
         failure = _pick(work, step.commit, report)
         if report.status == "upstreamed":
             report.detail += _kept(patch, result)
-        if failure is None and invariant_holds(work, patch) is False:
-            assert patch.invariant is not None
-            check = check_invariant(patch.invariant, work.root)
-            report.status = "conflict"
-            report.detail = (
-                f"applied, but invariant {patch.invariant} does not hold: "
-                f"{check.detail}"
-            )
-            failure = report.detail
-        elif failure is None and patch.invariant:
-            report.detail = "invariant holds"
+        if failure is None:
+            failure = invariant_failure(work, patch, report)
     return f"{patch.name} {failure}" if failure else None
 
 
@@ -455,17 +433,13 @@ def _pick(work: Git, commit: str, report: PatchReport) -> str | None:
         env=committer_env(work),
     )
     if proc.returncode != 0:
-        report.status = "conflict"
-        report.files, report.hunks = conflict_location(work)
         lines = [
             line.strip()
             for line in (proc.stdout + proc.stderr).splitlines()
             if line.startswith(("error:", "CONFLICT"))
         ]
-        report.detail = "; ".join(lines[:4]) or "git cherry-pick failed"
-        return f"does not apply: {report.detail}" + (
-            f" (conflicts in {', '.join(report.files)})" if report.files else ""
-        )
+        detail = "; ".join(lines[:4]) or "git cherry-pick failed"
+        return record_conflict(work, report, detail)
     if not was_empty and work.out("rev-parse", "HEAD^{tree}") == work.out(
         "rev-parse", "HEAD~^{tree}"
     ):

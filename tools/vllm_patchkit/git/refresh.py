@@ -125,10 +125,7 @@ def refresh_series(
                 f"carries no patch of the series; {patches_dir} was left as it is"
             )
         names = stable_names([p.name for p in fresh], old_names)
-        # A patch with no commit here (upstream carries it on this release,
-        # or the series does not carry it for this release) says nothing of
-        # the older releases its Affects: range names: it stays, unless its
-        # whole range is upstream.
+        # A patch with no commit here stays unless its whole range is upstream.
         for name in old_names:
             why = None if name in names else needed_elsewhere(old_patches[name])
             if why is not None:

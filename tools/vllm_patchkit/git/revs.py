@@ -14,7 +14,7 @@ import re
 
 from vllm_patchkit.errors import InputError
 
-_HEX = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256
 # What a branch or tag name needs; a strict subset of git's ref grammar.
 _REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 _HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
@@ -41,7 +41,7 @@ def check_ref_name(value: str, what: str) -> str:
     No ``:`` (a fetch would write into a local ref), no leading ``+`` or
     ``-``, no ``..``, ``@{`` or ``//``.
     """
-    if _HEX.match(value):
+    if OBJECT_ID.fullmatch(value):
         return value
     if (
         not _REF.match(value)

@@ -26,10 +26,6 @@ from vllm_patchkit.trees.releases import (
 )
 
 
-def default_upstream_path(versions: list[str]) -> Path:
-    return cache_dir() / "upstreams" / ("vllm-" + "_".join(versions) + ".git")
-
-
 def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
     """A bare repository holding ``versions`` as a tagged chain of commits."""
     if not versions:
@@ -38,7 +34,7 @@ def build_upstream(versions: list[str], dest: Path | None = None) -> Path:
         check_version(version)
     if len(set(versions)) != len(versions):
         raise InputError(f"a version is listed twice: {versions}")
-    dest = dest or default_upstream_path(versions)
+    dest = dest or cache_dir() / "upstreams" / f"vllm-{'_'.join(versions)}.git"
     with locked("upstream-" + dest.name):
         chain = release_chain(versions)
         made = [link.commit for link in chain]

@@ -31,21 +31,29 @@ from vllm_patchkit.trees import bytecode
 
 
 @dataclass(frozen=True)
-class ChildResult:
-    """What one child run left: its exit status, its report and its output."""
+class Finished:
+    """What a child left: its exit status (None: killed past the timeout)."""
 
     argv: tuple[str, ...]
-    """The command as started (``sys.executable -m MODULE ...``)."""
     returncode: int | None
-    """The child's exit status; None when it ran past the timeout (killed)."""
-    data: Any
-    """The JSON the child wrote, parsed; None when it wrote no report."""
-    log: str
-    """Its stdout, then its stderr (what it printed before a timeout)."""
+    stdout: str = ""
+    stderr: str = ""
 
     @property
     def timed_out(self) -> bool:
         return self.returncode is None
+
+    @property
+    def log(self) -> str:
+        return self.stdout + self.stderr
+
+
+@dataclass(frozen=True)
+class ChildResult(Finished):
+    """A :func:`run_json_child` run: also the JSON report it wrote, parsed
+    (None when it wrote none)."""
+
+    data: Any = None
 
 
 def run_json_child(
@@ -74,25 +82,7 @@ def run_json_child(
         argv = (sys.executable, "-m", module, *args(output))
         done = run_in_group(argv, cwd=Path(scratch), env=env, timeout_s=timeout_s)
         data = json.loads(output.read_text()) if output.is_file() else None
-    return ChildResult(argv, done.returncode, data, done.log)
-
-
-@dataclass(frozen=True)
-class Finished:
-    """What a child left: its exit status (None: killed past the timeout)."""
-
-    argv: tuple[str, ...]
-    returncode: int | None
-    stdout: str = ""
-    stderr: str = ""
-
-    @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
-
-    @property
-    def log(self) -> str:
-        return self.stdout + self.stderr
+    return ChildResult(argv, done.returncode, done.stdout, done.stderr, data)
 
 
 def run_in_group(
@@ -123,40 +113,33 @@ def run_in_group(
     (the regression harness's model files) is never left behind. An
     interactive child keeps the user's.
     """
+    # A SIGKILL of this process runs no cleanup: the kernel kills the child
+    # then (child_death).
+    orphaned = dies_with_parent(signal.SIGKILL)
+    if inherit_stdio:
+        interactive = subprocess.Popen(
+            list(argv), cwd=cwd, env=dict(env), preexec_fn=orphaned
+        )
+        return Finished(tuple(argv), interactive.wait(timeout=timeout_s))
     with tempfile.TemporaryDirectory(prefix="vllm-patchkit-child-") as scratch:
         out_path = log or Path(scratch) / "stdout"
         err_path = Path(scratch) / "stderr"
         in_path = Path(scratch) / "stdin"
         in_path.write_text(stdin or "")
-        if not inherit_stdio:
-            env = _with_own_tmpdir(env, Path(scratch) / "tmp")
+        env = _with_own_tmpdir(env, Path(scratch) / "tmp")
         with contextlib.ExitStack() as files:
-            if inherit_stdio:
-                streams: dict[str, Any] = {}
-            else:
-                out = files.enter_context(out_path.open("wb"))
-                err = out if log else files.enter_context(err_path.open("wb"))
-                source = files.enter_context(in_path.open("rb"))
-                streams = {
-                    "stdin": source if stdin is not None else subprocess.DEVNULL,
-                    "stdout": out,
-                    "stderr": err,
-                }
-            # A SIGKILL of this process runs no cleanup: the kernel kills
-            # the child then (child_death).
-            orphaned = dies_with_parent(signal.SIGKILL)
-            if inherit_stdio:
-                interactive = subprocess.Popen(
-                    list(argv), cwd=cwd, env=dict(env), preexec_fn=orphaned
-                )
-                return Finished(tuple(argv), interactive.wait(timeout=timeout_s))
+            out = files.enter_context(out_path.open("wb"))
+            err = out if log else files.enter_context(err_path.open("wb"))
+            source = files.enter_context(in_path.open("rb"))
             proc = subprocess.Popen(
                 list(argv),
                 cwd=cwd,
                 env=dict(env),
                 process_group=0,
                 preexec_fn=orphaned,
-                **streams,
+                stdin=source if stdin is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
             )
             try:
                 with watched(proc.pid):  # its grandchildren too, if we are killed
@@ -176,8 +159,8 @@ def run_in_group(
         return Finished(
             tuple(argv),
             returncode,
-            _text(out_path.read_bytes()),
-            _text(err_path.read_bytes()),
+            out_path.read_bytes().decode(errors="replace"),
+            err_path.read_bytes().decode(errors="replace"),
         )
 
 
@@ -206,10 +189,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-
-
-def _text(data: bytes) -> str:
-    return data.decode(errors="replace")
 
 
 def exit_with(main: Callable[[], int]) -> NoReturn:

@@ -104,13 +104,14 @@ def list_files(
     return files
 
 
-def release_versions(project: str = "vllm") -> list[str]:
-    """Final releases with a source distribution on the first configured index,
-    oldest first (pre-releases and dev builds are left out). An index that
-    cannot be reached raises PackageIndexError: it is not an empty one."""
-    prefix, suffix = f"{project}-", ".tar.gz"
+def release_versions() -> list[str]:
+    """vLLM's final releases with a source distribution on the first
+    configured index, oldest first (pre-releases and dev builds are left
+    out). An index that cannot be reached raises PackageIndexError: it is
+    not an empty one."""
+    prefix, suffix = "vllm-", ".tar.gz"
     found: dict[str, Release] = {}
-    for file in list_files(project, configured_index_urls()[0], strict=True):
+    for file in list_files("vllm", configured_index_urls()[0], strict=True):
         name = file.filename
         version = name[len(prefix) : -len(suffix)]
         release = parse_release(version) if name.startswith(prefix) else None
@@ -119,31 +120,25 @@ def release_versions(project: str = "vllm") -> list[str]:
     return sorted(found, key=found.__getitem__)
 
 
-def find_sdist(project: str, version: str) -> IndexFile:
-    wanted = {
-        f"{project}-{version}.tar.gz",
-        f"{project.replace('-', '_')}-{version}.tar.gz",
-    }
+def find_sdist(version: str) -> IndexFile:
+    """vLLM ``version``'s source distribution on the first configured index
+    that has it."""
     for index_url in configured_index_urls():
-        for file in list_files(project, index_url):
-            if file.filename in wanted:
+        for file in list_files("vllm", index_url):
+            if file.filename == f"vllm-{version}.tar.gz":
                 return file
     raise PackageIndexError(
-        f"no source distribution of {project}=={version} on the configured package "
+        f"no source distribution of vllm=={version} on the configured package "
         "index(es); check the version and `pip config list`"
     )
 
 
-def download(file: IndexFile, dest: Path, *, progress: bool | None = None) -> Path:
-    """Download to ``dest`` atomically, checking the index's sha256.
+def download(file: IndexFile, dest: Path) -> Path:
+    """Download to ``dest`` atomically, checking the index's sha256; a
+    progress bar goes to stderr while a command shows progress."""
+    from vllm_patchkit import progress as reporter
 
-    A progress bar goes to stderr while a command shows progress
-    (:mod:`vllm_patchkit.progress`), or with ``progress``.
-    """
-    if progress is None:
-        from vllm_patchkit import progress as reporter
-
-        progress = reporter.active()
+    progress = reporter.active()
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".part")
     digest = hashlib.sha256()

@@ -28,9 +28,9 @@ def installed_vllm_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def copy_installed_vllm(dest: Path, package_dir: Path | None = None) -> Git:
+def copy_installed_vllm(dest: Path) -> Git:
     """Make ``dest`` a one-commit git tree holding a copy of installed vLLM."""
-    source = package_dir or installed_vllm_dir()
+    source = installed_vllm_dir()
     if dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
 

@@ -70,7 +70,7 @@ def sdist_path(version: str) -> Path:
             with progress.phase(
                 f"fetching the vLLM {version} source from the package index"
             ):
-                download(find_sdist("vllm", version), dest)
+                download(find_sdist(version), dest)
     return dest
 
 
@@ -139,7 +139,7 @@ def _cached_tree(version: str, *, checkout: bool) -> Path:
     name = f"vllm-{version}{shape}"
     dest = cache_dir() / "trees" / name
     with locked(f"tree-{version}{shape}"):
-        if (dest / ".git").is_dir() and _tagged(dest, version):
+        if (dest / ".git").is_dir() and Git(dest).commit_of(f"v{version}"):
             return dest
         archive = sdist_path(version)
         with (
@@ -170,11 +170,6 @@ def _cached_tree(version: str, *, checkout: bool) -> Path:
             # its first commit would gc in the background.
             git.run("gc", "--quiet")
     return dest
-
-
-def _tagged(tree: Path, version: str) -> bool:
-    proc = Git(tree).run("rev-parse", "--verify", "--quiet", f"v{version}", check=False)
-    return proc.returncode == 0
 
 
 def _extract(archive: Path, dest: Path, top: str, only: tuple[str, ...] = ()) -> None:

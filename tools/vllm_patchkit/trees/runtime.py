@@ -30,20 +30,16 @@ TRITON_RUNTIME = ("torch", "triton", "numpy")
 """What the Triton memory checker runs on."""
 
 
-def missing(modules: tuple[str, ...]) -> list[str]:
-    """Those of ``modules`` this interpreter cannot import (found, not imported)."""
-    import importlib.util
-
-    return [name for name in modules if importlib.util.find_spec(name) is None]
-
-
 class MissingRuntime(EnvironmentFailure):
     """This Python lacks a package the command runs on (exit 3, "error")."""
 
 
 def require(command: str, modules: tuple[str, ...], hint: str = "") -> None:
-    """Return when this Python has ``modules``; else raise one line of advice."""
-    absent = missing(modules)
+    """Return when this Python has ``modules`` (found, not imported); else
+    raise one line of advice."""
+    import importlib.util
+
+    absent = [name for name in modules if importlib.util.find_spec(name) is None]
     if not absent:
         return
     raise MissingRuntime(

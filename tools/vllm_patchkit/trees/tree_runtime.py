@@ -66,6 +66,7 @@ TORCH_BOUND = frozenset(
 MANIFEST = "runtime.json"
 _DETERMINISTIC = ("No matching distribution found", "Could not find a version")
 _CLOSURE_ROUNDS = 6
+_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 _LAYOUT = 3
 """Bumped when what a cache entry holds changes (2: unusable packages
 dropped; 3: packages that shadow a venv module dropped)."""
@@ -191,8 +192,8 @@ def _provide(
     if not wanted:
         return None, (), []
     specs = sorted(str(req) for req in wanted)
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    key = hashlib.sha256(json.dumps([_LAYOUT, python, specs]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([_LAYOUT, _PYTHON, specs]).encode())
+    key = digest.hexdigest()[:16]
     dest = cache_dir() / "extras" / key
     with locked(f"extras-{key}"):
         manifest = _manifest(dest)
@@ -377,17 +378,11 @@ def _pip_install(batch: list[Requirement], target: Path) -> list[tuple[str, str]
         return []
     if len(batch) == 1:
         return [(str(batch[0]), error)]
-    failures = []
-    for req in batch:
-        why = _pip([req], target)
-        if why is not None:
-            failures.append((str(req), why))
-    return failures
+    return [(str(req), why) for req in batch if (why := _pip([req], target))]
 
 
 def _pip(batch: list[Requirement], target: Path) -> str | None:
     """None when pip installed ``batch`` into ``target``; else pip's error."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
     command = [
         sys.executable,
         "-m",
@@ -407,7 +402,7 @@ def _pip(batch: list[Requirement], target: Path) -> str | None:
         "--platform",
         "any",
         "--python-version",
-        python,
+        _PYTHON,
         "--target",
         str(target.resolve()),
         "--",
@@ -437,9 +432,7 @@ def _pip(batch: list[Requirement], target: Path) -> str | None:
 
 def _installed(target: Path) -> list[str]:
     """``name==version`` of each distribution pip put in ``target``."""
-    found = []
-    for dist in metadata.distributions(path=[str(target)]):
-        name = dist.metadata["Name"]
-        if name:
-            found.append(f"{name}=={dist.version}")
-    return sorted(set(found))
+    dists = metadata.distributions(path=[str(target)])
+    return sorted(
+        {f"{d.metadata['Name']}=={d.version}" for d in dists if d.metadata["Name"]}
+    )
