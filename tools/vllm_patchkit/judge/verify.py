@@ -14,12 +14,11 @@ contributor sees it fail there and pass here.
 
 Each fix of the registry is judged on its own and reported separately. The
 tree's verdict, and so the exit code, is over the fixes the series expects
-there: a fix whose patch the series carries for the tree (by its code,
-else its ``Affects:`` range; every fix on an unknown or development
-version), or
+there: a fix whose patch the series carries for the tree (by its code, else
+its ``Affects:`` range; every fix on an unknown or development version), or
 that upstream has carried since its ``Applied-Upstream:`` release. A fix the
-series does not carry for the release is still run and
-reported ("not fixed (not carried for X.Y.Z)") but decides nothing.
+series does not carry for the release is still run and reported ("not
+fixed (not carried for X.Y.Z)") but decides nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +46,6 @@ from vllm_patchkit.judge.regression.verdict import (
     HARNESS_ERROR,
     NOT_FIXED,
     Tally,
-    check_fix,
     counted,
     judge,
     judge_fixes,
@@ -95,12 +93,7 @@ class TreeRun:
     def tally(self) -> Tally:
         """The checks of the fixes that count here (:attr:`not_counted`'s
         are counted apart)."""
-        return tally(self.counted_checks())
-
-    def counted_checks(self, fix: str | None = None) -> list[dict[str, Any]]:
-        """The checks of the fixes that count here (``fix``: of that fix)."""
-        mine = [c for c in self.checks if fix is None or check_fix(c) == fix]
-        return counted(mine, self.not_counted)
+        return tally(counted(self.checks, self.not_counted))
 
     def count_apart(self, not_counted: dict[str, str]) -> None:
         """Set aside the checks of the fixes not carried here (and why):
@@ -122,17 +115,6 @@ class TreeRun:
             }
         return judge_fixes(self.checks)
 
-    def _counted_suite(self) -> tuple[Verdict, str]:
-        """The suite's verdict over the checks of the fixes that count."""
-        counted = self.counted_checks()
-        core = tuple(
-            name
-            for fix in FIXES
-            if fix not in self.not_counted
-            for name in CORE_BY_FIX[fix]
-        )
-        return judge(counted, core)
-
     def judgement(self) -> Judgement:
         """This tree's one answer: suite and upstream test together, over the
         fixes the series expects here. Every command renders it (``test``,
@@ -146,7 +128,11 @@ class TreeRun:
             return Judgement(CANNOT_JUDGE, self.problem)
         test = self.upstream_test
         reasons = []
-        suite_verdict, suite_why = self._counted_suite()
+        # The suite's verdict over the checks of the fixes that count.
+        core = [n for f in FIXES if f not in self.not_counted for n in CORE_BY_FIX[f]]
+        suite_verdict, suite_why = judge(
+            counted(self.checks, self.not_counted), tuple(core)
+        )
         reproduced = self.reproduced()
         if reproduced:
             reasons.append(f"the bug reproduces ({', '.join(reproduced)}: checks fail)")
@@ -285,11 +271,11 @@ def tree_run(
     run.vllm_version = data["vllm_version"]
     run.vllm_file = data["vllm_file"]
     run.fixed = data["fixed"]
+    run.checks = data["checks"]
     run.failing_fixes = _reproduced(data["bug_reproduced"], run.checks)
     run.bug_reproduced = list(run.failing_fixes)
     run.suite_verdict = Verdict(data["verdict"])
     run.suite_why = data["why"]
-    run.checks = data["checks"]
     run.counts = tally(run.checks).to_json()
     if not Path(data["vllm_file"]).resolve().is_relative_to(tree):
         run.problem = (
