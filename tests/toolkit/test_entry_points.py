@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.entry_points import entry_point_registered
-from vllm_patchkit.judge.doctor import OVERLAY_ENTRY_POINT
+from vllm_overlay.entry_points import (
+    ENTRY_POINT_GROUP,
+    ENTRY_POINT_NAME,
+    entry_point_registered,
+)
+
+OVERLAY_ENTRY_POINT = (ENTRY_POINT_GROUP, ENTRY_POINT_NAME)
 
 GROUP = "vllm.general_plugins"
 

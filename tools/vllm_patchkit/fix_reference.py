@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
-from vllm_patchkit.git.series import Patch, Series, load_series
+from vllm_patchkit.git.series import Patch, load_series
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.present.tables import markdown_code, markdown_table, markdown_text
 from vllm_patchkit.trees.versions import Release, parse_release
@@ -70,9 +70,9 @@ def _subject(patches: tuple[Patch, ...], fix: Fix) -> str:
     return re.sub(r"^(\[[^\]]*\]\s*)+", "", patches[0].subject).strip()
 
 
-def facts(fixes: tuple[Fix, ...] = FIXES, series: Series | None = None) -> list[Facts]:
+def facts(fixes: tuple[Fix, ...] = FIXES) -> list[Facts]:
     """Each fix's facts, in the registry's order."""
-    series = load_series() if series is None else series
+    series = load_series()
     found = []
     for fix in fixes:
         patches = series.of_fix(fix)

@@ -15,11 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_overlay.diagnosis import Finding, deciding
-from vllm_overlay.entry_points import (
-    ENTRY_POINT_GROUP,
-    ENTRY_POINT_NAME,
-    entry_point_registered,
-)
+from vllm_overlay.entry_points import entry_point_registered
 from vllm_overlay.fixes import FIXES, RECORD, assess_tree
 from vllm_overlay.state import InstallState
 from vllm_patchkit.errors import InputError
@@ -28,16 +24,6 @@ from vllm_patchkit.git.checkout import PatchReport, classify_path
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.versions import release_text, tree_version
-
-__all__ = [
-    "Diagnosis",
-    "FixStatus",
-    "NotAVllmTreeError",
-    "diagnose",
-    "fix_findings",
-    "fix_statuses",
-    "tree_version",
-]
 
 
 class NotAVllmTreeError(InputError):
@@ -137,10 +123,6 @@ class Diagnosis:
         )
 
 
-OVERLAY_ENTRY_POINT = (ENTRY_POINT_GROUP, ENTRY_POINT_NAME)
-"""The overlay's plugin entry point (group, name): vLLM loads what it names."""
-
-
 def fix_findings(
     root: Path, states: list[InstallState] | None = None, installed: bool = False
 ) -> list[Finding]:
@@ -153,7 +135,7 @@ def fix_findings(
     release = (
         release_text(version.release) if version.trusted and version.release else None
     )
-    entry_point = installed and entry_point_registered(*OVERLAY_ENTRY_POINT)
+    entry_point = installed and entry_point_registered()
     decided = states or assess_tree(root, "")
     return [Finding.of(state, release, entry_point, root) for state in decided]
 
@@ -213,7 +195,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
         vllm_version=version,
         patches=patches,
         installed=path is None,
-        overlay_entry_point=entry_point_registered(*OVERLAY_ENTRY_POINT),
+        overlay_entry_point=entry_point_registered(),
         overlay_would_activate=bool(needed) and all(f.overlay_active for f in needed),
         overlay_record=[target.as_dict() for target in RECORD],
     )

@@ -21,14 +21,10 @@ missing pure-Python requirements beside it):
 - ``audit``: harmful shared-state writes (:func:`audit.audit_tree`).
 
 Every step's result is cached (:mod:`run_cache`, the one cache) per release
-commit under a key of everything
-that decides it: the source files of the deciders (this module, the
-invariants, the series model, apply and checkout, the doctor's fix verdicts,
-the whole overlay and regression packages, the tree runtime, the overlay
-probe, the audit), the series file and every patch, and the Python, torch
-and git versions. A changed decider never serves a stale cell. A step that
-could not run says precisely why; nothing is reported as a pass that did
-not run.
+commit under a key of everything that decides it (:func:`decider_files`, the
+series, the Python, torch and git versions): a changed decider never serves
+a stale cell. A step that could not run says precisely why; nothing is
+reported as a pass that did not run.
 """
 
 from __future__ import annotations
@@ -291,8 +287,7 @@ def decider_files(step: str) -> list[Path]:
     modules are taken as whole packages, since no import statement leads to
     them.
     """
-    seeds = [_source(sys.modules[__name__]), _source(release_tree)]
-    seeds.append(_source(tree_runtime))
+    seeds = [_source(o) for o in (sys.modules[__name__], release_tree, tree_runtime)]
     # The fix registry finds its modules by listing its package: every step
     # reads them (the verdict's per-fix checks, the doctor's columns).
     seeds += _package_files(_source(vllm_overlay.fixes))
@@ -346,10 +341,13 @@ def cache_key(series: Series, step: str) -> str:
 
 def environment() -> dict[str, str]:
     """The Python, torch and git versions every cache key holds (in order)."""
+    git = subprocess.run(
+        [git_executable(), "--version"], capture_output=True, text=True, check=False
+    )
     return {
         "python": sys.version,
         "torch": tree_runtime.venv_version("torch") or "none",
-        "git": _git_version(),
+        "git": git.stdout.strip(),
     }
 
 
@@ -359,13 +357,6 @@ def code_digest(series: Series) -> str:
     different code are never put in one table."""
     keys = {step: cache_key(series, step) for step in STEPS}
     return hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16]
-
-
-def _git_version() -> str:
-    proc = subprocess.run(
-        [git_executable(), "--version"], capture_output=True, text=True, check=False
-    )
-    return proc.stdout.strip()
 
 
 # ---------------------------------------------------------------- steps
@@ -550,12 +541,11 @@ def run_overlay(tree: Path) -> Cell:
             text += f" (installed {', '.join(result.installed)})"
         if result.parts:
             text += f"; {result.parts_line()}"
-        unjudged = result.verdict is CANNOT_JUDGE
         if result.verdict is not Verdict.FIXED and result.why:
             text += f": {result.why}"
         data = result.to_json()
         data["log"] = data.get("log", [])[:8]
-        if unjudged:
+        if result.verdict is CANNOT_JUDGE:
             # A probe run that gave no report, or a runtime that could not
             # be given: the environment's doing as much as the tree's.
             return Cell(CANNOT_JUDGE, text, detail=data, transient=True)
@@ -600,26 +590,20 @@ def run_audit(tree: Path) -> Cell:
 # ---------------------------------------------------------------- rows
 
 
-def torch_pin(tree: Path) -> str | None:
-    """The torch the release pins, from the sdist's PKG-INFO."""
-    return tree_runtime.pinned_version(
-        "torch", metadata_requirements(tree / "PKG-INFO")
-    )
-
-
 def static_facts(tree: Path, series: Series) -> dict[str, Any]:
     reports = classify_path(tree, series)
     # A release's row, not this shell's settings: the cell is cached for
     # every later sweep, whose environment may differ.
     statuses = fix_statuses(tree, series, reports, configured=False)
     decides = deciding(statuses)
+    pins = metadata_requirements(tree / "PKG-INFO")  # the sdist's
     return {
         "affected": decides.affected,
         "fixes": {f.fix: f.affected for f in statuses},
         "shape": decides.shape,
         "series": ", ".join(r.status for r in reports),
         "overlay_plan": ", ".join(f"{f.fix}: {f.overlay}" for f in statuses),
-        "torch_pin": torch_pin(tree),
+        "torch_pin": tree_runtime.pinned_version("torch", pins),
     }
 
 

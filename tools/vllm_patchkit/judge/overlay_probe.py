@@ -27,10 +27,11 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_overlay.entry_points import ENTRY_POINT_NAME
 from vllm_overlay.fixes import FIXES as REGISTRY
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.state import Action
@@ -62,8 +63,6 @@ PASSES = "passes"
 
 WITHOUT = "without"
 WITH = "with"
-PLUGIN_NAME = "vllm_overlay"
-"""The overlay's entry-point name in ``vllm.general_plugins``."""
 OVERLAY_LOGGER = "vllm.plugins.vllm_overlay"
 INSTALLED = "installed"
 """The overlay's status for a fix installed on vLLM's loaded class."""
@@ -83,15 +82,15 @@ class OverlayResult:
     """Fixes the overlay reported installed on vLLM's classes."""
     why: str
     seconds: float
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per fix, by its PR label: whether the tree needs it, its part
+    (a status word), its verdict without and with the overlay, and why."""
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per fix, what the overlay recorded: action, status, reason, problems."""
     log: tuple[str, ...] = ()
     """What the overlay logged (every level) in the run with it."""
     runtime: dict[str, Any] | None = None
     """The tree's runtime (torch, pinned torch, extras)."""
-    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per fix, by its PR label: whether the tree needs it, its part
-    (a status word), its verdict without and with the overlay, and why."""
 
     @property
     def verdict(self) -> Verdict:
@@ -102,17 +101,10 @@ class OverlayResult:
         return ", ".join(f"{label} {p['part']}" for label, p in self.parts.items())
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "without": self.without,
-            "with_overlay": self.with_overlay,
+        return asdict(self) | {
             "installed": list(self.installed),
-            "why": self.why,
             "seconds": round(self.seconds, 1),
-            "parts": self.parts,
-            "fixes": self.fixes,
             "log": list(self.log),
-            "runtime": self.runtime,
         }
 
 
@@ -162,7 +154,7 @@ def _run_child(
 ) -> dict[str, Any]:
     """One measuring process; its JSON, or why there is none."""
     env = launcher.env(
-        VLLM_PLUGINS=PLUGIN_NAME if mode == WITH else "",
+        VLLM_PLUGINS=ENTRY_POINT_NAME if mode == WITH else "",
         VLLM_OVERLAY_DISABLE=None,
         VLLM_OVERLAY_STRICT=None,
     )

@@ -24,22 +24,6 @@ class JsonFileError(InputError):
     """A file that is not one bounded JSON document (refused, exit 2)."""
 
 
-def read_bytes(path: Path, what: str, max_bytes: int) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``max_bytes``, read
-    by the one reader of files others give us (:mod:`vllm_overlay.tree_files`:
-    ``O_NONBLOCK``, so a FIFO is refused at once; the size checked on the
-    open file; the read stops one byte past the cap)."""
-    try:
-        return read_regular(path, max_bytes)
-    except NotRead as exc:
-        if exc.size is not None:
-            raise JsonFileError(
-                f"{path}: {exc.size} bytes, more than {what} may hold "
-                f"({max_bytes} bytes)"
-            ) from exc
-        raise JsonFileError(f"{path}: {exc.why}, not {what}") from exc
-
-
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [key for key, _ in pairs]
     twice = sorted({key for key in keys if keys.count(key) > 1})
@@ -53,8 +37,20 @@ def _no_constant(name: str) -> Any:
 
 
 def read_json(path: Path, what: str, max_bytes: int) -> Any:
-    """The JSON value in ``path`` (see :func:`read_bytes` for the file rules)."""
-    data = read_bytes(path, what, max_bytes)
+    """The JSON value in ``path``, a regular file of at most ``max_bytes``,
+    read by the one reader of files others give us
+    (:mod:`vllm_overlay.tree_files`: ``O_NONBLOCK``, so a FIFO is refused at
+    once; the size checked on the open file; the read stops one byte past
+    the cap)."""
+    try:
+        data = read_regular(path, max_bytes)
+    except NotRead as exc:
+        if exc.size is not None:
+            raise JsonFileError(
+                f"{path}: {exc.size} bytes, more than {what} may hold "
+                f"({max_bytes} bytes)"
+            ) from exc
+        raise JsonFileError(f"{path}: {exc.why}, not {what}") from exc
     if not data.strip():
         raise JsonFileError(f"{path}: empty, not {what}")
     try:

@@ -225,13 +225,6 @@ RUNTIME_HEADS = (
 
 
 def runtime_table(rows: list[Row]) -> list[str]:
-    lines = [
-        (
-            "## What ran each release\n\nThe venv's torch, beside it the release's "
-            "missing pure-Python requirements:"
-        ),
-        "",
-    ]
     cells = []
     for row in rows:
         runtime = row.runtime or {}
@@ -239,10 +232,14 @@ def runtime_table(rows: list[Row]) -> list[str]:
         missing = "; ".join(runtime.get("missing") or []) or "none"
         ran = runtime.get("torch") or "unknown (no runtime record)"
         pin = row.torch_pin or "none"
-        cells.append(
-            (_cell(row.version), _cell(pin), _cell(ran), _cell(extras), _cell(missing))
-        )
-    return lines + markdown_table(RUNTIME_HEADS, cells)
+        cells.append(tuple(map(_cell, (row.version, pin, ran, extras, missing))))
+    return [
+        "## What ran each release",
+        "",
+        "The venv's torch, beside it the release's missing pure-Python requirements:",
+        "",
+        *markdown_table(RUNTIME_HEADS, cells),
+    ]
 
 
 def not_run_notes(rows: list[Row]) -> list[str]:

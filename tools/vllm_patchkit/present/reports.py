@@ -16,7 +16,6 @@ from vllm_patchkit.judge.regression.verdict import (
     FAILED,
     NOT_CARRIED,
     PASSED,
-    Tally,
     check_fix,
     counted,
     reproduced,
@@ -69,16 +68,6 @@ def _checks_of(run: TreeRun, fix: str | None) -> list[dict[str, Any]]:
     return [c for c in run.checks if fix is None or check_fix(c) == fix]
 
 
-def set_apart_lines(
-    checks: list[dict[str, Any]], not_counted: dict[str, str], label: str
-) -> list[str]:
-    """``after: not carried here: <label>: 4 checks, not counted``."""
-    return [
-        f"{label}: {NOT_CARRIED}: {fix}: {n} checks, not counted"
-        for fix, n in set_apart(checks, not_counted).items()
-    ]
-
-
 def runtime_line(runtime: dict[str, Any]) -> str:
     """Which torch and extra packages ran a tree, and what its release pins."""
     pin = runtime.get("pinned_torch")
@@ -93,9 +82,21 @@ def runtime_line(runtime: dict[str, Any]) -> str:
     return line
 
 
-def not_run_lines(counts: Tally, indent: str = "  ") -> list[str]:
-    """One line per check that could not run, with the reason."""
-    return [f"{indent}could not run: {name}: {why}" for name, why in counts.not_run]
+def _count_lines(
+    checks: list[dict[str, Any]], not_counted: dict[str, str], label: str
+) -> list[str]:
+    """The counts of ``checks`` (those of ``not_counted``'s fixes left out),
+    each check that could not run with the reason, then the checks left out:
+    ``after: not carried here: <label>: 4 checks, not counted``."""
+    counts = tally(counted(checks, not_counted))
+    return [
+        f"{label}: {tally_line(counts)}",
+        *(f"{label}:   could not run: {n}: {why}" for n, why in counts.not_run),
+        *(
+            f"{label}: {NOT_CARRIED}: {fix}: {n} checks, not counted"
+            for fix, n in set_apart(checks, not_counted).items()
+        ),
+    ]
 
 
 def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
@@ -115,7 +116,7 @@ def fix_lines(run: TreeRun, only: str | None = None) -> list[str]:
             )
             continue
         lines.append(f"{fix}: {verdict.heading}: {why}")
-        own = [c for c in run.checks if check_fix(c) == fix]
+        own = _checks_of(run, fix)
         if own:
             lines.append(f"{fix}:   {tally_line(tally(own))}")
     return lines
@@ -125,13 +126,8 @@ def run_summary(run: TreeRun, fix: str | None = None) -> list[str]:
     """The counts of one run (``fix``: of its checks only), what could not
     run and why, the checks of fixes not carried here (counted apart), test
     failures."""
-    lines = []
     checks = _checks_of(run, fix)
-    if checks:
-        counts = tally(counted(checks, run.not_counted))
-        lines.append(f"{run.label}: {tally_line(counts)}")
-        lines += not_run_lines(counts, f"{run.label}:   ")
-        lines += set_apart_lines(checks, run.not_counted, run.label)
+    lines = _count_lines(checks, run.not_counted, run.label) if checks else []
     if run.problem:
         lines.append(f"{run.label}: cannot judge: {run.problem}")
     test = run.upstream_test
@@ -139,10 +135,9 @@ def run_summary(run: TreeRun, fix: str | None = None) -> list[str]:
         lines.append(
             f"{run.label}: upstream test {' '.join(test.files)}: {test.summary}"
         )
-        if test.inapplicable_reason is not None:
-            lines.append(f"{run.label}:   did not run: {test.inapplicable_reason}")
-        elif test.not_run_reason is not None:
-            lines.append(f"{run.label}:   did not run: {test.not_run_reason}")
+        reason = test.inapplicable_reason or test.not_run_reason
+        if reason is not None:
+            lines.append(f"{run.label}:   did not run: {reason}")
         lines += [f"{run.label}:   {failure}" for failure in test.failures[:4]]
     return lines
 
@@ -229,7 +224,8 @@ def format_demo(result: DemoResult) -> str:
             f"imported from {result.before.report['vllm_file']}"
         )
     apart = result.judged.not_counted if result.judged is not None else {}
-    names = [c["name"] for c in (result.before.report or {}).get("checks", [])]
+    before_checks = (result.before.report or {}).get("checks", [])
+    names = [c["name"] for c in before_checks]
     width = max((len(n) for n in names), default=10) + 2
     lines.append("")
     lines.append(f"{'scenario':<{width}}before (stock)  ->  after (series applied)")
@@ -243,7 +239,6 @@ def format_demo(result: DemoResult) -> str:
     for patch in result.apply.patches:
         detail = f" ({patch.detail})" if patch.detail else ""
         lines.append(f"  {patch.name}: {patch.status}{detail}")
-    before_checks = (result.before.report or {}).get("checks", [])
     bugs = reproduced(counted(before_checks, apart))
     if bugs:
         lines.append(f"before: the bug reproduces on this tree ({', '.join(bugs)})")
@@ -251,11 +246,7 @@ def format_demo(result: DemoResult) -> str:
         lines.append("before: this tree already behaves correctly")
     for report, label in ((result.before, "before"), (result.after, "after")):
         if report is not None and report.report is not None:
-            checks = report.report["checks"]
-            counts = tally(counted(checks, apart))
-            lines.append(f"{label}: {tally_line(counts)}")
-            lines += not_run_lines(counts, f"{label}:   ")
-            lines += set_apart_lines(checks, apart, label)
+            lines += _count_lines(report.report["checks"], apart, label)
     lines.extend(result.notes)
     if result.judged is not None:
         lines += fix_lines(result.judged)
@@ -263,7 +254,6 @@ def format_demo(result: DemoResult) -> str:
         lines.append("verdict: FIXED")
     else:
         lines.append(f"verdict: {result.verdict.heading}: {result.why}")
-    if not result.ok:
         for report, label in ((result.before, "before"), (result.after, "after")):
             if report is not None and report.report is None:
                 lines.append(f"--- {label} run log (last lines) ---")

@@ -106,13 +106,6 @@ def _seconds(where: _Where, value: Any) -> None:
         where.fail("a number of seconds, 0 or more", value)
 
 
-def _strings(where: _Where, value: Any, none: bool = True) -> None:
-    if none and value is None:
-        return
-    for i, item in enumerate(_list(where, value)):
-        _str(where / i, item)
-
-
 def release(where: _Where, value: Any) -> str:
     """A release as :func:`parse_release` reads it, with nothing around it."""
     text = _str(where, value)
@@ -204,7 +197,10 @@ def row(where: _Where, value: Any) -> str:
         if runtime.get("torch") is not None:
             _str(where / "runtime" / "torch", runtime["torch"])
         for name in ("extras", "missing"):
-            _strings(where / "runtime" / name, runtime.get(name))
+            if runtime.get(name) is not None:
+                at = where / "runtime" / name
+                for i, item in enumerate(_list(at, runtime[name])):
+                    _str(at / i, item)
     for step in STEPS:
         cell(where / step, data[step])
     _seconds(where / "static_seconds", data.get("static_seconds", 0.0))
