@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.pull_request import PullRequest, _write_body
+from vllm_patchkit.pull_request import PullRequest
+from vllm_patchkit.pull_request.body_file import write_body
 
 BRANCH = "vllm-overlay/keep-the-shared-seq-lens-in-staticsinkattentionb"
 
@@ -26,7 +27,7 @@ def test_two_checkouts_preparing_one_fix_keep_two_bodies(
 
     def write(checkout: Path, body: str) -> Path:
         pr = PullRequest("ready", "", str(checkout), branch=BRANCH, body=body)
-        return _write_body(pr)
+        return write_body(Path(pr.checkout), pr.branch, pr.body)
 
     first = write(one, "from one")
     second = write(two, "from two")

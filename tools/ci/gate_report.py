@@ -241,19 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = [g for g in gates if g.code != 0]
     passed = [g for g in gates if g.code == 0]
     if failed:
-        (args.out / "issue-title.txt").write_text(
-            issue_title(args.repo, args.ref) + "\n"
-        )
-        (args.out / "issue-body.md").write_text(
-            issue_body(
-                failed,
-                passed,
-                args.repo,
-                args.ref,
-                str(read_result(args.rebase_json).get("onto") or ""),
-                args.run_url,
-            )
-        )
+        onto = str(read_result(args.rebase_json).get("onto") or "")
+        body = issue_body(failed, passed, args.repo, args.ref, onto, args.run_url)
+        title = issue_title(args.repo, args.ref)
+        (args.out / "issue-title.txt").write_text(title + "\n")
+        (args.out / "issue-body.md").write_text(body)
     print("failed=" + ",".join(g.name for g in failed))
     print("could_not_run=" + ",".join(g.name for g in failed if not g.ran))
     return 0

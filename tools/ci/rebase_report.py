@@ -233,11 +233,9 @@ def pr_title(report: Report) -> str:
     return title
 
 
-def dropped_lines(
-    report: Report, markdown: bool, drops: list[Dropped] | None = None
-) -> list[str]:
+def dropped_lines(drops: list[Dropped], markdown: bool) -> list[str]:
     lines = []
-    for drop in report.dropped if drops is None else drops:
+    for drop in drops:
         name = f"`{drop.name}`" if markdown else drop.name
         subject = f' ("{drop.subject}")' if drop.subject else ""
         lines.append(f"- {name}{subject}: {drop.why}")
@@ -287,7 +285,7 @@ def pr_body(report: Report) -> str:
         parts += [
             "### Dropped as upstreamed",
             "",
-            *dropped_lines(report, markdown=True),
+            *dropped_lines(report.dropped, markdown=True),
             "",
             *merge_meaning(report),
         ]
@@ -314,7 +312,7 @@ def kept_and_ranges(report: Report, markdown: bool) -> list[str]:
                 "them: older releases in their `Affects:` range still need them."
             ),
             "",
-            *dropped_lines(report, markdown, report.kept),
+            *dropped_lines(report.kept, markdown),
             "",
         ]
     if report.ranges:
@@ -339,54 +337,50 @@ def document(parts: list[str], run_url: str) -> str:
     return text + (f"\n\nWorkflow run: {run_url}\n" if run_url else "\n")
 
 
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=72, break_on_hyphens=False)
+
+
+def _entry(line: str) -> str:
+    """A Markdown list entry as commit message text: no backquotes, and no
+    word (a path, a URL) broken."""
+    return textwrap.fill(
+        line.replace("`", ""),
+        width=72,
+        subsequent_indent="  " if line.startswith("- ") else "",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def commit_message(report: Report) -> str:
     if report.dropped:
         subject = "Drop upstreamed " + ", ".join(d.name for d in report.dropped)
     else:
         subject = f"Rebase the patch series onto {report.repo} {report.ref}"
     paragraphs = [
-        textwrap.fill(
+        _wrap(
             f"Nightly rebase of patches/ onto {report.repo} {report.ref} at "
             f"{report.onto}: {report.applied} patch(es) replayed, "
             f"{len(report.dropped)} dropped as upstreamed. Committed only after "
             "vLLM's pre-commit, the regression suite, the sign-off check and "
-            "this repository's pre-commit passed on the result.",
-            width=72,
-            break_on_hyphens=False,
+            "this repository's pre-commit passed on the result."
         )
     ]
     if report.dropped:
         entries = [
-            textwrap.fill(
-                line.replace("`", ""),
-                width=72,
-                subsequent_indent="  ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-            for line in dropped_lines(report, markdown=False)
+            _entry(line) for line in dropped_lines(report.dropped, markdown=False)
         ]
         paragraphs.append("\n".join(["Dropped as upstreamed:", *entries]))
         paragraphs.append(
-            textwrap.fill(
+            _wrap(
                 "This repository stops carrying the dropped patch(es) in "
                 "patches/; the series for older releases stays in git history "
                 "(patches/ as of the commit before this one), and the "
-                "vllm_overlay package still fixes installed affected releases.",
-                width=72,
-                break_on_hyphens=False,
+                "vllm_overlay package still fixes installed affected releases."
             )
         )
-    extra = [
-        textwrap.fill(
-            line.replace("`", ""),
-            width=72,
-            subsequent_indent="  " if line.startswith("- ") else "",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
-        for line in kept_and_ranges(report, markdown=False)
-    ]
+    extra = [_entry(line) for line in kept_and_ranges(report, markdown=False)]
     if extra:
         paragraphs.append("\n".join(extra).strip())
     return subject + "\n\n" + "\n\n".join(paragraphs) + "\n"

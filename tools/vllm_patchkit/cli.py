@@ -1,13 +1,10 @@
 """``vllm-patchkit``: the command line over the vllm_patchkit library.
 
-Each subcommand lives in :mod:`vllm_patchkit.commands` (or beside the
-library it drives) and registers itself with ``add_parser``. This module
-maps exceptions to exit codes in one place (:func:`error_handler`),
-makes SIGTERM and SIGHUP unwind like Ctrl-C, and runs with stdin, stdout
-or stderr closed by the caller (:func:`_standard_streams`). A
-:class:`~vllm_patchkit.errors.PatchkitError` carries its own code and
-status word; anything else is an error (3) with its traceback in a log
-file, never "not fixed" (1) nor "refused, nothing changed" (2).
+Each subcommand lives in :mod:`vllm_patchkit.commands` and registers
+itself with ``add_parser``. This module maps exceptions to exit codes in
+one place (:func:`error_handler`), makes SIGTERM and SIGHUP unwind like
+Ctrl-C, and runs with stdin, stdout or stderr closed by the caller
+(:func:`_standard_streams`).
 """
 
 from __future__ import annotations

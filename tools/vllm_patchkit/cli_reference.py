@@ -46,9 +46,9 @@ def patchkit_commands() -> list[Command]:
     ``vllm-patchkit --help`` lists them."""
     from vllm_patchkit.cli import build_parser
 
-    top = build_parser()
+    top = build_parser()  # argparse keeps a parser's actions in _actions only
     found = [Command("vllm-patchkit", top.description or "", top)]
-    for action in _actions(top):
+    for action in top._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
             for name, parser in action.choices.items():
@@ -59,24 +59,14 @@ def patchkit_commands() -> list[Command]:
     return found
 
 
-def overlay_commands() -> list[Command]:
+def all_commands() -> list[Command]:
     from vllm_overlay.doctor import build_parser
 
-    parser = build_parser()
-    return [Command(parser.prog, "the overlay's doctor", parser)]
-
-
-def all_commands() -> list[Command]:
-    return [*patchkit_commands(), *overlay_commands()]
-
-
-def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    # argparse keeps a parser's actions in this attribute only.
-    return list(parser._actions)
-
-
-def _documented(action: argparse.Action) -> bool:
-    return isinstance(action, argparse._HelpAction) or bool((action.help or "").strip())
+    overlay = build_parser()
+    return [
+        *patchkit_commands(),
+        Command(overlay.prog, "the overlay's doctor", overlay),
+    ]
 
 
 def undocumented(commands: list[Command]) -> list[str]:
@@ -86,14 +76,16 @@ def undocumented(commands: list[Command]) -> list[str]:
     for command in commands:
         if not command.summary.strip() or not (command.parser.description or ""):
             missing.append(f"{command.invocation} (no summary or description)")
-        for action in _actions(command.parser):
-            if action.help == argparse.SUPPRESS:
-                continue
-            if isinstance(action, argparse._SubParsersAction):
-                continue
-            if not _documented(action):
+        for action in command.parser._actions:
+            if _listed(action) and not (action.help or "").strip():
                 missing.append(f"{command.invocation} {_name(action)}")
     return missing
+
+
+def _listed(action: argparse.Action) -> bool:
+    """An option or argument of the page's tables (not --help, not hidden)."""
+    skipped = argparse._HelpAction | argparse._SubParsersAction
+    return action.help != argparse.SUPPRESS and not isinstance(action, skipped)
 
 
 def _name(action: argparse.Action) -> str:
@@ -103,9 +95,7 @@ def _name(action: argparse.Action) -> str:
 def _value(action: argparse.Action) -> str:
     if action.nargs == 0:
         return ""
-    if action.choices is not None and not isinstance(
-        action, argparse._SubParsersAction
-    ):
+    if action.choices is not None:  # a subparsers action is not _listed
         return "{" + ",".join(str(c) for c in action.choices) + "}"
     metavar = action.metavar or action.dest.upper()
     if action.nargs in ("*", "+"):
@@ -133,10 +123,8 @@ def _help(action: argparse.Action, prog: str) -> str:
 
 def _options_table(command: Command) -> list[str]:
     rows = []
-    for action in _actions(command.parser):
-        if action.help == argparse.SUPPRESS or isinstance(
-            action, argparse._HelpAction | argparse._SubParsersAction
-        ):
+    for action in command.parser._actions:
+        if not _listed(action):
             continue
         name = _name(action)
         value = _value(action)
@@ -150,7 +138,7 @@ def _options_table(command: Command) -> list[str]:
 
 def _usage(parser: argparse.ArgumentParser) -> str:
     formatter = argparse.HelpFormatter(parser.prog, width=88)
-    formatter.add_usage(parser.usage, _actions(parser), [])
+    formatter.add_usage(parser.usage, parser._actions, [])
     return formatter.format_help().strip()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_patchkit.commands.common import add_command, add_json, emit_json
+from vllm_patchkit.commands.common import add_command, add_json, emit
 from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
 
 _DESCRIPTION = (
@@ -73,8 +73,5 @@ def run(args: argparse.Namespace) -> int:
         installed=installed,
         timeout=args.timeout,
     )
-    if args.json:
-        emit_json(report.to_json())
-    else:
-        print(format_audit(report))
+    emit(args, report.to_json(), lambda: format_audit(report))
     return report.exit_code

@@ -17,7 +17,7 @@ from vllm_patchkit.commands.common import (
     add_command,
     add_json,
     add_path,
-    emit_json,
+    emit,
     patch_lines,
 )
 from vllm_patchkit.errors import EXIT_FAILED, EXIT_OK
@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
 
     reports = classify(open_checkout(args.path), load_series(args.patches))
     conflict = any(r.status == PatchState.CONFLICT for r in reports)
-    if args.json:
-        emit_json({"path": args.path.resolve(), "patches": reports})
-    else:
-        print("\n".join(patch_lines(reports)))
+    payload = {"path": args.path.resolve(), "patches": reports}
+    emit(args, payload, lambda: "\n".join(patch_lines(reports)))
     return EXIT_FAILED if conflict else EXIT_OK

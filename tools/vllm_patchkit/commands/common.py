@@ -8,6 +8,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs every start-up; annotations only
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 EXIT_CODES_HELP = """\
@@ -77,6 +78,14 @@ def emit_json(payload: Any) -> None:
 
     json.dump(to_jsonable(payload), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def emit(args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> None:
+    """``payload`` as one JSON object with --json, else ``text()`` for people."""
+    if args.json:
+        emit_json(payload)
+    else:
+        print(text())
 
 
 def print_outcome(result: Any, patches: list[Any]) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from vllm_patchkit.commands import lazy_help
-from vllm_patchkit.commands.common import add_json, emit_json
+from vllm_patchkit.commands.common import add_json, emit
 from vllm_patchkit.trees.runtime import VLLM_RUNTIME, require
 
 
@@ -66,19 +66,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         branch = args.branch or demo.DEFAULT_BRANCH
         result = demo.run_checkout_demo(series, args.path, branch)
-    if args.json:
-        emit_json(
-            {
-                "ok": result.ok,
-                "verdict": result.verdict,
-                "why": result.why,
-                "tree": result.tree,
-                "branch": result.branch,
-                "apply": result.apply,
-                "before": result.before.report,
-                "after": result.after.report if result.after else None,
-            }
-        )
-    else:
-        print(format_demo(result))
+    payload = {
+        "ok": result.ok,
+        "verdict": result.verdict,
+        "why": result.why,
+        "tree": result.tree,
+        "branch": result.branch,
+        "apply": result.apply,
+        "before": result.before.report,
+        "after": result.after.report if result.after else None,
+    }
+    emit(args, payload, lambda: format_demo(result))
     return result.judgement.exit_code

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from vllm_patchkit.commands.common import add_command, add_json, emit_json
+from vllm_patchkit.commands.common import add_command, add_json, emit, emit_json
 from vllm_patchkit.errors import EXIT_OK, InputError
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.progress import Sweep
@@ -209,10 +209,7 @@ def run(args: argparse.Namespace) -> int:
         from vllm_patchkit.judge.matrix import select_versions
 
         versions = select_versions(args.first, args.last)
-        if args.json:
-            emit_json(versions)
-        else:
-            print("\n".join(versions))
+        emit(args, versions, lambda: "\n".join(versions))
         return EXIT_OK
     hint = "--no-suite skips the suite"
     if not args.no_suite and args.steps != "audit":

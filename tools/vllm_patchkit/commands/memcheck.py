@@ -97,7 +97,6 @@ def _outcome(argv: list[str], code: int, report: Path) -> dict[str, Any]:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Register the subcommand on the toolkit's subparsers."""
     parser = commands.add_parser(
         "memcheck",
         help="run a Python script with every Triton load/store bounds-checked",

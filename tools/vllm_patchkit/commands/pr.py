@@ -10,7 +10,7 @@ from vllm_patchkit.commands.common import (
     add_command,
     add_json,
     add_path,
-    emit_json,
+    emit,
     to_jsonable,
 )
 from vllm_patchkit.errors import EXIT_BY_STATUS
@@ -160,10 +160,8 @@ def run(args: argparse.Namespace) -> int:
     pr = prepare_pull_request(args.path, load_series(args.patches), options)
     if args.submit:
         pr = submit(pr, args.remote)
-    if args.json:
-        emit_json({**to_jsonable(pr), "gh_command_line": pr.gh_command_line})
-    else:
-        print(format_pr(pr, submitted=args.submit))
+    payload = {**to_jsonable(pr), "gh_command_line": pr.gh_command_line}
+    emit(args, payload, lambda: format_pr(pr, submitted=args.submit))
     return EXIT_BY_STATUS[pr.status]
 
 

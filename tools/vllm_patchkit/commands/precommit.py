@@ -9,7 +9,7 @@ from vllm_patchkit.commands.common import (
     add_command,
     add_json,
     add_path,
-    emit_json,
+    emit,
     to_jsonable,
 )
 from vllm_patchkit.errors import EXIT_FAILED, EXIT_OK
@@ -106,8 +106,6 @@ def run(args: argparse.Namespace) -> int:
     result = run_precommit(
         args.path, files, online=args.online, skip=args.skip, verbose=args.verbose
     )
-    if args.json:
-        emit_json({**to_jsonable(result), "diff": result.diff})
-    else:
-        print(format_precommit(result))
+    payload = {**to_jsonable(result), "diff": result.diff}
+    emit(args, payload, lambda: format_precommit(result))
     return EXIT_OK if result.passed else EXIT_FAILED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_patchkit.commands.common import add_command, add_json, add_path, emit_json
+from vllm_patchkit.commands.common import add_command, add_json, add_path, emit
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.trees.runtime import TEST_RUNTIME, require
 
@@ -67,8 +67,5 @@ def run(args: argparse.Namespace) -> int:
         args.baseline,
         compare=not args.no_baseline,
     )
-    if args.json:
-        emit_json(result)
-    else:
-        print(format_verify(result))
+    emit(args, result, lambda: format_verify(result))
     return result.verdict.exit_code

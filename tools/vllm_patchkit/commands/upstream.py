@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_patchkit.commands.common import add_command, add_json, emit_json
+from vllm_patchkit.commands.common import add_command, add_json, emit
 from vllm_patchkit.errors import EXIT_OK
 
 DEFAULT_VERSIONS = "0.12.0,0.20.0,0.28.0,0.29.0"
@@ -40,8 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     path = build_upstream(versions, args.dest)
-    if args.json:
-        emit_json({"path": path, "tags": [f"v{v}" for v in versions]})
-    else:
-        print(f"{path}: tags {' '.join(f'v{v}' for v in versions)}")
+    tags = [f"v{v}" for v in versions]
+    emit(args, {"path": path, "tags": tags}, lambda: f"{path}: tags {' '.join(tags)}")
     return EXIT_OK

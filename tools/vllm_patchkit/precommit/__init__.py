@@ -43,15 +43,6 @@ from vllm_patchkit.precommit.runner import (
     scratch_clone,
 )
 
-__all__ = [
-    "HookReport",
-    "PrecommitEnvironmentError",
-    "PrecommitRefused",
-    "PrecommitResult",
-    "derive_config",
-    "run_precommit",
-]
-
 
 @dataclass
 class PrecommitResult:

@@ -135,9 +135,13 @@ class FileMatcher:
         ]
 
 
-def stages(hook: dict[str, Any], config: dict[str, Any]) -> list[str]:
+def off_stage(hook: dict[str, Any], config: dict[str, Any]) -> str | None:
+    """Why ``hook`` does not run at a commit's stage; None when it does."""
     chosen = hook.get("stages") or config.get("default_stages") or ALL_STAGES
-    return [_LEGACY_STAGES.get(s, s) for s in chosen]
+    hook_stages = [_LEGACY_STAGES.get(s, s) for s in chosen]
+    if RUN_STAGE in hook_stages:
+        return None
+    return f"runs at stage {', '.join(hook_stages)}, not {RUN_STAGE}"
 
 
 def mirrored_hook(mirror: Mirror, user: dict[str, Any]) -> dict[str, Any] | None:
@@ -205,9 +209,8 @@ def derive(
                 report.name = hook["name"]
                 if resolved is not None:
                     report.mirror = install(hook, resolved, user)
-            hook_stages = stages(hook, config)
-            if RUN_STAGE not in hook_stages:
-                _skip(report, _stage_reason(hook_stages))
+            if why := off_stage(hook, config):
+                _skip(report, why)
                 continue
             filtered = url != "meta" and not hook.get("always_run")
             if filtered and not matcher.matching(hook):
@@ -259,9 +262,8 @@ def online_plan(config: dict[str, Any]) -> Plan:
             merged = {**(upstream.as_config() if upstream else {}), **user}
             report = _report(user, url, entry.get("rev"), merged.get("name"))
             plan.hooks.append(report)
-            hook_stages = stages(merged, config)
-            if RUN_STAGE not in hook_stages:
-                _skip(report, _stage_reason(hook_stages))
+            if why := off_stage(merged, config):
+                _skip(report, why)
                 continue
             if url == "local":
                 plan.known_names[len(plan.hooks) - 1] = report.name
@@ -272,7 +274,3 @@ def online_plan(config: dict[str, Any]) -> Plan:
 def _skip(report: HookReport, why: str) -> None:
     report.status = "skipped"
     report.detail = why
-
-
-def _stage_reason(hook_stages: list[str]) -> str:
-    return f"runs at stage {', '.join(hook_stages)}, not {RUN_STAGE}"

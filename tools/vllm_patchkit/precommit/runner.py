@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vllm_patchkit.errors import EnvironmentFailure
-from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.gitcmd import NO_HOOKS, Git
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.precommit.derive import (
     NO_FILES,
@@ -62,10 +62,9 @@ def scratch_clone(root: Path) -> Iterator[Path]:
     scratch = Path(tempfile.mkdtemp(prefix="vllm-patchkit-precommit-"))
     try:
         tree = scratch / root.name
-        quiet_hooks = ("-c", "core.hooksPath=/dev/null")
         clone = ("clone", "--quiet", "--shared", "--no-checkout")
-        Git(scratch).run(*quiet_hooks, *clone, str(root), str(tree))
-        Git(tree).run(*quiet_hooks, "checkout", "--quiet", "--detach", head)
+        Git(scratch).run(*NO_HOOKS, *clone, str(root), str(tree))
+        Git(tree).run(*NO_HOOKS, "checkout", "--quiet", "--detach", head)
         _copy_changes(root, tree)
         yield tree
     finally:

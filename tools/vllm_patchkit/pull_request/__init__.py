@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_overlay.fixes import FIXES
+from vllm_overlay.fixes import by_name
 from vllm_patchkit import progress
 from vllm_patchkit.git.checkout import (
     BASE_REF,
@@ -142,11 +142,6 @@ class PullRequest:
     def gh_command_line(self) -> str:
         return shlex.join(self.gh_command)
 
-    @property
-    def fix_label(self) -> str | None:
-        """The proposed fix's label in verdicts (:attr:`Fix.pr`), or None."""
-        return next((fix.pr for fix in FIXES if fix.name == self.fix), None)
-
 
 @dataclass(frozen=True)
 class Options:
@@ -166,7 +161,7 @@ class Options:
     """The fix to propose (registry name); None: the only one the commits carry."""
 
 
-def check_options(options: Options) -> Options:
+def check_options(options: Options) -> None:
     """Refuse (exit 2) any user-given value that git or gh could read as an
     option or a remote helper, before anything runs."""
     check_repository(options.remote, "--remote")
@@ -177,15 +172,15 @@ def check_options(options: Options) -> Options:
     check_ref_name(options.base_branch, "--upstream-branch")
     if not _GH_REPO.match(options.repo):
         raise ArgumentError(f"--repo {options.repo!r} is not [HOST/]OWNER/REPO")
-    return options
 
 
 def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRequest:
     """Everything ``gh pr create`` needs; the checkout is not changed."""
     check_options(options)
     git = open_checkout(path)
-    pr = PullRequest("ready", "", str(git.root), repo=options.repo)
-    pr.base_branch = options.base_branch
+    pr = PullRequest(
+        "ready", "", str(git.root), base_branch=options.base_branch, repo=options.repo
+    )
     scope = _collect(git, pr, options, series)
     if scope is None or pr.status != "ready":
         return pr
@@ -197,7 +192,7 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
             pr.body = _render_body(root, pr, commits, series, evidence)
     else:
         pr.body = _render_body(git.root, pr, commits, series, Evidence())
-    pr.body_file = str(_write_body(pr))
+    pr.body_file = str(write_body(Path(pr.checkout), pr.branch, pr.body))
     pr.gh_command = [
         "gh", "pr", "create", "--repo", pr.repo, "--base", pr.base_branch,
         "--head", _gh_head(git, options.remote, pr.branch, pr.repo),
@@ -220,12 +215,12 @@ def _collect(
     """The fix's commits with their sign-off plan; refusals go into ``pr``."""
     reason = busy_reason(git) or dirty_reason(git)
     if reason:
-        _refuse(pr, f"{git.root}: refusing: {reason} (the PR is built from commits)")
+        _stop(pr, f"{git.root}: refusing: {reason} (the PR is built from commits)")
         return None
     base = options.base or BASE_REF
     base_commit = git.commit_of(base)
     if base_commit is None:
-        _refuse(
+        _stop(
             pr,
             f"{git.root}: no series base ({base}); run `vllm-patchkit apply` or "
             "`rebase` first, or pass --base",
@@ -234,20 +229,20 @@ def _collect(
     pr.base_commit = base_commit
     commits = series_commits(git, pr.base_commit)
     if not commits:
-        _refuse(pr, f"no commits between {base} and HEAD: nothing to propose")
+        _stop(pr, f"no commits between {base} and HEAD: nothing to propose")
         return None
     carriers = patch_carriers(git, commits, series)
     try:
         scope = choose_fix(commits, series, options.fix, carriers)
     except ScopeError as error:
-        _refuse(pr, str(error))
+        _stop(pr, str(error))
         return None
     every, commits = commits, scope.commits
     pr.fix = scope.fix.name if scope.fix is not None else None
     pr.left_out = [f"{c.sha[:12]} {c.subject}" for c in scope.left_out]
     submitter = configured_identity(git)
     if submitter is None:
-        _refuse(
+        _stop(
             pr,
             f"{git.root}: set git's user.name and user.email: every commit needs "
             "your Signed-off-by too (DCO)",
@@ -262,7 +257,7 @@ def _collect(
     pr.title = pr_title(commits[0].subject, vendor=vendor)
     pr.branch = options.branch or default_branch(pr.title)
     if problems:
-        _refuse(pr, "; ".join(problems))
+        _stop(pr, "; ".join(problems))
     elif scope.fix is not None:
         _check_carried(git, pr, scope, carriers, every, series)
     return scope
@@ -286,7 +281,7 @@ def _check_carried(
             git, pr.base_commit, read, scope.series.patches, carriers
         )
     except NotReplayableError as error:
-        _refuse(pr, str(error))
+        _stop(pr, str(error))
         return
     if not missing:
         return
@@ -296,8 +291,7 @@ def _check_carried(
         for c in scope.commits
         if c.sha in carriers and carriers[c.sha].undoes
     ]
-    pr.status = "fix-missing"
-    pr.message = (
+    message = (
         f"the commits pr would send for {pr.fix} ({sent}) do not carry the fix: "
         f"on the base plus them{_after(read, scope.commits, carriers)}, "
         f"{'; '.join(missing)}"
@@ -305,6 +299,7 @@ def _check_carried(
         + ". Put the fix's commit back (vllm-patchkit apply adds what is "
         "missing) or drop what undoes it; nothing was run or prepared"
     )
+    _stop(pr, message, "fix-missing")
 
 
 def _after(
@@ -403,15 +398,15 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
     existing = git.commit_of(f"refs/heads/{pr.branch}")
     head = _build_commits(git, pr)
     if pr.measured is not None and head != pr.measured:
-        pr.status = "error"
-        pr.message = (
+        return _stop(
+            pr,
             f"the branch's commits ({head[:12]}) are not those test and "
-            f"precommit ran on ({pr.measured[:12]}); nothing was created"
+            f"precommit ran on ({pr.measured[:12]}); nothing was created",
+            "error",
         )
-        return pr
     if existing is not None and existing != head:
         message = f"branch {pr.branch} exists with other commits; delete it or "
-        return _refuse(pr, message + "pass --branch")
+        return _stop(pr, message + "pass --branch")
     if existing is None:
         # The empty old value makes git refuse if the branch appeared meanwhile.
         git.run("update-ref", f"refs/heads/{pr.branch}", head, "")
@@ -422,28 +417,27 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
             "push", "--quiet", "--end-of-options", remote, refspec, check=False
         )
         if push.returncode != 0:
-            pr.status = "error"
-            pr.message = (
+            return _stop(
+                pr,
                 f"branch {pr.branch} created, but pushing it to {remote} failed: "
-                f"{push.stderr.strip()}"
+                f"{push.stderr.strip()}",
+                "error",
             )
-            return pr
         pr.pushed_to = remote
     gh = shutil.which("gh")
     if gh is None:
-        pr.status = "error"
-        pr.message = (
+        return _stop(
+            pr,
             f"branch {pr.branch} is ready, but gh is not installed; open the PR "
-            f"with: {pr.gh_command_line}"
+            f"with: {pr.gh_command_line}",
+            "error",
         )
-        return pr
     proc = subprocess.run(
         [gh, *pr.gh_command[1:]], cwd=pr.checkout, capture_output=True, text=True
     )
     if proc.returncode != 0:
-        pr.status = "error"
-        pr.message = f"gh pr create failed: {(proc.stderr or proc.stdout).strip()}"
-        return pr
+        failed = (proc.stderr or proc.stdout).strip()
+        return _stop(pr, f"gh pr create failed: {failed}", "error")
     pr.status = "submitted"
     pr.url = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else None
     pr.message = f"opened {pr.url or 'the pull request'} from {pr.branch}"
@@ -467,9 +461,8 @@ def _plan_commits(
     for commit in commits:
         missing = missing_signoffs(commit, submitter)
         author_missing = any(m.startswith("author ") for m in missing)
-        is_submitter = submitter.email.lower() == commit.author.email.lower()
         adds = signoff and bool(missing)
-        if author_missing and not is_submitter:
+        if author_missing and not submitter.same(commit.author):
             problems.append(
                 f"{commit.sha[:12]} {commit.subject!r} lacks its author's sign-off "
                 f"({commit.author}); only the author can certify it (DCO)"
@@ -499,9 +492,10 @@ def _run_test(pr: PullRequest, root: Path, series: Series, evidence: Evidence) -
     results, which a reviewer reproduces from the PR, go into the body."""
     result = verify_tree(root, series)
     code = result.verdict.exit_code
+    label = by_name(pr.fix).pr if pr.fix else None  # the fix's word in verdicts
     pr.runs.append(
         RunRecord("vllm-patchkit test", "vllm-patchkit test .", code,
-                  _in_checkout(format_verify(result, pr.fix_label), root))
+                  _in_checkout(format_verify(result, label), root))
     )  # fmt: skip
     tests = {}
     for run, where in ((result.before, "without"), (result.after, "with")):
@@ -606,10 +600,6 @@ def _in_checkout(text: str, root: Path) -> str:
     return text.replace(f"{root}/", "").replace(str(root), ".")
 
 
-def _write_body(pr: PullRequest) -> Path:
-    return write_body(Path(pr.checkout), pr.branch, pr.body)
-
-
 def _build_commits(git: Git, pr: PullRequest) -> str:
     """The PR commits: the same trees on the same base, upstream messages.
 
@@ -619,43 +609,31 @@ def _build_commits(git: Git, pr: PullRequest) -> str:
     """
     parent = pr.base_commit
     fmt = "%x1f".join(["%T", "%P", "%an", "%ae", "%aI", "%cI"])
-    for plan in pr.commits:
-        fields = git.out("log", "-1", f"--format={fmt}", plan.sha).split("\x1f")
-        tree, parents, name, email, author_date, committer_date = fields
-        if plan.sent_as is not None:  # the placeholder is no one: the submitter's
-            name, _, email = plan.sent_as.rpartition(" <")
-            email = email.removesuffix(">")
-        if parents != parent:  # another fix's commit came between: replay
-            tree = _replayed_tree(git, parent, plan.sha)
-        env = {
-            **committer_env(git),
-            "GIT_AUTHOR_NAME": name,
-            "GIT_AUTHOR_EMAIL": email,
-            "GIT_AUTHOR_DATE": author_date,
-            "GIT_COMMITTER_DATE": committer_date,
-        }
-        parent = git.run(
-            "commit-tree",
-            tree,
-            "-p",
-            parent,
-            "-F",
-            "-",
-            input_text=plan.message,
-            env=env,
-        ).stdout.strip()
+    # A replay goes through a scratch index: the checkout's is not touched.
+    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pr-") as scratch:
+        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        for plan in pr.commits:
+            fields = git.out("log", "-1", f"--format={fmt}", plan.sha).split("\x1f")
+            tree, parents, name, email, author_date, committer_date = fields
+            if plan.sent_as is not None:  # the placeholder is no one: the submitter's
+                name, _, email = plan.sent_as.rpartition(" <")
+                email = email.removesuffix(">")
+            if parents != parent:  # another fix's commit came between: replay
+                tree = replayed_tree(git, parent, plan.sha, index)
+            env = {
+                **committer_env(git),
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_AUTHOR_DATE": author_date,
+                "GIT_COMMITTER_DATE": committer_date,
+            }
+            parent = git.run(
+                "commit-tree", tree, "-p", parent, "-F", "-",
+                input_text=plan.message, env=env,
+            ).stdout.strip()  # fmt: skip
     return parent
 
 
-def _replayed_tree(git: Git, parent: str, sha: str) -> str:
-    """The tree of ``sha``'s own change applied to ``parent``, in a scratch
-    index (the checkout's index and work tree are not touched)."""
-    with tempfile.TemporaryDirectory(prefix="vllm-patchkit-pr-") as scratch:
-        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        return replayed_tree(git, parent, sha, env)
-
-
-def _refuse(pr: PullRequest, message: str) -> PullRequest:
-    pr.status = "refused"
-    pr.message = message
+def _stop(pr: PullRequest, message: str, status: str = "refused") -> PullRequest:
+    pr.status, pr.message = status, message
     return pr

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vllm_patchkit.git.checkout import BASE_REF
-from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.gitcmd import NO_HOOKS, Git
 from vllm_patchkit.precommit.runner import scratch_clone
 
 IDENTITY = ("user.name", "user.email")
@@ -37,6 +37,5 @@ def sent_checkout(
                 clone.run("config", key, value)
         head = build(clone)
         clone.run("update-ref", BASE_REF, base)
-        quiet = ("-c", "core.hooksPath=/dev/null")
-        clone.run(*quiet, "checkout", "--quiet", "--detach", head)
+        clone.run(*NO_HOOKS, "checkout", "--quiet", "--detach", head)
         yield tree, head
