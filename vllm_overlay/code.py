@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from typing import TypeVar
 
     C = TypeVar("C", bound="Code")
+    F = TypeVar("F", bound=Callable[..., object])
 
 V1_RUNNER = Path("vllm/v1/worker/gpu_model_runner.py")
 """The V1 model runner's file (gone from 0.34.0: Model Runner V2 only),
@@ -84,6 +85,7 @@ def tree_reader(
     contradiction and the invariants, so what a reading holds is only read."""
     cached = functools.lru_cache(maxsize=8)(read)
 
+    @reads(relative)
     def read_tree(tree: Path) -> C:
         file = tree / relative
         if not file.is_file():
@@ -91,6 +93,34 @@ def tree_reader(
         return cached(file.read_bytes(), file)
 
     return read_tree
+
+
+def reads(*files: Path) -> Callable[[F], F]:
+    """Declares that a reading of a tree reads these of its files (relative
+    to it) and nothing else of it, so that the toolkit may keep its verdict
+    by their content across runs (a pre-commit hook's ``check``). Declaring
+    one file too many costs a reading; one too few would be a stale
+    verdict: ``tests/unit/test_declared_reads.py`` watches every open."""
+
+    def declare(read: F) -> F:
+        read.tree_files = files  # type: ignore[attr-defined]
+        return read
+
+    return declare
+
+
+def declared_reads(read: object) -> tuple[Path, ...] | None:
+    """The files ``read`` declared with :func:`reads` (None: it did not)."""
+    files = getattr(read, "tree_files", None)
+    return files if isinstance(files, tuple) else None
+
+
+@functools.lru_cache(maxsize=4)
+def parse_module(source: bytes, file: Path) -> ast.Module:
+    """One parse per content of a file that more than one fix's rule reads
+    (the V1 runner, thousands of lines): its readers only walk the tree.
+    Raises SyntaxError or ValueError as :func:`ast.parse` does."""
+    return ast.parse(source, filename=str(file))
 
 
 def parse_source(source: str | bytes, file: Path) -> ast.Module | Code:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape
+from vllm_overlay.code import Code, Shape, declared_reads, reads
 
 Records = list[dict[str, object]]
 Cache = Callable[
@@ -69,4 +69,7 @@ def test_patch(
             return code
         return Code(Shape.BUGGY, code.file, code.line, f"the test guards {code.detail}")
 
+    files = declared_reads(guarded)  # the test's carry reads what guarded reads
+    if files is not None:
+        carry = reads(*files)(carry)
     return PatchRule(invariant, carry, present)

@@ -122,18 +122,20 @@ sys.exit(code)
 
 
 def test_check_parses_each_file_content_once(
-    release_clone: Callable[[str], Path],
+    release_clone: Callable[[str], Path], tmp_path: Path
 ) -> None:
     """The carry rules, the version's contradiction and each patch's
     invariant on the trial tree read the same vLLM files: each file's
     content is parsed once in a run (CPython's ``compile`` audit event, on
-    every file whose name is a ``.py`` path)."""
+    every file whose name is a ``.py`` path), with nothing kept from an
+    earlier run (an empty cache)."""
     tree = release_clone("0.28.0")
     proc = subprocess.run(
         [sys.executable, "-c", RUN_COUNTING_PARSES, str(tree)],
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "VLLM_OVERLAY_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     parses = json.loads(proc.stderr.strip().splitlines()[-1])
@@ -168,6 +170,50 @@ def test_a_second_check_parses_no_runner(
     runner = "gpu_model_runner.py"
     assert any(f.endswith(runner) for f in runs[0]), sorted(runs[0])
     assert not any(f.endswith(runner) for f in runs[1]), sorted(runs[1])
+
+
+def _parsed_by_check(tree: Path, cache: Path) -> tuple[set[str], str]:
+    """The ``.py`` files one ``check`` of ``tree`` parses, and what it says."""
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_COUNTING_PARSES, str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VLLM_OVERLAY_CACHE": str(cache)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parses = json.loads(proc.stderr.strip().splitlines()[-1])
+    return {json.loads(key)[0] for key in parses}, proc.stdout
+
+
+def test_declared_readings_are_kept_by_their_files_content(
+    release_clone: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A checkout whose content is not known (``check`` runs no ``git
+    status``): the readings that declare their files
+    (:func:`vllm_overlay.code.reads`) are kept by those files' content, on
+    the checkout and on each trial tree; a change to one of them is read
+    afresh, and says what reading it says."""
+    tree = release_clone("0.28.0")
+    rocm = tree / "vllm" / "v1" / "attention" / "backends" / "rocm_attn.py"
+    fix_files = (
+        rocm.name,
+        "rocm_aiter_unified_attn.py",
+        "static_sink_attention.py",
+        "gpu_model_runner.py",
+    )
+    first, said = _parsed_by_check(tree, tmp_path / "cache")
+    assert all(any(f.endswith(name) for f in first) for name in fix_files), first
+    second, said_again = _parsed_by_check(tree, tmp_path / "cache")
+    assert said_again == said
+    assert not [f for f in second if f.endswith(fix_files)], sorted(second)
+    rocm.write_text(rocm.read_text() + "\n# a contributor's edit\n")
+    third, said_changed = _parsed_by_check(tree, tmp_path / "cache")
+    assert said_changed == said
+    assert any(f.endswith(rocm.name) for f in third), sorted(third)
+    # Only the readings that read rocm_attn.py are made again (AITER's too).
+    unread = ("static_sink_attention.py", "gpu_model_runner.py")
+    assert not [f for f in third if f.endswith(unread)], sorted(third)
 
 
 RUN_COUNTING_COLLECTIONS = """

@@ -31,11 +31,13 @@ def count(event, args):
         parsed.append(args[1])
 sys.addaudithook(count)
 
-from vllm_patchkit.git.carry import read_code
+from vllm_patchkit.git.code_readings import read_cached
+from vllm_patchkit.git.invariants import INVARIANTS
 from vllm_patchkit.git.series import load_series
 
+# The rule itself: read_code would keep its whole verdict in front of it.
 patch = next(p for p in load_series().patches if p.name.startswith("0003"))
-code = read_code(patch, Path(sys.argv[1]))
+code = INVARIANTS[patch.invariant].carry(Path(sys.argv[1]), read_cached)
 print(json.dumps({"parsed": len(parsed), "reading": code.shape, "why": code.detail}))
 """
 

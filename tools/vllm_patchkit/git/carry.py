@@ -28,7 +28,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.code import Code, Shape
+from vllm_overlay.code import Code, Shape, declared_reads
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.record import PatchTarget
 from vllm_patchkit.git.code_readings import read_cached, read_tree_cached
@@ -111,7 +111,10 @@ def contradiction(root: Path, release: Release) -> str | None:
     for fix in FIXES:
         if fix.read_tree is not None:
             code = read_tree_cached(
-                f"fix:{fix.name}", root, functools.partial(fix.read_tree, root)
+                f"fix:{fix.name}",
+                root,
+                functools.partial(fix.read_tree, root),
+                declared_reads(fix.read_tree),
             )
             why = _against_record(fix.record, code, release)
             if why is not None:
@@ -149,7 +152,10 @@ def read_code(patch: Patch, root: Path) -> Code | None:
     if rule is None:
         return None
     return read_tree_cached(
-        f"carry:{rule.invariant}", root, lambda: rule.carry(root, read_cached)
+        f"carry:{rule.invariant}",
+        root,
+        lambda: rule.carry(root, read_cached),
+        declared_reads(rule.carry),
     )
 
 

@@ -18,8 +18,10 @@ a trial tree by that and the files it took), keyed by the reading's name,
 that content id, a digest of the overlay's reading code and the
 interpreter; only the :class:`~vllm_overlay.code.Code`'s own fields are
 kept, its file relative to the tree and the tree's path in its words
-replaced by a placeholder (:func:`read_tree_cached`). Elsewhere it is read
-every time.
+replaced by a placeholder (:func:`read_tree_cached`). So is a reading
+that declares the files it reads (:func:`vllm_overlay.code.reads`), by
+their blob ids, on any tree: a checkout with uncommitted changes, the
+trial trees of ``check``. Elsewhere it is read every time.
 
 A stored reading is data, never code (JSON), and is checked against what
 the reader writes before it is used: an entry that is corrupt, of another
@@ -170,11 +172,35 @@ def _loaded(stored: object, root: Path) -> Code | None:
     return Code(Verdict(shape), root / relative, line, detail.replace(ROOT, str(root)))
 
 
-def read_tree_cached(kind: str, root: Path, read: Callable[[], Code]) -> Code:
-    """``read()`` (a fix's reading of the tree at ``root``), or, where the
-    tree's content is known (:func:`known_tree`), what it found before on
-    the same content with the same overlay code: a plain :class:`Code`."""
+def _files_content(root: Path, files: tuple[Path, ...]) -> str | None:
+    """A content id for ``files`` of ``root`` as a reading sees them: each
+    one's blob id where it is a regular file (through links, as the reading
+    reads it), else absent; None where one cannot be read."""
+    digest = hashlib.sha256()
+    for name in files:
+        path = root / name
+        try:
+            held = blob_id(path.read_bytes()) if path.is_file() else "absent"
+        except OSError:
+            return None
+        digest.update(f"\0{name.as_posix()}\0{held}".encode())
+    return f"files:{digest.hexdigest()}"
+
+
+def read_tree_cached(
+    kind: str,
+    root: Path,
+    read: Callable[[], Code],
+    files: tuple[Path, ...] | None = None,
+) -> Code:
+    """``read()`` (a fix's reading of the tree at ``root``), or what it found
+    before with the same overlay code on the same content: the tree's, where
+    it is known (:func:`known_tree`), else that of ``files``, where the
+    reading declared them as all it reads
+    (:func:`vllm_overlay.code.reads`). A plain :class:`Code`."""
     content = _KNOWN.get(root)
+    if content is None and files is not None:
+        content = _files_content(root, files)
     if content is None:
         return read()
     cache = RunCache(cache_dir() / "code-readings")

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_overlay.code import Shape
+from vllm_overlay.code import Shape, declared_reads
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.patch_rules import PatchRule
@@ -85,7 +85,10 @@ def check_invariant(name: str, tree: Path) -> InvariantResult:
         known = ", ".join(sorted(INVARIANTS))
         raise KeyError(f"unknown invariant {name!r} (known: {known})") from None
     code = read_tree_cached(
-        f"holds:{name}", tree, lambda: rule.holds(tree, read_cached)
+        f"holds:{name}",
+        tree,
+        lambda: rule.holds(tree, read_cached),
+        declared_reads(rule.holds),
     )
     fixed = code.shape is Shape.FIXED
     return InvariantResult(name, fixed, code.detail, code.file, code.line)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from vllm_overlay.code import V1_RUNNER, Code, Shape
+from vllm_overlay.code import V1_RUNNER, Code, Shape, parse_module, reads
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
+    AITER_UNIFIED_ATTN,
     BACKEND_CLASS,
     inspect_aiter_tree,
 )
@@ -35,6 +36,7 @@ DUMMY_RUN = "_dummy_run"
 BUILD_METADATA = "_build_attention_metadata"
 
 
+@reads(ROCM_ATTN, AITER_UNIFIED_ATTN, V1_RUNNER)
 def shared_on_full_replay(tree: Path, cache: Cache) -> Code:
     """0003's reading: the generic builder handed out, and the runner's
     FULL-graph replays built for capture."""
@@ -61,7 +63,7 @@ its source, its line, whether it names ``FULL``, whether it is ``True``."""
 def capture_flags(source: bytes) -> list[dict[str, object]]:
     """Every ``for_cudagraph_capture=`` argument of the
     :data:`BUILD_METADATA` calls in ``GPUModelRunner._dummy_run``."""
-    module = ast.parse(source, filename=str(RUNNER))
+    module = parse_module(source, RUNNER)
     methods = [
         method_def(node, DUMMY_RUN)
         for node in ast.walk(module)
@@ -139,6 +141,7 @@ def _runner_replays_full(tree: Path, shared: Code, cache: Cache) -> Code:
     )
 
 
+@reads(AITER_UNIFIED_ATTN, ROCM_ATTN)
 def own_builder_keeps_offsets(tree: Path, cache: Cache) -> Code:
     """0003: AITER unified's capture keeps both offsets; ROCM_ATTN's is 0001's.
 

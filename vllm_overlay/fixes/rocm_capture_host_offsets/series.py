@@ -11,11 +11,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from vllm_overlay.code import Code
+from vllm_overlay.code import Code, reads
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     BUILDER_CLASS,
     CAPTURE_METHOD,
     HOST_OFFSETS,
+    ROCM_ATTN,
     inspect_capture_tree,
 )
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch, test_patch
@@ -28,6 +29,7 @@ from vllm_overlay.vllm_tests import (
 )
 
 
+@reads(ROCM_ATTN)
 def capture(tree: Path, cache: Cache) -> Code:
     """0001's reading: the capture method's shape."""
     return inspect_capture_tree(tree)

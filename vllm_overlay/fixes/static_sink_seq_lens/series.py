@@ -17,10 +17,11 @@ import ast
 import functools
 from pathlib import Path
 
-from vllm_overlay.code import V1_RUNNER, Code, Shape, binds
+from vllm_overlay.code import V1_RUNNER, Code, Shape, binds, parse_module, reads
 from vllm_overlay.fixes.static_sink_seq_lens import (
     BUILDER,
     FACTORY,
+    STATIC_SINK,
     inspect_static_sink_tree,
 )
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch, test_patch
@@ -33,6 +34,7 @@ from vllm_overlay.vllm_tests import (
 )
 
 
+@reads(STATIC_SINK, V1_RUNNER)
 def factory(tree: Path, cache: Cache) -> Code:
     """0004's reading: the factory's shape."""
     return inspect_static_sink_tree(tree)
@@ -103,7 +105,7 @@ def shortcut_reads(source: bytes) -> list[dict[str, object]]:
 def _shortcut_lines(source: bytes) -> tuple[int, ...]:
     """One parse per content: the carry rule and the invariant read the
     same runner."""
-    module = ast.parse(source, filename=str(V1_RUNNER))
+    module = parse_module(source, V1_RUNNER)
     return tuple(
         node.lineno
         for node in ast.walk(module)
@@ -129,6 +131,7 @@ def builder_opts_out(factory: ast.FunctionDef) -> bool:
     return False
 
 
+@reads(STATIC_SINK, V1_RUNNER)
 def opt_out(tree: Path, cache: Cache) -> Code:
     """0006's reading: the static-sink factory, then the V1 runner."""
     sink = inspect_static_sink_tree(tree)
