@@ -231,8 +231,8 @@ class Git:
 
     def branch(self) -> str | None:
         """The checked-out branch, or None on a detached HEAD."""
-        proc = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-        return proc.stdout.strip() or None
+        proc = self.run("symbolic-ref", "--quiet", "HEAD", check=False)
+        return branch_of(proc.stdout.strip())
 
     def status_porcelain(self, untracked: bool = True) -> str:
         # "normal" lists an untracked directory as one entry instead of
@@ -267,8 +267,10 @@ class Git:
     def head_and_branch(self) -> tuple[str, str | None]:
         """HEAD's commit and the checked-out branch (None: detached), in one
         git process: what :meth:`head` and :meth:`branch` say."""
-        head, name = self.out("rev-parse", "HEAD", "--abbrev-ref", "HEAD").split("\n")
-        return head, (None if name == "HEAD" else name)
+        head, ref = self.out("rev-parse", "HEAD", "--symbolic-full-name", "HEAD").split(
+            "\n"
+        )
+        return head, branch_of(ref)
 
     def set_git_dir(self, git_dir: Path, objects: Path | None = None) -> None:
         """Record the git directory (and the object directory) when the
@@ -290,6 +292,14 @@ class Git:
                 self.out("rev-parse", "--path-format=absolute", "--git-path", "objects")
             )
         return self._facts["objects"]
+
+
+def branch_of(ref: str) -> str | None:
+    """The branch a full ref names (``refs/heads/x``: x), None for any other
+    (a detached ``HEAD``). Never git's short form, which turns ambiguous
+    for a branch named like a remote (``heads/origin``) and would not name
+    the branch a rollback switches back to."""
+    return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
 
 
 def _run_in_own_group(
