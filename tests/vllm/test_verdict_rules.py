@@ -18,6 +18,7 @@ import pytest
 from vllm_overlay.fixes import FIXES as REGISTRY
 from vllm_patchkit.judge.mutation.mutants import Mutant
 from vllm_patchkit.judge.regression import by_fix
+from vllm_patchkit.judge.regression.by_fix import UnattributedScenarioError
 from vllm_patchkit.judge.regression.by_fix.rocm_aiter_unified import AITER_CAPTURE
 from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.mutants import (
     DEVICE_ZERO,
@@ -39,7 +40,6 @@ from vllm_patchkit.judge.regression.verdict import (
     CORE_CHECKS,
     FACTS,
     NOT_FIXED,
-    UnattributedScenarioError,
     fix_of,
     fixed_checks,
     judge_fixes,
@@ -276,26 +276,28 @@ def test_every_fix_module_is_found_and_its_facts_belong_to_a_registry_fix() -> N
     assert found == on_disk
     series = ["rocm_aiter_unified", "rocm_capture_host_offsets", "static_sink"]
     assert [name for name in found if name in series] == series
-    declared = {s for fix in REGISTRY for s in fix.scenarios}
+    declared = {s for fix in REGISTRY for s in by_fix.scenarios_of(fix.name)}
     assert FACTS.keys() <= declared
     for fix in REGISTRY:
-        assert set(fix.core_scenarios) <= set(fix.scenarios), fix.name
+        core, scenarios = by_fix.core_of(fix.name), by_fix.scenarios_of(fix.name)
+        assert set(core) <= set(scenarios), fix.name
 
 
 def test_every_scenario_is_one_fixs_and_no_fix_is_the_default() -> None:
-    """Each scenario the suite runs is named by exactly one fix (the
-    registry's word); a scenario no fix names is an error, not the first
-    fix's."""
+    """Each scenario the suite runs is named by exactly one fix (its
+    ``by_fix`` module's word); a scenario no fix names is an error, not the
+    first fix's."""
     from vllm_patchkit.judge.regression.scenarios import SCENARIOS
 
     owners = {
-        name: [f.pr for f in REGISTRY if name in f.scenarios] for name in SCENARIOS
+        name: [f.pr for f in REGISTRY if name in by_fix.scenarios_of(f.name)]
+        for name in SCENARIOS
     }
     assert {name: prs for name, prs in owners.items() if len(prs) != 1} == {}
     for name, (pr,) in owners.items():
         assert fix_of(name) == pr
     # Nothing the suite does not run is claimed either.
-    claimed = {s for fix in REGISTRY for s in fix.scenarios}
+    claimed = {s for fix in REGISTRY for s in by_fix.scenarios_of(fix.name)}
     assert claimed <= SCENARIOS.keys()
     with pytest.raises(UnattributedScenarioError, match="no_fix_names_this"):
         fix_of("no_fix_names_this")

@@ -92,11 +92,6 @@ class Fix:
     releases its record names, to tell a fork's stale tag."""
     needs: tuple[str, ...] = ()
     """Fixes whose decisions this one reads (decided first, passed in)."""
-    scenarios: tuple[str, ...] = ()
-    """The regression scenarios that judge it: every scenario is named by
-    exactly one fix (one no fix names is an error)."""
-    core_scenarios: tuple[str, ...] = ()
-    """Of those, the ones without which it is never called fixed."""
     also: Callable[[InstallState], None] | None = None
     """Runs after the decision unless the fix is disabled (an opt-in riding
     on it); a failure is the fix's, as for :attr:`arm`."""

@@ -90,8 +90,6 @@ FIX = Fix(
     install=__name__,
     decide=decide,
     read_tree=lambda root: read(root / INTERFACE),
-    scenarios=("scratch_fourth_fix",),
-    core_scenarios=("scratch_fourth_fix",),
     what=" (scratch)",
     rules=__name__,
 )

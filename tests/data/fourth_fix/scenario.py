@@ -1,8 +1,8 @@
 """The scratch fourth fix's scenario and mutant (tests/overlay/test_fourth_fix.py).
 
 One module in ``judge/regression/by_fix``: the fix it serves (``FIX``), its
-scenario's facts and runner (``RUNS``), and its mutation target and mutant
-(``MUTATION``), all here.
+scenario (``SCENARIOS``, also its ``CORE``), the scenario's facts and runner
+(``RUNS``), and its mutation target and mutant (``MUTATION``), all here.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def scratch_fourth_fix(decode_query_len: int) -> Outcome:
 
 
 SCENARIOS = {"scratch_fourth_fix": scratch_fourth_fix}
+CORE = ("scratch_fourth_fix",)
 
 INTERFACE = Target(
     "scratch-endpoint-plugins",

@@ -112,6 +112,7 @@ def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
     """Run the scenarios on ``tree`` without the overlay and with it; judge."""
     from vllm_patchkit.errors import PatchkitError
     from vllm_patchkit.judge.doctor import fix_findings
+    from vllm_patchkit.judge.regression.by_fix import core_of
     from vllm_patchkit.trees.tree_process import TreeLauncher
 
     start = time.monotonic()
@@ -135,7 +136,7 @@ def probe_overlay(tree: Path, timeout: float = 600) -> OverlayResult:
         name
         for fix, found in zip(REGISTRY, read, strict=True)
         if found.action is not Action.ABSENT
-        for name in fix.core_scenarios
+        for name in core_of(fix.name)
     ]
     runs = {
         mode: _run_child(launcher, mode, names, timeout) for mode in (WITHOUT, WITH)

@@ -146,8 +146,6 @@ FIX = Fix(
     read_tree=inspect_aiter_tree,
     what=" for ROCM_AITER_UNIFIED_ATTN (#53821)",
     needs=(capture.NAME,),
-    scenarios=("aiter_unified_capture", "aiter_unified_runner_loop"),
-    core_scenarios=("aiter_unified_capture",),
     rules=f"{__name__}.series",
     intentional_writes=(
         # The fix's builder keeps it too.

@@ -3,7 +3,8 @@
 A :class:`Recipe` names what a builder needs (its KV-cache spec, the model
 shape it reads, the factory that makes it around another backend); the
 fixes' scenarios (:mod:`.by_fix`) and the audit's dynamic pass make builders
-from recipes through the functions here.
+from recipes through the functions here. Torch-free at import (the fixes'
+modules name their recipes' scenarios), the functions import :mod:`.harness`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
-
-from vllm_patchkit.judge.regression import harness
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +34,8 @@ class Recipe:
 def from_factory(module: Any, recipe: Recipe, backend: type | None = None) -> type:
     """The builder class ``recipe``'s factory in ``module`` makes around
     ``backend`` (None: the ROCm backend)."""
+    from vllm_patchkit.judge.regression import harness
+
     factory = getattr(module, recipe.factory or "")
     backend = backend or harness.rocm_backend_cls()
     if "underlying_attn_backend" in inspect.signature(factory).parameters:
@@ -50,6 +51,8 @@ def make_builder(
     """``cls`` made from ``recipe`` as the model runner makes it; an MLA
     recipe's layer is registered in ``config`` (made here when None: a caller
     that runs the builder later passes the config it runs it under)."""
+    from vllm_patchkit.judge.regression import harness
+
     if config is None:
         config = harness.vllm_config(decode_query_len, recipe.model)
     harness.init_distributed()
@@ -68,4 +71,6 @@ def make_builder(
 def add_group_fields(recipe: Recipe, metadata: Any) -> None:
     """Per-kind extras the runner puts in a group's metadata (encoder lengths)."""
     if recipe.spec == "cross":
+        from vllm_patchkit.judge.regression import harness
+
         harness.add_encoder_lengths(metadata)

@@ -5,13 +5,12 @@ bug really happens (a suite that cannot fail proves nothing). Every outcome
 becomes a check that passed, failed or could not run; one that could not run
 is counted and named with its reason, never dropped and never a pass. A tree
 is judged fixed only when no check failed and the core checks (each fix
-names its own: :attr:`Fix.core_scenarios
-<vllm_overlay.fixes.base.Fix.core_scenarios>`) ran and passed there;
+names its own: ``CORE`` of its :mod:`.by_fix` module) ran and passed there;
 otherwise, with no failure, the answer is "cannot judge".
 
 Each check belongs to one fix, and each fix gets a verdict of its own by the
 same rule over its own checks (:func:`judge_fixes`), for every fix of the
-registry (:mod:`vllm_overlay.fixes`, which names each fix's scenarios).
+registry (:mod:`.by_fix` names each fix's scenarios).
 A release can need one, several or none; which fixes decide a tree's verdict is for the
 caller, who knows the series (see :mod:`vllm_patchkit.judge.verify`).
 
@@ -61,32 +60,20 @@ NOT_CARRIED = "not carried here"
 checks are counted apart (:func:`set_apart`), never as failures beside the
 verdict."""
 
-FIXES = tuple(fix.pr for fix in REGISTRY)
+_PR = {fix.name: fix.pr for fix in REGISTRY}
+FIXES = tuple(_PR.values())
 """Every fix of the registry, by its PR label (:attr:`Fix.pr`): each gets a
 verdict."""
 
 
-class UnattributedScenarioError(LookupError):
-    """A scenario no fix of the registry names: no fix is judged by it."""
-
-
 def fix_of(scenario: str) -> str:
-    """The fix a scenario judges: the one whose ``scenarios`` name it. Every
-    scenario is some fix's; one that no fix names is an error, never a
-    default fix's."""
-    owners = [f.pr for f in REGISTRY if scenario in f.scenarios]
-    if len(owners) != 1:
-        raise UnattributedScenarioError(
-            f"scenario {scenario!r} is named by {len(owners)} fixes "
-            f"({', '.join(owners) or 'none'}); list it in one fix's scenarios "
-            "(vllm_overlay/fixes)"
-        )
-    return owners[0]
+    """The fix a scenario judges, by its PR label (:func:`.by_fix.owner_of`)."""
+    return _PR[by_fix.owner_of(scenario)]
 
 
 CORE_BY_FIX = {
     fix.pr: tuple(
-        check_name(s, q) for s in fix.core_scenarios for q in DECODE_QUERY_LENS
+        check_name(s, q) for s in by_fix.core_of(fix.name) for q in DECODE_QUERY_LENS
     )
     for fix in REGISTRY
 }

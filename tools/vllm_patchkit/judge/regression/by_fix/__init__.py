@@ -5,6 +5,9 @@ A module here is torch-free at import and exports ``FIX``, the registry's
 name of the fix it serves (scenarios run in the registry's order of fixes),
 and, each optional:
 
+- ``SCENARIOS``, the names of the scenarios that judge its fix (every
+  scenario is one fix's: one no module names is an error), and ``CORE``,
+  those without which the fix is never called fixed;
 - ``RUNS``, the dotted name of the module that runs its scenarios (its
   ``SCENARIOS``, by name; it imports torch and vLLM), judged either by
   ``FACTS`` (per scenario, the facts that must all be true on a fixed tree;
@@ -23,8 +26,7 @@ and, each optional:
 
 Each is named, not imported, here, so there is no cycle, and adding a
 fix's scenarios and mutants edits none of the suite's or the tier's shared
-files. Which fix a scenario judges is the registry's word
-(``Fix.scenarios``, :mod:`vllm_overlay.fixes`).
+files.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -71,20 +73,49 @@ def _check(module: ModuleType) -> None:
 MODULES = _modules()
 
 
-def _facts() -> dict[str, tuple[str, ...]]:
-    facts: dict[str, tuple[str, ...]] = {}
-    for module in MODULES:
-        if not hasattr(module, "FACTS"):
-            continue
-        clash = facts.keys() & module.FACTS.keys()
+def _merged(parts: Iterable[tuple[ModuleType, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The modules' per-scenario entries in one map; no scenario named twice."""
+    merged: dict[str, Any] = {}
+    for module, part in parts:
+        clash = merged.keys() & part.keys()
         if clash:
             raise ValueError(f"{module.__name__} names scenarios again: {clash}")
-        facts.update(module.FACTS)
-    return facts
+        merged.update(part)
+    return merged
 
 
-FACTS: dict[str, tuple[str, ...]] = _facts()
+FACTS: dict[str, tuple[str, ...]] = _merged(
+    (m, m.FACTS) for m in MODULES if hasattr(m, "FACTS")
+)
 """Per scenario of every fix module, the facts a fixed tree shows (all true)."""
+_OWNERS: dict[str, str] = _merged(
+    (m, dict.fromkeys(getattr(m, "SCENARIOS", ()), m.FIX)) for m in MODULES
+)
+
+
+class UnattributedScenarioError(LookupError):
+    """A scenario no fix names: no fix is judged by it."""
+
+
+def owner_of(scenario: str) -> str:
+    """The fix (its registry name) whose module names ``scenario``; never a
+    default fix's."""
+    if scenario not in _OWNERS:
+        raise UnattributedScenarioError(
+            f"scenario {scenario!r} is named by no fix; list it in one fix's "
+            "SCENARIOS (judge/regression/by_fix)"
+        )
+    return _OWNERS[scenario]
+
+
+def scenarios_of(fix: str) -> tuple[str, ...]:
+    """The scenarios that judge ``fix`` (its registry name)."""
+    return tuple(name for name, owner in _OWNERS.items() if owner == fix)
+
+
+def core_of(fix: str) -> tuple[str, ...]:
+    """Of those, the ones without which ``fix`` is never called fixed."""
+    return tuple(n for m in MODULES if fix == m.FIX for n in getattr(m, "CORE", ()))
 
 
 def scenarios() -> dict[str, Callable[..., Any]]:

@@ -13,6 +13,9 @@ FIX = RECORD.name
 AITER_CAPTURE = "aiter_unified_capture"
 ROCM_CAPTURE = "rocm_attn_capture_via_backend"
 AITER_LOOP = "aiter_unified_runner_loop"
+SCENARIOS = (AITER_CAPTURE, AITER_LOOP)
+"""Its fix's scenarios; ROCM_CAPTURE, run here, is #51585's."""
+CORE = (AITER_CAPTURE,)
 
 FACTS = {
     AITER_CAPTURE: (

@@ -6,15 +6,32 @@ runners' per-group loops, and :mod:`.victims`, every builder that reads the
 host offsets), :mod:`.checks` judges them by rules of their own (a victim's
 build compared with the one it makes from the intended metadata, the PR's
 crash by its file and line), :mod:`.mutants` rewrites the capture method for
-the mutation tier; all are named here, not imported.
+the mutation tier; all but :mod:`.victims` (torch-free: it names the
+victims' scenarios) are named here, not imported.
 """
 
 from __future__ import annotations
 
 from vllm_overlay.fixes.rocm_capture_host_offsets import RECORD
+from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.victims import (
+    VICTIMS,
+)
 
 FIX = RECORD.name
 """The registry's name of the fix these scenarios judge."""
+CORE = ("capture_effects", "minimax_indexer_after_rocm")
+SCENARIOS = (
+    *CORE,
+    "repeated_capture",
+    # The ROCM_ATTN half of #53821's pair: ROCM_ATTN's capture, reached
+    # through its backend (run by that fix's module).
+    "rocm_attn_capture_via_backend",
+    # vLLM's per-group capture loops, V1 and V2 (the runner's own path).
+    "capture_loop_v1",
+    "capture_loop_v2",
+    # Each builder run after ROCM_ATTN's capture on the shared offsets.
+    *(victim.scenario for victim in VICTIMS),
+)
 
 RUNS = f"{__name__}.runs"
 """The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""

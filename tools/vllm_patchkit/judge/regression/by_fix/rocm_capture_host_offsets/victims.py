@@ -6,13 +6,13 @@ through a helper such as ``split_decodes_and_prefills``; see
 :mod:`vllm_patchkit.judge.regression.survey`) is either a :class:`Victim`, run after
 the ROCm builder on CPU, or listed in :data:`NOT_RUN` with the reason it
 cannot be run here. A test keeps the two lists complete against the survey.
+Torch-free at import: the fix's module names its scenarios from here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_patchkit.judge.regression import harness
 from vllm_patchkit.judge.regression.recipes import Recipe, from_factory
 from vllm_patchkit.judge.regression.records import involves_code_under_test
 
@@ -270,6 +270,8 @@ class VictimUnavailable(Exception):
 
 def builder_class(victim: Victim) -> type:
     """The victim's builder class in this tree, or VictimUnavailable."""
+    from vllm_patchkit.judge.regression import harness
+
     try:
         module = harness.import_vllm(victim.module)
         if victim.factory is None:

@@ -66,6 +66,8 @@ FACTS = {
         "runner_seq_lens_only_advanced",
     ),
 }
+SCENARIOS = tuple(FACTS)
+CORE = (SINK_ONCE, SINK_TWICE, PROPOSER_REBUILDS)
 
 
 RUNS = f"{__name__}.runs"
