@@ -30,12 +30,6 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-TYPE_CHECKING = False  # typing costs every start-up; annotations only
-if TYPE_CHECKING:
-    from typing import TypeVar
-
-    D = TypeVar("D", ast.FunctionDef, ast.ClassDef)
-
 META = ("meta",)
 """The shared metadata object itself."""
 COPY = ("copy",)
@@ -74,31 +68,6 @@ HARMLESS_BUILTINS = frozenset({"isinstance", "len", "type", "id"})
 """Builtins that read an argument and keep no reference to it."""
 FRAME_ACCESS = frozenset({"eval", "exec", "locals", "vars", "globals"})
 """Calls that reach a local name without naming it."""
-
-
-def _last_definition(body: list[ast.stmt], kind: type[D], name: str) -> D | None:
-    """The last ``kind`` statement named ``name`` in ``body``: the one Python
-    keeps when a name is defined twice."""
-    found = [node for node in body if isinstance(node, kind) and node.name == name]
-    return found[-1] if found else None
-
-
-def method_def(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    """Method ``name`` of ``cls``: its last definition, the one Python keeps."""
-    return _last_definition(cls.body, ast.FunctionDef, name)
-
-
-def find_class(module: ast.Module, name: str) -> ast.ClassDef | None:
-    """The class ``name`` the module ends up with (its last top-level definition)."""
-    return _last_definition(module.body, ast.ClassDef, name)
-
-
-def find_method(module: ast.Module, qualname: str) -> ast.FunctionDef | None:
-    """``Class.method`` of ``module``: the method Python keeps (the last
-    definition in the last top-level class of that name)."""
-    class_name, _, name = qualname.partition(".")
-    found = find_class(module, class_name)
-    return method_def(found, name) if found else None
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,6 @@ def parse_release(text: str) -> Release | None:
     return Version(version.public)
 
 
-def release_text(release: Release) -> str:
-    return str(release)
-
-
 def version_release(text: str) -> Release | None:
     """The release a version string is: a release is itself; a
     setuptools-scm development version (``0.17.1.dev2+gabc1234``, guessed
@@ -81,8 +77,7 @@ class ReleaseRange:
         return self.first <= release and (self.last is None or release <= self.last)
 
     def __str__(self) -> str:
-        last = "" if self.last is None else release_text(self.last)
-        return f"{release_text(self.first)}..{last}"
+        return f"{self.first}..{self.last or ''}"
 
 
 def release_range(text: str) -> ReleaseRange | None:

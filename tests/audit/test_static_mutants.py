@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolkit.cli_helpers import patchkit
-from vllm_overlay.metadata_writes import find_method
+from vllm_overlay.code import find_method
 from vllm_patchkit.judge.audit.static import StaticResult, analyse_tree
 from vllm_patchkit.trees.releases import release_tree
 

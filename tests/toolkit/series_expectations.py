@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vllm_overlay.fixes import FIXES
+from vllm_overlay.releases import Release, parse_release
 from vllm_patchkit.git.series import Patch, Series, load_series
+from vllm_patchkit.judge.regression.by_fix import scenarios_of
 from vllm_patchkit.judge.regression.records import DECODE_QUERY_LENS
-from vllm_patchkit.trees.versions import Release, parse_release
 
 APPLIES, APPLIED, UPSTREAMED, NOT_CARRIED = (
     "applies",
@@ -106,9 +107,9 @@ def counted_fixes(version: str | Release, series: Series = SERIES) -> list[str]:
 
 def suite_size(prs: Iterable[str]) -> int:
     """How many checks the suite has for the fixes ``prs``: each scenario
-    the registry gives them, at every decode query length."""
+    their ``by_fix`` modules name, at every decode query length."""
     wanted = set(prs)
-    scenarios = sum(len(fix.scenarios) for fix in FIXES if fix.pr in wanted)
+    scenarios = sum(len(scenarios_of(fix.name)) for fix in FIXES if fix.pr in wanted)
     return scenarios * len(DECODE_QUERY_LENS)
 
 

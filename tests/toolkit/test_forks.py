@@ -24,6 +24,7 @@ from tests.toolkit.series_expectations import (
 from vllm_overlay.code import Shape
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.static_sink_seq_lens import STATIC_SINK
+from vllm_overlay.releases import parse_release
 from vllm_patchkit.git.carry import (
     NEAR_TAG,
     TreeVersion,
@@ -34,7 +35,6 @@ from vllm_patchkit.git.carry import (
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.releases import RELEASE_DATE, clone_release, release_files
-from vllm_patchkit.trees.versions import parse_release
 
 pytestmark = pytest.mark.release_trees
 

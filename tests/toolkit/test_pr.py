@@ -271,6 +271,7 @@ def test_values_that_read_as_options_are_refused(
         ("--remote", f"fd::{3}"),
         ("--branch", f"--receive-pack=touch {ran}"),
         ("--branch", "bad..name"),
+        ("--branch", "main\n"),
         ("--upstream-branch", "--web"),
         ("--repo", "--web"),
         ("--base", f"--output={ran}"),

@@ -28,9 +28,7 @@ from vllm_patchkit.precommit.runner import MYPY_CACHE, run_in
 from vllm_patchkit.trees.releases import clone_release, release_tree
 
 ROCM_ATTN = "vllm/v1/attention/backends/rocm_attn.py"
-SERIES_FILES = list(
-    dict.fromkeys(f for patch in load_series().patches for f in patch.files)
-)
+SERIES_FILES = load_series().files()
 
 
 def _by_id(hooks: list[Any], key: str = "id") -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from vllm_overlay.releases import parse_release
 from vllm_patchkit.commands import memcheck as memcheck_command
 from vllm_patchkit.judge.audit.dynamic import run_dynamic
 from vllm_patchkit.judge.mutation.runner import BaselineFailed, run_mutation
@@ -36,7 +37,7 @@ from vllm_patchkit.judge.tree_pytest import run_tree_tests
 from vllm_patchkit.judge.verify import run_tree
 from vllm_patchkit.trees import tree_runtime
 from vllm_patchkit.trees.tree_process import TreeLauncher, vllm_cache_root
-from vllm_patchkit.trees.versions import RELEASE_ENV, parse_release
+from vllm_patchkit.trees.versions import RELEASE_ENV
 
 MARK = "TREE_PROCESS_MARK"
 HANG = "TREE_PROCESS_HANG"

@@ -12,8 +12,9 @@ import pytest
 
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
+from vllm_overlay.releases import parse_release
 from vllm_patchkit.git.series import Series
-from vllm_patchkit.trees.versions import parse_range, parse_release, require_release
+from vllm_patchkit.trees.versions import parse_range, require_release
 
 NOT_UPSTREAM = "none yet"
 """A record's ``inert_from`` while no upstream release carries the fix."""

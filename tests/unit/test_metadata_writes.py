@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_overlay.code import Shape
+from vllm_overlay.code import Shape, find_method
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
     inspect_aiter_source,
@@ -27,7 +27,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     inspect_capture_source,
     inspect_capture_tree,
 )
-from vllm_overlay.metadata_writes import META, Walker, find_method
+from vllm_overlay.metadata_writes import META, Walker
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.judge.audit.static import analyse_tree
 from vllm_patchkit.trees.releases import release_tree

@@ -1,6 +1,6 @@
 """Every place the toolkit reads a release string reads it one way.
 
-:mod:`vllm_patchkit.trees.versions` is the one parser; these are its call
+:mod:`vllm_overlay.releases` is the one parser; these are its call
 sites, each given what the old per-site parsers took wrongly: ``git
 describe`` output and development versions as release trees to download,
 two-part or zero-padded ``--from``/``--to``, and four-part releases.
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from vllm_overlay.releases import parse_release
 from vllm_patchkit.commands.matrix import MatrixRangeError, check_range
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.trees.releases import check_version
-from vllm_patchkit.trees.versions import parse_release
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.overlay.sink_vendor_shapes import SHAPES
-from vllm_overlay.code import Shape
+from vllm_overlay.code import Shape, method_def
 from vllm_overlay.fixes.static_sink_seq_lens import (
     FACTORY,
     FIX,
@@ -35,7 +35,6 @@ from vllm_overlay.fixes.static_sink_seq_lens import (
     inspect_static_sink_source,
     inspect_static_sink_tree,
 )
-from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.state import Action
 from vllm_patchkit.git.series import load_series
 from vllm_patchkit.trees.releases import release_sources

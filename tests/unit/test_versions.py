@@ -10,21 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from vllm_overlay.releases import parse_release, version_release
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git, init_repo
 from vllm_patchkit.trees.versions import (
     parse_range,
-    parse_release,
     parse_tag,
-    release_text,
     require_release,
     tree_release,
-    version_release,
 )
 
 
 def _text(release: object) -> str | None:
-    return None if release is None else release_text(release)  # type: ignore[arg-type]
+    return None if release is None else str(release)
 
 
 @pytest.mark.parametrize(

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.fixes.base import Fix
+from vllm_overlay.releases import Release, parse_release
 from vllm_patchkit.git.series import Patch, load_series
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.present.tables import markdown_code, markdown_table, markdown_text
-from vllm_patchkit.trees.versions import Release, parse_release
 
 PAGES = tuple(
     PROJECT_ROOT / name

@@ -66,10 +66,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         branch = args.branch or demo.DEFAULT_BRANCH
         result = demo.run_checkout_demo(series, args.path, branch)
+    judgement = result.judgement
     payload = {
-        "ok": result.ok,
-        "verdict": result.verdict,
-        "why": result.why,
+        "ok": judgement.fixed,
+        "verdict": judgement.verdict,
+        "why": judgement.why,
         "tree": result.tree,
         "branch": result.branch,
         "apply": result.apply,
@@ -77,4 +78,4 @@ def run(args: argparse.Namespace) -> int:
         "after": result.after.report if result.after else None,
     }
     emit(args, payload, lambda: format_demo(result))
-    return result.judgement.exit_code
+    return judgement.exit_code

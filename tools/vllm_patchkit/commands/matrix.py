@@ -19,8 +19,8 @@ ROW_FILE = "matrix-rows.json"
 
 TYPE_CHECKING = False  # the matrix library loads only when the command runs
 if TYPE_CHECKING:
+    from vllm_overlay.releases import Release
     from vllm_patchkit.judge.matrix import Row
-    from vllm_patchkit.trees.versions import Release
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -161,7 +161,7 @@ class MatrixRangeError(InputError):
 
 
 def _version(text: str, option: str) -> Release:
-    from vllm_patchkit.trees.versions import parse_release
+    from vllm_overlay.releases import parse_release
 
     release = parse_release(text)
     if release is None:

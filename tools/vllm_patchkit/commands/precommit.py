@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from vllm_patchkit.precommit import run_precommit
     from vllm_patchkit.present.reports import format_precommit
 
-    series = load_series(args.patches)
-    files = list(dict.fromkeys(f for patch in series.patches for f in patch.files))
+    files = load_series(args.patches).files()
     result = run_precommit(
         args.path, files, online=args.online, skip=args.skip, verbose=args.verbose
     )

@@ -31,16 +31,14 @@ from pathlib import Path
 from vllm_overlay.code import Code, Shape, declared_reads
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.record import PatchTarget
+from vllm_overlay.releases import Release, parse_release
 from vllm_patchkit.git.code_readings import read_cached, read_tree_cached
 from vllm_patchkit.git.invariants import INVARIANTS
 from vllm_patchkit.git.series import Patch
 from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.trees.versions import (
-    Release,
     claimed_version,
     parse_range,
-    parse_release,
-    release_text,
     tag_release,
     tree_release,
 )
@@ -128,11 +126,11 @@ def _against_record(record: PatchTarget, code: Code, release: Release) -> str | 
     span = parse_range(record.affected)
     fixed_from = parse_release(record.inert_from)
     if release < span.first:
-        shapes, era = NOT_FOR, f"before {release_text(span.first)}"
+        shapes, era = NOT_FOR, f"before {span.first}"
     elif span.last is None or release <= span.last:
         shapes, era = (Shape.BUGGY, Shape.FIXED), record.affected
     elif fixed_from is not None and release >= fixed_from:
-        shapes, era = (Shape.FIXED,), f"{release_text(fixed_from)} on"
+        shapes, era = (Shape.FIXED,), f"{fixed_from} on"
     else:
         return None
     if code.shape in shapes:

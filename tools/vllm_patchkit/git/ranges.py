@@ -31,16 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_overlay.code import Shape
+from vllm_overlay.releases import Release, ReleaseRange
 from vllm_patchkit.git.carry import TreeVersion, read_code
 from vllm_patchkit.git.invariants import check_invariant
 from vllm_patchkit.git.series import Patch, SeriesError
 from vllm_patchkit.gitcmd import Git
-from vllm_patchkit.trees.versions import (
-    Release,
-    ReleaseRange,
-    parse_tag,
-    release_text,
-)
+from vllm_patchkit.trees.versions import parse_tag
 
 
 @dataclass(frozen=True)
@@ -100,13 +96,13 @@ def judge_ranges(
     newer = [r for r in known if r > release]
     if newer:
         return Ranges(
-            release_text(release),
-            f"vLLM {release_text(release)} is not the newest release the tags "
-            f"name (v{release_text(newer[-1])}): ranges are recorded on the newest",
+            str(release),
+            f"vLLM {release} is not the newest release the tags "
+            f"name (v{newer[-1]}): ranges are recorded on the newest",
         )
     before = max((r for r in known if r < release), default=None)
     return Ranges(
-        release_text(release),
+        str(release),
         patches=[judge_range(p, upstream, release, before) for p in patches],
     )
 
@@ -129,10 +125,10 @@ def judge_range(
     ) -> RangeJudgement:
         assert span is not None
         text = str(ReleaseRange(span.first, last))
-        since = None if upstream_from is None else release_text(upstream_from)
+        since = None if upstream_from is None else str(upstream_from)
         return RangeJudgement(patch.name, shape, affects, text, since, why, True)
 
-    on = f"vLLM {release_text(release)}"
+    on = f"vLLM {release}"
     if code is None or patch.invariant is None:
         return same("no code rule (Invariant:): the range is the maintainers' word")
     if span is None:
@@ -142,11 +138,11 @@ def judge_range(
     fixed = code.shape is Shape.FIXED or has_it
     if fixed:
         if since is not None and since <= release:
-            return same(f"upstream since {release_text(since)}, as recorded")
+            return same(f"upstream since {since}, as recorded")
         if since is not None:
             return same(
                 f"{on} has the change, before its Applied-Upstream: "
-                f"{release_text(since)}: the maintainers decide"
+                f"{since}: the maintainers decide"
             )
         if release <= span.first:
             return same(f"{on} has the change, but the range starts there")
@@ -163,7 +159,7 @@ def judge_range(
         return same(f"still buggy on {on}, inside the range")
     if since is not None:
         return same(
-            f"buggy on {on} although upstream took it in {release_text(since)}: a "
+            f"buggy on {on} although upstream took it in {since}: a "
             "regression? the maintainers decide"
         )
     return new(None, None, f"still buggy on {on}: no release fixes it yet")
@@ -181,10 +177,7 @@ def needed_elsewhere(patch: Patch) -> str | None:
         return f"Affects: {span}, and no Applied-Upstream: release"
     if span.first >= since:
         return None
-    return (
-        f"releases from {release_text(span.first)} before "
-        f"{release_text(since)} need it (Affects: {span})"
-    )
+    return f"releases from {span.first} before {since} need it (Affects: {span})"
 
 
 _AFFECTS = re.compile(r"^Affects: .*$", re.IGNORECASE | re.MULTILINE)

@@ -16,7 +16,7 @@ from vllm_patchkit.errors import InputError
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256
 # What a branch or tag name needs; a strict subset of git's ref grammar.
-_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
 _HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
 
 
@@ -44,7 +44,7 @@ def check_ref_name(value: str, what: str) -> str:
     if OBJECT_ID.fullmatch(value):
         return value
     if (
-        not _REF.match(value)
+        not _REF.fullmatch(value)
         or ".." in value
         or "//" in value
         or value.endswith(("/", ".", ".lock"))

@@ -26,15 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from vllm_overlay.fixes.base import Fix
+from vllm_overlay.releases import Release, ReleaseRange, parse_release
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.invariants import INVARIANTS, fix_of_invariant
 from vllm_patchkit.paths import PATCHES_DIR
-from vllm_patchkit.trees.versions import (
-    Release,
-    ReleaseRange,
-    parse_range,
-    parse_release,
-)
+from vllm_patchkit.trees.versions import parse_range
 
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): (.+)$")
 _DIFF_GIT = re.compile(r"^diff --git a/(.+) b/(.+)$")
@@ -116,6 +112,10 @@ class Series:
     def narrowed_to(self, fix: Fix) -> Series:
         """The series of ``fix``'s patches alone."""
         return Series(self.directory, self.of_fix(fix))
+
+    def files(self) -> list[str]:
+        """The files the patches change, each once, in series order."""
+        return list(dict.fromkeys(f for patch in self.patches for f in patch.files))
 
     def fix_of(self, patch_name: str) -> Fix | None:
         """The fix the series' patch ``patch_name`` belongs to (None: no

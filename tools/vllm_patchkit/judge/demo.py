@@ -71,18 +71,6 @@ class DemoResult:
             return Judgement(Verdict.NOT_FIXED, why)
         return Judgement(Verdict.CANNOT_JUDGE, why)
 
-    @property
-    def verdict(self) -> Verdict:
-        return self.judgement.verdict
-
-    @property
-    def why(self) -> str:
-        return self.judgement.why
-
-    @property
-    def ok(self) -> bool:
-        return self.judgement.fixed
-
 
 def _judge(
     series: Series,

@@ -23,7 +23,7 @@ from vllm_patchkit.git.carry import read_version
 from vllm_patchkit.git.checkout import PatchReport, classify_path
 from vllm_patchkit.git.series import Series
 from vllm_patchkit.trees.installed import installed_vllm_dir
-from vllm_patchkit.trees.versions import release_text, tree_version
+from vllm_patchkit.trees.versions import tree_release
 
 
 class NotAVllmTreeError(InputError):
@@ -132,9 +132,7 @@ def fix_findings(
     which the overlay protects: what doctor, the matrix's columns and the
     overlay probe all read."""
     version = read_version(root)
-    release = (
-        release_text(version.release) if version.trusted and version.release else None
-    )
+    release = str(version.release) if version.trusted and version.release else None
     entry_point = installed and entry_point_registered()
     decided = states or assess_tree(root, "")
     return [Finding.of(state, release, entry_point, root) for state in decided]
@@ -184,7 +182,7 @@ def diagnose(series: Series, path: Path | None = None) -> Diagnosis:
     root = path.resolve() if path is not None else installed_vllm_dir().parent
     if not (root / "vllm" / "__init__.py").is_file():
         raise NotAVllmTreeError(f"{root}: not a vLLM tree (no vllm/__init__.py)")
-    version = tree_version(root)
+    version = tree_release(root)[0]
     patches = classify_path(root, series)
     states = assess_tree(root, version)
     fixes = fix_statuses(root, series, patches, states, installed=path is None)

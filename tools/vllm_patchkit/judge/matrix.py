@@ -49,6 +49,7 @@ import vllm_overlay
 import vllm_overlay.fixes
 import vllm_patchkit.judge.regression
 from vllm_overlay.diagnosis import deciding
+from vllm_overlay.releases import ReleaseRange
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.git.apply import Status, apply_series
 from vllm_patchkit.git.checkout import classify_path, invariant_holds
@@ -66,7 +67,7 @@ from vllm_patchkit.trees.index import release_versions
 from vllm_patchkit.trees.releases import locked, release_tree, staged_dir
 from vllm_patchkit.trees.requirement_files import metadata_requirements
 from vllm_patchkit.trees.run_cache import CacheKey, RunCache
-from vllm_patchkit.trees.versions import ReleaseRange, require_release
+from vllm_patchkit.trees.versions import require_release
 
 STEPS = ("static", "stock", "series", "overlay", "audit")
 CANNOT_JUDGE = Verdict.CANNOT_JUDGE

@@ -250,10 +250,11 @@ def format_demo(result: DemoResult) -> str:
     lines.extend(result.notes)
     if result.judged is not None:
         lines += fix_lines(result.judged)
-    if result.ok:
+    judgement = result.judgement
+    if judgement.fixed:
         lines.append("verdict: FIXED")
     else:
-        lines.append(f"verdict: {result.verdict.heading}: {result.why}")
+        lines.append(f"verdict: {judgement.verdict.heading}: {judgement.why}")
         for report, label in ((result.before, "before"), (result.after, "after")):
             if report is not None and report.report is None:
                 lines.append(f"--- {label} run log (last lines) ---")

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from vllm_overlay.fixes import FIXES
+from vllm_overlay.releases import parse_release
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.judge.matrix import MEASURED, Cell, Row
 from vllm_patchkit.present.json_file import read_json
-from vllm_patchkit.trees.versions import parse_release
 
 FORMAT = "vllm-patchkit matrix rows 1"
 MAX_BYTES = 16 * 1024 * 1024

@@ -559,7 +559,7 @@ def _run_mutation(pr: PullRequest, root: Path, evidence: Evidence) -> None:
 def _run_precommit(
     pr: PullRequest, root: Path, series: Series, evidence: Evidence
 ) -> None:
-    result = run_precommit(root, _changed_files(series))
+    result = run_precommit(root, series.files())
     shown = _precommit_command(series)
     pr.runs.append(
         RunRecord(
@@ -587,11 +587,7 @@ def _plan_commands(root: Path, series: Series) -> list[str]:
 
 
 def _precommit_command(series: Series) -> str:
-    return f"pre-commit run --files {' '.join(_changed_files(series))}"
-
-
-def _changed_files(series: Series) -> list[str]:
-    return list(dict.fromkeys(f for patch in series.patches for f in patch.files))
+    return f"pre-commit run --files {' '.join(series.files())}"
 
 
 def _in_checkout(text: str, root: Path) -> str:

@@ -18,9 +18,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_overlay.releases import Release, parse_release
 from vllm_patchkit.errors import EnvironmentFailure
 from vllm_patchkit.trees.child_json import run_json_child
-from vllm_patchkit.trees.versions import Release, parse_release
 
 _JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 _CHUNK = 1 << 20

@@ -34,17 +34,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_overlay.releases import Release
 from vllm_patchkit.paths import PACKAGE_DIR, cache_dir
 from vllm_patchkit.trees import bytecode
 from vllm_patchkit.trees.child_json import Finished, run_in_group
 from vllm_patchkit.trees.installed import installed_vllm_dir
 from vllm_patchkit.trees.tree_runtime import TreeRuntime, runtime_for
-from vllm_patchkit.trees.versions import (
-    RELEASE_ENV,
-    Release,
-    release_text,
-    tree_release,
-)
+from vllm_patchkit.trees.versions import RELEASE_ENV, tree_release
 
 
 def _checkout_paths() -> tuple[str, ...]:
@@ -78,7 +74,7 @@ def vllm_cache_root(release: Release | None) -> Path:
     per release keeps each release's entries. The user's own vLLM cache is
     left alone.
     """
-    name = release_text(release) if release is not None else "unknown"
+    name = str(release) if release is not None else "unknown"
     return cache_dir() / "vllm-cache" / name
 
 
@@ -123,7 +119,7 @@ class TreeLauncher:
         if self.tree is not None:
             first = first or [str(self.tree)]
             release = tree_release(self.tree)[1]
-            env[RELEASE_ENV] = release_text(release) if release is not None else ""
+            env[RELEASE_ENV] = str(release) if release is not None else ""
         else:
             release = _installed_release()
         rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

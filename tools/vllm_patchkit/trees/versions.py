@@ -15,9 +15,8 @@ two commits after ``v0.17.0``), which is its tag's release. A pre-release
 never outside a range, so a patch is tried there (or recognised as
 upstreamed by its invariant) rather than skipped.
 
-The one reader of release strings in the toolkit (trailers, records, tags,
-``--from``/``--to``, the index's file names); a release string itself is
-read by :mod:`vllm_overlay.releases`, which the overlay's records share.
+A release string itself is read by :mod:`vllm_overlay.releases`, which the
+overlay shares; this module adds trees, tags and the toolkit's refusals.
 """
 
 from __future__ import annotations
@@ -30,19 +29,10 @@ from vllm_overlay.releases import (
     ReleaseRange,
     parse_release,
     release_range,
-    release_text,
     version_release,
 )
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import Git
-
-__all__ = [
-    "Release",
-    "ReleaseRange",
-    "parse_release",
-    "release_text",
-    "version_release",
-]
 
 _NOT_RELEASE_TAGS = ("*rc*", "*dev*", "*post*", "*[ab][0-9]*")
 """Tags ``git describe`` skips at once; any other tag that is not a release
@@ -142,11 +132,6 @@ def tree_release(root: Path) -> tuple[str, Release | None]:
     if claimed is not None:
         return claimed, version_release(claimed)
     return "unknown", None
-
-
-def tree_version(root: Path) -> str:
-    """The version a tree claims (see :func:`tree_release`), or ``unknown``."""
-    return tree_release(root)[0]
 
 
 RELEASE_ENV = "VLLM_PATCHKIT_TREE_RELEASE"

@@ -23,6 +23,7 @@ from vllm_overlay.code import (
     Code,
     Shape,
     binds,
+    method_def,
     parse_source,
     top_level_bindings,
     tree_reader,
@@ -32,7 +33,6 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CAPTURE_METHOD,
     offsets_problems,
 )
-from vllm_overlay.metadata_writes import method_def
 
 AITER_UNIFIED_ATTN = Path("vllm/v1/attention/backends/rocm_aiter_unified_attn.py")
 AITER_MODULE = "vllm.v1.attention.backends.rocm_aiter_unified_attn"

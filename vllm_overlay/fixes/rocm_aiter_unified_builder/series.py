@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from vllm_overlay.code import V1_RUNNER, Code, Shape, parse_module, reads
+from vllm_overlay.code import V1_RUNNER, Code, Shape, method_def, parse_module, reads
 from vllm_overlay.fixes.rocm_aiter_unified_builder.code import (
     AITER_UNIFIED_ATTN,
     BACKEND_CLASS,
@@ -27,7 +27,6 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     ROCM_ATTN,
     inspect_capture_tree,
 )
-from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.patch_rules import Cache, PatchRule, fix_patch
 
 RUNNER = V1_RUNNER

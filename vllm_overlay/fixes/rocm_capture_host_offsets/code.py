@@ -32,7 +32,10 @@ from vllm_overlay.code import (
     Code,
     Shape,
     binds,
+    find_class,
+    find_method,
     is_name,
+    method_def,
     parse_source,
     top_level_bindings,
     tree_reader,
@@ -43,9 +46,6 @@ from vllm_overlay.metadata_writes import (
     Taints,
     Walker,
     dotted,
-    find_class,
-    find_method,
-    method_def,
 )
 
 ROCM_ATTN = Path("vllm/v1/attention/backends/rocm_attn.py")

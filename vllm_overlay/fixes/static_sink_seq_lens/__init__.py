@@ -19,13 +19,13 @@ from vllm_overlay.code import (
     Code,
     Shape,
     binds,
+    method_def,
     module_scope,
     parse_source,
     top_level_bindings,
     tree_reader,
 )
 from vllm_overlay.fixes.base import Fix, deferred
-from vllm_overlay.metadata_writes import method_def
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import InstallState
 
@@ -219,17 +219,6 @@ FIX = Fix(
     decide=assess_file,
     read_tree=inspect_static_sink_tree,
     what=" for StaticSink's shared seq_lens",
-    scenarios=(
-        "static_sink_then_others",
-        "static_sink_twice",
-        "static_sink_proposer_rebuilds",
-        "static_sink_draft_update",
-    ),
-    core_scenarios=(
-        "static_sink_then_others",
-        "static_sink_twice",
-        "static_sink_proposer_rebuilds",
-    ),
     rules=f"{__name__}.series",
     review=f"{__name__}.review",
 )

@@ -22,7 +22,7 @@ from vllm_patchkit.judge.audit.draft_update import RULE
 from vllm_patchkit.judge.audit.findings import AuditReport, Check, Finding
 from vllm_patchkit.judge.audit.reach import Reach
 from vllm_patchkit.judge.audit.static import StaticResult, StaticWrite, analyse_tree
-from vllm_patchkit.trees.versions import tree_version
+from vllm_patchkit.trees.versions import tree_release
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def audit_tree(
     dynamic pass runs it as installed rather than putting a tree on the path.
     ``dynamic=False`` runs only the static pass (every write not exercised).
     """
-    report = AuditReport(tree=str(tree), version=tree_version(tree))
+    report = AuditReport(tree=str(tree), version=tree_release(tree)[0])
     start = time.monotonic()
     static = analyse_tree(tree)
     report.seconds["static"] = round(time.monotonic() - start, 2)

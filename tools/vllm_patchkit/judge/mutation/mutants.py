@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_overlay.metadata_writes import find_method
+from vllm_overlay.code import find_method
 
 
 @dataclass(frozen=True)

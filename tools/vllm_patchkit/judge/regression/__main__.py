@@ -74,15 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = run_all(args.scenario, stop=failed)
     import torch  # imported by vLLM already: its version for the report
 
-    from vllm_patchkit.trees.versions import release_text
-
     checks = fixed_checks(outcomes)
     verdict, why = judge(checks)
     counts = tally(checks)
     report = {
         # The release as the toolkit reads the tree (a checkout's tag; vLLM
         # itself says "dev" there), else what vLLM says of itself.
-        "vllm_version": release_text(release)
+        "vllm_version": str(release)
         if (release := release_under_test()) is not None
         else getattr(vllm, "__version__", "unknown"),
         "vllm_own_version": getattr(vllm, "__version__", "unknown"),

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_patchkit.trees.versions import RELEASE_ENV
 
 if TYPE_CHECKING:
-    from vllm_patchkit.trees.versions import Release
+    from vllm_overlay.releases import Release
 
 ATTENTION_METADATA_MODULES = (
     "vllm.v1.attention.backend",  # 0.14.0 on
@@ -184,7 +184,8 @@ def release_under_test() -> Release | None:
     dist-info says. None: not a known release."""
     import vllm
 
-    from vllm_patchkit.trees.versions import parse_release, tree_release
+    from vllm_overlay.releases import parse_release
+    from vllm_patchkit.trees.versions import tree_release
 
     given = os.environ.get(RELEASE_ENV)
     if given is not None:

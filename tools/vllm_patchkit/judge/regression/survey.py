@@ -98,7 +98,7 @@ class _Survey:
 
     def builders(self) -> Iterator[tuple[Builder, ClassRef]]:
         """Every builder class in a file that mentions the metadata."""
-        mentions = self.index.modules_where(lambda t: any(m in t for m in _MARKERS))
+        mentions = self.index.mentioning(_MARKERS)
         for module in mentions:
             in_factory = _in_functions(module.tree)
             for node in module.classes.values():
