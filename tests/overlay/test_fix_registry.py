@@ -11,8 +11,8 @@ from types import ModuleType
 
 from tests.toolkit.series_expectations import SERIES_FIXES
 from vllm_overlay.fixes import FIXES, by_name
-from vllm_patchkit.git.invariants import INVARIANTS
-from vllm_patchkit.git.series import fix_of, load_series
+from vllm_patchkit.git.invariants import INVARIANTS, fix_of_invariant
+from vllm_patchkit.git.series import load_series
 
 
 def test_the_registry_names_each_fix_once_with_its_patches() -> None:
@@ -38,7 +38,7 @@ def test_each_patch_names_a_rule_of_its_own_fix() -> None:
     patches = load_series().patches
     for fix in FIXES:
         rules = {rule.invariant for rule in import_module(fix.rules).RULES}
-        named = {p.invariant for p in patches if fix_of(p) is fix}
+        named = {p.invariant for p in patches if fix_of_invariant(p.invariant) is fix}
         assert named == rules, fix.name
     assert set(INVARIANTS) == {p.invariant for p in patches}
 

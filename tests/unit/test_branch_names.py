@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patchkit.git.guard import restore
+from vllm_patchkit.git.guard import Journal, restore_journal
 from vllm_patchkit.gitcmd import Git, init_repo
 
 
@@ -52,7 +52,7 @@ def test_a_rollback_returns_to_a_branch_named_like_a_remote(tmp_path: Path) -> N
     (git.root / "f.txt").write_text("two\n")
     git.run("commit", "-qam", "two")
     git.run("switch", "-q", "--detach", "HEAD")
-    restore(git, head, branch)
+    restore_journal(git, Journal(head, branch, "", 0), None)
     assert git.branch() == "origin"
     assert git.head() == head
     assert (git.root / "f.txt").read_text() == "one\n"

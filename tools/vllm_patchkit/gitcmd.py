@@ -1,17 +1,13 @@
-"""A small typed wrapper around the git command line.
+"""The one git runner.
 
-Every call goes through :func:`Git.run`, which fixes the environment (no
-pager, no user config surprises, C locale) so that output can be parsed, and
-starts git in a process group of its own: on an interrupt the whole group
-(git and any hook it runs) is stopped, so the toolkit returns within seconds
-whatever a hook does; a SIGKILL of the toolkit stops git too
-(:mod:`vllm_patchkit.child_death`: the parent-death signal), and the hooks it
-runs (the watchdog). The plumbing of :data:`HOOKLESS`, and a command run
-with ``hooks=False``, needs neither guard: it runs no hook and ends on its
-own. Inside :func:`deferred_interrupts` a signal does not
-raise at an arbitrary point: it stops the running git, and the next
-:func:`Git.run` raises :class:`Interrupted`; :func:`shielded` lets a rollback
-run to its end however many signals arrive.
+:func:`Git.run` fixes the environment (no pager, C locale) so that output
+can be parsed, and starts git in a process group of its own, so that an
+interrupt stops git and any hook it runs within seconds; a SIGKILL of the
+toolkit stops them too (:mod:`vllm_patchkit.child_death`), except for
+:data:`HOOKLESS` commands and ``hooks=False``, which end on their own.
+Inside :func:`deferred_interrupts` a signal stops the running git and the
+next :func:`Git.run` raises :class:`Interrupted`; :func:`shielded` lets a
+rollback run to its end however many signals arrive.
 """
 
 from __future__ import annotations
@@ -30,10 +26,6 @@ from pathlib import Path
 from vllm_patchkit.child_death import dies_with_parent, watched
 from vllm_patchkit.errors import EnvironmentFailure, Interrupted
 
-TYPE_CHECKING = False  # typing costs every start-up; annotations only
-if TYPE_CHECKING:
-    from typing import Any
-
 # Identity used for commits the toolkit makes in trees it owns (release
 # trees, scratch copies). Commits in a user's checkout keep the user's own.
 TOOL_IDENTITY = {
@@ -48,7 +40,6 @@ class GitError(EnvironmentFailure, RuntimeError):
     """A git command failed; carries its arguments and output."""
 
     def __init__(self, args: list[str], returncode: int, stdout: str, stderr: str):
-        self.args_ = args
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
@@ -83,23 +74,17 @@ HOOKLESS = frozenset(
         "write-tree",
     }
 )
-"""git commands that run no hook and end on their own: they change nothing
-a run would have to undo, and after a SIGKILL of the toolkit their next
-write to its closed pipe ends them (``patch-id`` reads the end of its
-input). They start without either guard of :mod:`~vllm_patchkit.child_death`:
-the watchdog is a Python process of its own (a tenth of ``check``'s CPU),
-and the parent-death request makes Python ``fork`` the toolkit instead of
-``vfork`` (another tenth, over ``check``'s git processes). Any other command
-gets both (``update-index`` and ``apply`` write an index, which runs
-``post-index-change``), unless run with ``hooks=False``, which is for the
-toolkit's own scratch index."""
+"""git commands that run no hook and end on their own (after a SIGKILL of
+the toolkit, at their next write to its closed pipe): they start without
+the guards of :mod:`~vllm_patchkit.child_death`, which cost ``check`` a
+fifth of its CPU (the watchdog process; ``fork`` instead of ``vfork``).
+``update-index`` and ``apply`` are not here: writing an index runs
+``post-index-change``, unless run with ``hooks=False``."""
 
 NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
-"""Options that keep git from running any hook: for commands on the
-toolkit's own scratch index, which no hook of the user's is for."""
+"""For the toolkit's own scratch index, which no hook of the user's is for."""
 
-STOP_GRACE_S = 2.0
-"""After SIGTERM to a git process group, how long before SIGKILL."""
+STOP_GRACE_S = 2.0  # after SIGTERM to a git process group, before SIGKILL
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -179,7 +164,7 @@ class Git:
 
     root: Path
     extra_env: tuple[tuple[str, str], ...] = ()
-    _facts: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _facts: dict[str, Path] = field(default_factory=dict, compare=False, repr=False)
 
     def run(
         self,
@@ -234,26 +219,38 @@ class Git:
         proc = self.run("symbolic-ref", "--quiet", "HEAD", check=False)
         return branch_of(proc.stdout.strip())
 
-    def status_porcelain(self, untracked: bool = True) -> str:
+    def status_porcelain(self, untracked: bool = True, *, locks: bool = True) -> str:
+        """``locks=False``: a reading that must not write the index either."""
         # "normal" lists an untracked directory as one entry instead of
         # walking it: enough to know the tree is not clean, and much faster.
         mode = "--untracked-files=normal" if untracked else "--untracked-files=no"
-        return self.run("status", "--porcelain=v1", "-z", mode).stdout
+        no_locks = () if locks else ("--no-optional-locks",)
+        return self.run(*no_locks, "status", "--porcelain=v1", "-z", mode).stdout
+
+    def changed_paths(self, untracked: bool = True, *, locks: bool = True) -> list[str]:
+        """The paths :meth:`status_porcelain` lists, a rename or copy by its
+        new name."""
+        paths = []
+        fields = iter(self.status_porcelain(untracked, locks=locks).split("\0"))
+        for entry in fields:
+            if entry:
+                paths.append(entry[3:])
+                if {"R", "C"} & set(entry[:2]):
+                    next(fields, None)  # its source
+        return paths
 
     def is_clean(self) -> bool:
         """No staged, unstaged or untracked changes (ignored files don't count)."""
         return self.status_porcelain() == ""
 
     def commit_diffs(self, *args: str) -> str:
-        """``git log ARGS``: each commit's id and full diff, as ``git
-        patch-id`` reads them."""
+        """``git log ARGS``: each commit's id and diff, for :meth:`patch_ids`."""
         return self.run(
             "log", "--format=commit %H", "--patch", "--full-index", "--no-color", *args
         ).stdout
 
     def patch_ids(self, text: str) -> list[tuple[str, str]]:
-        """``(stable patch-id, commit id)`` of every commit or mail in
-        ``text`` (:meth:`commit_diffs`, patch files), in order."""
+        """``(stable patch-id, commit id)`` of every commit or mail in ``text``."""
         out = self.run("patch-id", "--stable", input_text=text).stdout
         return [(pid, commit) for pid, commit in map(str.split, out.splitlines())]
 
@@ -265,19 +262,15 @@ class Git:
         ]
 
     def head_and_branch(self) -> tuple[str, str | None]:
-        """HEAD's commit and the checked-out branch (None: detached), in one
-        git process: what :meth:`head` and :meth:`branch` say."""
+        """:meth:`head` and :meth:`branch` in one git process."""
         head, ref = self.out("rev-parse", "HEAD", "--symbolic-full-name", "HEAD").split(
             "\n"
         )
         return head, branch_of(ref)
 
-    def set_git_dir(self, git_dir: Path, objects: Path | None = None) -> None:
-        """Record the git directory (and the object directory) when the
-        caller already asked git for them."""
-        self._facts["git_dir"] = Path(git_dir)
-        if objects is not None:
-            self._facts["objects"] = Path(objects)
+    def set_git_dir(self, git_dir: Path, objects: Path) -> None:
+        """Record what the caller already asked git for."""
+        self._facts["git_dir"], self._facts["objects"] = git_dir, objects
 
     def git_dir(self) -> Path:
         """This work tree's git directory (fixed for the object's lifetime)."""
@@ -297,8 +290,7 @@ class Git:
 def branch_of(ref: str) -> str | None:
     """The branch a full ref names (``refs/heads/x``: x), None for any other
     (a detached ``HEAD``). Never git's short form, which turns ambiguous
-    for a branch named like a remote (``heads/origin``) and would not name
-    the branch a rollback switches back to."""
+    for a branch named like a remote (``heads/origin``)."""
     return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
 
 
@@ -310,9 +302,8 @@ def _run_in_own_group(
     *,
     guard: bool = True,
 ) -> tuple[str, str, int]:
-    """Run ``command`` in a new process group; stop the group on an interrupt.
-    ``guard``: stop it if the toolkit dies (:data:`HOOKLESS` says which need
-    not be).
+    """Run ``command`` in a new process group; stop the group on an interrupt
+    (``guard``: and if the toolkit dies).
 
     On a signal the group gets SIGTERM (git removes its lock files), then
     SIGKILL after STOP_GRACE_S; output that a stray child keeps open is

@@ -80,15 +80,9 @@ def apply_series(
     journal_action: JournalAction = JournalAction.AUTO,
     skip: frozenset[str] = frozenset(),
 ) -> ApplyResult:
-    """Apply ``series`` to the checkout at ``path``; see the module docstring.
-
-    ``skip``: names of patches the user skips (``apply --skip``): each is
-    not-carried here, unless its history already has it.
-
-    A refusal is a REFUSED result; a rollback that did not complete raises
-    RollbackFailedError, an interrupt Interrupted (both say what state the
-    checkout is in).
-    """
+    """Apply ``series`` but ``skip`` (``apply --skip``) to the checkout at
+    ``path``. A refusal is a REFUSED result; a rollback that did not
+    complete raises RollbackFailedError, an interrupt Interrupted."""
     notes: list[str] = []
     try:
         git = open_checkout(path)
@@ -108,10 +102,7 @@ def apply_series(
 
 def paths_in_the_way(git: Git, patches: list[Patch]) -> list[str]:
     """Paths a patch creates that exist already (ignored or not), or whose
-    parent exists as a file: git would overwrite them, a rollback delete them.
-
-    One ``git apply --summary`` for all patches; a created path is named
-    with the first of them that touches it."""
+    parent exists as a file: git would overwrite them, a rollback delete them."""
     if not patches:
         return []
     found = []
@@ -183,25 +174,15 @@ def _apply_locked(
             continue
         where = guard.rollback()
         expected = _tried(git, series, reports, skip)
-        environment = _environment_failure(report, expected[patch.name])
-        if environment:
-            report.status = expected[patch.name]
-            return ApplyResult(
-                Status.ERROR,
-                f"{patch.name}: git am failed although the patch applies here, so a "
-                f"hook, the disk or permissions failed it: {report.detail}; the "
-                f"checkout was restored to {where}",
-                head,
-                git.head(),
-                reports,
+        status = Status.CONFLICT
+        if _environment_failure(report, expected[patch.name]):
+            report.status, status = expected[patch.name], Status.ERROR
+            failure = (
+                "git am failed although the patch applies here, so a hook, the "
+                f"disk or permissions failed it: {report.detail}"
             )
-        return ApplyResult(
-            Status.CONFLICT,
-            f"{patch.name}: {failure}; the checkout was restored to {where}",
-            head,
-            git.head(),
-            reports,
-        )
+        message = f"{patch.name}: {failure}; the checkout was restored to {where}"
+        return ApplyResult(status, message, head, git.head(), reports)
     git.run("update-ref", BASE_REF, head)
     return ApplyResult(
         Status.APPLIED,
@@ -217,9 +198,8 @@ def _apply_locked(
 def _tried(
     git: Git, series: Series, reports: list[PatchReport], skip: frozenset[str]
 ) -> dict[str, str]:
-    """After a rollback: each patch's state as :func:`classify` says it, on
-    the checkout as it was before the run. The reports of patches git am
-    did not reach take it."""
+    """After a rollback: each patch's state as :func:`classify` says it (the
+    reports of patches git am did not reach take it)."""
     tried = {r.name: r for r in classify(git, series, skip)}
     for index, report in enumerate(reports):
         if report.detail == UNTRIED:
@@ -245,30 +225,23 @@ def _nothing_to_apply(
     """
     carried = [r for r in reports if r.status != PatchState.NOT_CARRIED]
     if not carried:
-        return ApplyResult(
-            Status.NOT_CARRIED,
-            "the series carries none of its patches for this release; nothing to apply",
-            head,
-            head,
-            reports,
+        status = Status.NOT_CARRIED
+        message = (
+            "the series carries none of its patches for this release; nothing to apply"
         )
-    if len(upstreamed) == len(carried):
+    elif len(upstreamed) == len(carried):
         whole = (
             "the whole series"
             if len(carried) == len(reports)
-            else ("every patch the series carries for this release")
+            else "every patch the series carries for this release"
         )
-        return ApplyResult(
-            Status.UPSTREAMED,
-            f"upstream already carries {whole}; nothing to apply" + skipped,
-            head,
-            head,
-            reports,
-        )
-    message = "the series is already applied" + (
-        f" (upstream carries {', '.join(upstreamed)})" if upstreamed else ""
-    )
-    return ApplyResult(Status.ALREADY_APPLIED, message + skipped, head, head, reports)
+        status = Status.UPSTREAMED
+        message = f"upstream already carries {whole}; nothing to apply" + skipped
+    else:
+        status = Status.ALREADY_APPLIED
+        also = f" (upstream carries {', '.join(upstreamed)})" if upstreamed else ""
+        message = "the series is already applied" + also + skipped
+    return ApplyResult(status, message, head, head, reports)
 
 
 def _environment_failure(report: PatchReport, expected: str) -> bool:
@@ -290,13 +263,8 @@ def am_one(
     *,
     maintenance: bool = True,
 ) -> str | None:
-    """``git am -3`` one patch and check its invariant; the failure, if any.
-
-    On failure the am is left in progress for the caller to roll back, after
-    the conflicting files and hunks are recorded in ``report``. ``env``:
-    :func:`committer_env`, when the caller has it already; ``maintenance``:
-    let git am run its automatic maintenance afterwards.
-    """
+    """``git am -3`` one patch and check its invariant; the failure, if any,
+    recorded in ``report`` and the am left for the caller to roll back."""
     # --keep-non-patch: plain `git am` strips every [...] group from the
     # subject, which would drop vLLM's [Bugfix][ROCm] prefixes.
     proc = git.run(
@@ -310,15 +278,15 @@ def am_one(
         env=committer_env(git) if env is None else env,
     )
     if proc.returncode != 0:
-        return record_conflict(git, report, _am_errors(proc) or "git am failed")
+        return record_conflict(git, report, git_errors(proc) or "git am failed")
     report.status = PatchState.APPLIED
     report.detail = ""
     return invariant_failure(git, patch, report)
 
 
 def invariant_failure(git: Git, patch: Patch, report: PatchReport) -> str | None:
-    """After ``patch`` went in: its invariant, read on the tree, recorded in
-    ``report`` (a conflict where it does not hold); the failure, if any."""
+    """After ``patch`` went in: its invariant recorded in ``report`` (a
+    conflict where it does not hold); the failure, if any."""
     if patch.invariant is None:
         return None
     result = check_invariant(patch.invariant, git.root)
@@ -343,8 +311,9 @@ def record_conflict(git: Git, report: PatchReport, detail: str) -> str:
     return f"does not apply: {detail}{conflicts}"
 
 
-def _am_errors(proc: subprocess.CompletedProcess[str]) -> str:
-    """git am's error lines, an I/O or permission error first when there is one."""
+def git_errors(proc: subprocess.CompletedProcess[str]) -> str:
+    """A failed git am's or cherry-pick's error lines, an I/O or permission
+    error first when there is one."""
     lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines()]
     environment = [x for x in lines if any(t in x for t in _ENVIRONMENT_ERRORS)]
     errors = [

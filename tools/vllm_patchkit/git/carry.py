@@ -71,30 +71,31 @@ def read_version(root: Path) -> TreeVersion:
     version, release = tree_release(root)
     if release is None:
         return TreeVersion(version, None, False, f"version {version} names no release")
-    against = contradiction(root, release)
-    if against is not None:
-        return TreeVersion(version, release, False, against)
+    why = contradiction(root, release) or _far_from_tag(root, version, release)
+    return TreeVersion(version, release, why is None, why or "")
+
+
+def _far_from_tag(root: Path, version: str, release: Release) -> str | None:
+    """Why a checkout without a version file naming ``release`` cannot
+    vouch for it by its tag; None when it can."""
     claimed = claimed_version(root)
     if claimed is not None and parse_release(claimed) == release:
-        return TreeVersion(version, release, True, "")
+        return None
     if not (root / ".git").exists():
-        return TreeVersion(version, release, True, "")
+        return None
     git = Git(root)
     # Without a claimed version, tree_release's version is the tag itself.
     tag = version if claimed is None else tag_release(git)
     proc = git.run("rev-list", "--count", f"v{tag}..HEAD", check=False)
     count = proc.stdout.strip()
     if tag is None or proc.returncode != 0 or not count.isdigit():
-        return TreeVersion(version, release, False, "no release tag near HEAD")
+        return "no release tag near HEAD"
     if int(count) > NEAR_TAG:
-        return TreeVersion(
-            version,
-            release,
-            False,
+        return (
             f"HEAD is {count} commits past the tag v{tag}, which says little "
-            "about its code",
+            "about its code"
         )
-    return TreeVersion(version, release, True, "")
+    return None
 
 
 def contradiction(root: Path, release: Release) -> str | None:

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import enum
 import os
-import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from vllm_patchkit.child_death import dies_with_parent
 from vllm_patchkit.errors import RefusedError
 from vllm_patchkit.git.carry import (
     Carry,
@@ -32,7 +30,7 @@ from vllm_patchkit.git.recent_diffs import recent_diffs
 from vllm_patchkit.git.replay import Contents, replay
 from vllm_patchkit.git.series import Patch, Series, as_commit
 from vllm_patchkit.git.trial_tree import TrialTree
-from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, git_executable
+from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git
 from vllm_patchkit.paths import memory_scratch
 
 BASE_REF = "refs/vllm-patchkit/base"
@@ -44,17 +42,14 @@ class PatchState(enum.StrEnum):
     """The state of one patch in one tree; the only words reports use for it."""
 
     APPLIED = "applied"
-    """The tree has it: a commit in its history has the patch's patch-id (or,
-    outside git, the patch reverses cleanly)."""
+    """A commit in its history has the patch's patch-id (or, outside git,
+    the patch reverses cleanly)."""
     UPSTREAMED = "upstreamed"
     """Not applied, but its invariant holds without it: upstream carries it."""
     NOT_CARRIED = "not-carried"
     """Neither, and the series does not carry the patch for this tree
-    (skipped, not a failure): its code lacks the bug's shape (target
-    missing, or the shape of a release the patch is not for), or, where the
-    code cannot be read, its release is outside the patch's ``Affects:``
-    range; or the user skipped it (``apply --skip``). See
-    :func:`vllm_patchkit.git.carry.decide`."""
+    (skipped, not a failure: :func:`vllm_patchkit.git.carry.decide`), or
+    the user skipped it (``apply --skip``)."""
     APPLIES = "applies"
     """Neither; it applies on top of the patches before it (cleanly or with a
     3-way merge)."""
@@ -95,9 +90,7 @@ def open_checkout(path: Path) -> Git:
     if not path.is_dir():
         raise NotACheckoutError(f"{path}: no such directory")
     git = Git(path)
-    # One rev-parse for the common case (the objects directory too, for
-    # classify's scratch index); the separate calls below only run to
-    # explain a failure precisely.
+    # One rev-parse for the common case; the calls below explain a failure.
     proc = git.run(
         "rev-parse",
         "--show-toplevel",
@@ -126,13 +119,11 @@ def open_checkout(path: Path) -> Git:
 
 
 def dirty_reason(git: Git) -> str | None:
-    status = git.status_porcelain()
-    if not status:
+    names = git.changed_paths()
+    if not names:
         return None
-    entries = [e for e in status.split("\0") if e and len(e) > 3]
-    shown = ", ".join(e[3:] for e in entries[:5])
-    more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
-    return f"uncommitted changes or untracked files: {shown}{more}"
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"uncommitted changes or untracked files: {', '.join(names[:5])}{more}"
 
 
 def busy_reason(git: Git) -> str | None:
@@ -179,15 +170,10 @@ class History:
 
 
 def history(git: Git, patches: list[Patch], limit: int = 200) -> History:
-    """Each patch's patch-id, and whether a recent commit carries it.
-
-    Each patch's last ``limit`` commits touching its files, each diff
-    limited to those files (one ``git log -p`` for the series, split per
-    patch: :func:`~vllm_patchkit.git.recent_diffs.recent_diffs`), and one
-    ``git patch-id`` for all patches and their candidate commits: the check
-    stays fast on a real vLLM history. Each patch's own mail gets a marker
-    commit id, so that the output splits back into patches by position.
-    """
+    """Each patch's patch-id, and whether one of the last ``limit`` commits
+    touching its files (:func:`~vllm_patchkit.git.recent_diffs.recent_diffs`)
+    carries it: one ``git patch-id`` for all, each patch's own mail under a
+    marker commit id, so that the output splits back into patches."""
     found = History({}, set())
     if not patches:
         return found
@@ -219,10 +205,7 @@ def invariant_holds(git: Git, patch: Patch) -> bool | None:
 def carry_of(
     patch: Patch, root: Path, version: TreeVersion, skip: frozenset[str] = frozenset()
 ) -> Carry:
-    """Whether the series carries ``patch`` for the tree at ``root``
-    (:func:`vllm_patchkit.git.carry.decide`: by its code, or by its version
-    where the code cannot be read); not when the user skips it (``skip``,
-    from ``apply --skip``)."""
+    """:func:`vllm_patchkit.git.carry.decide`, unless the user skips ``patch``."""
     if patch.name in skip:
         return Carry(False, SKIPPED_BY_USER)
     return decide(patch, root, version)
@@ -234,13 +217,9 @@ SKIPPED_BY_USER = "skipped by the user (--skip)"
 def classify(
     git: Git, series: Series, skip: frozenset[str] = frozenset()
 ) -> list[PatchReport]:
-    """Every patch's :class:`PatchState` in the checkout, reading only.
-
-    In order: applied, upstreamed, not carried for the tree's release; a
-    patch that is none of these is tried with ``git apply --cached`` (then
-    ``--3way``) against a scratch index holding HEAD and the patches before
-    it; its objects go to a temporary directory.
-    """
+    """Every patch's :class:`PatchState` in the checkout, reading only: in
+    order applied, upstreamed, not carried, else tried on a scratch index
+    holding HEAD and the patches before it."""
     return classify_with_history(git, series, skip=skip)[0]
 
 
@@ -253,11 +232,10 @@ def classify_with_history(
 ) -> tuple[list[PatchReport], History]:
     """:func:`classify`, and the :class:`History` it read on the way.
 
-    ``try_apply=False`` leaves a patch that is none of applied, upstreamed
-    or not carried as :attr:`PatchState.APPLIES` with the detail
-    ``UNTRIED``, without trying it: apply tries it with ``git am`` anyway,
-    and asks :func:`classify` only when that fails. ``skip``: patch names
-    the user skips (``apply --skip``), not-carried whatever the tree is.
+    ``try_apply=False`` leaves a patch to try as :attr:`PatchState.APPLIES`
+    with the detail ``UNTRIED``: apply tries it with ``git am`` anyway, and
+    asks :func:`classify` only when that fails. ``skip``: patch names the
+    user skips (``apply --skip``).
     """
     reports: list[PatchReport] = []
     version = read_version(git.root)
@@ -292,15 +270,11 @@ def _try_in_order(git: Git, patches: list[Patch]) -> list[tuple[PatchState, str]
     :class:`TrialTree` (``apply`` checks it after ``git am``: one that would
     not hold there is a conflict here too).
 
-    One ``git apply --cached`` of all of them first: git applies its
-    patches one after another, each on the result of those before, and
-    writes the index only if all apply, so when it succeeds each of them
-    applies cleanly. Each patch's files are then git's result where no
-    other patch touches them, else the replay's
-    (:func:`~vllm_patchkit.git.replay.replay`, which must end on git's
-    result). Otherwise they are tried one by one on the index as it was
-    (``--3way`` for those that need it), the trial tree taking each
-    patch's files as it applies."""
+    One ``git apply --cached`` of all of them first (it writes the index
+    only if each applies cleanly on those before); each patch's files are
+    then git's result where no other patch touches them, else the replay's
+    (:func:`~vllm_patchkit.git.replay.replay`). Otherwise they are tried one
+    by one (``--3way`` for those that need it)."""
     with tempfile.TemporaryDirectory(
         prefix="vllm-patchkit-classify-", dir=memory_scratch()
     ) as scratch:
@@ -333,8 +307,8 @@ def _try_together(
     env: dict[str, str],
 ) -> list[tuple[PatchState, str]] | None:
     """:func:`_try_in_order`'s one ``git apply --cached`` of every patch,
-    or None where it does not settle them all (``env`` then names a scratch
-    index as it was, for the patches one by one)."""
+    or None where it does not settle them all (``env`` then names a fresh
+    scratch index)."""
     paths = [str(p.path) for p in patches]
     together = git.run("apply", "--cached", *paths, check=False, env=env, hooks=False)
     if together.returncode != 0:
@@ -381,14 +355,11 @@ def _seed_index(git: Git, paths: set[str], env: dict[str, str]) -> dict[str, str
     give HEAD's blob id of each of ``paths`` that is a file there.
 
     ``git apply --cached`` reads no others: the entries at and under each
-    path (a path the patches create is absent here exactly when HEAD lacks
-    it; a directory there is a file/directory conflict), and any file or
-    submodule at one of its parent directories (the other conflict, "appears
-    as both a file and as a directory"). Reading all of HEAD instead (6,600
-    entries on vLLM) was check's costliest step. One ``ls-tree -r -t`` lists
-    the entries and, on its way down, every parent that is a directory; only
-    a parent it does not show as one (a file, a submodule, or absent) is
-    asked for by a second.
+    path, and any file or submodule at one of its parent directories (a
+    file/directory conflict). Reading all of HEAD instead (6,600 entries on
+    vLLM) was check's costliest step. One ``ls-tree -r -t`` lists the
+    entries and every parent that is a directory; a second asks for the
+    other parents.
     """
     literal = {"GIT_LITERAL_PATHSPECS": "1"}
     listing = git.run(
@@ -464,11 +435,9 @@ def _try_apply(git: Git, patch: Path, env: dict[str, str]) -> tuple[PatchState, 
 
 
 def classify_path(root: Path, series: Series) -> list[PatchReport]:
-    """Every patch's :class:`PatchState` in whatever tree ``root`` is, the
-    same answer check and apply give for it: a clean git checkout is
-    classified by :func:`classify` (its history says what is applied); any
-    other tree, or a checkout with uncommitted changes, by its files
-    (:func:`classify_tree`)."""
+    """Every patch's :class:`PatchState` in whatever tree ``root`` is: a
+    clean git checkout by :func:`classify` (its history says what is
+    applied), any other tree by its files (:func:`classify_tree`)."""
     try:
         git = open_checkout(root)
     except NotACheckoutError:
@@ -487,9 +456,8 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
 
     Without a history, applied and upstreamed look alike (0.29.0 carries
     the series verbatim): upstreamed (invariant) first, then applied (the
-    patch reverses cleanly), not carried, then ``git apply --check`` against
-    the files as they are (each patch alone; ``--check`` never writes). A
-    clean git checkout goes to :func:`classify` (see :func:`classify_path`).
+    patch reverses cleanly), not carried, then ``git apply --check`` on the
+    files as they are, each patch alone.
     """
     git = Git(root)
     version = read_version(root)
@@ -500,10 +468,10 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
             reports.append(PatchReport(name, PatchState.UPSTREAMED, "invariant holds"))
             continue
         carry = carry_of(patch, root, version)
-        forward = _check_apply(root, patch.path)
+        forward = _check_apply(git, patch.path)
         if forward.returncode == 0:
             state, detail = PatchState.APPLIES, "git apply --check"
-        elif _check_apply(root, patch.path, "--reverse").returncode == 0:
+        elif _check_apply(git, patch.path, "--reverse").returncode == 0:
             reports.append(PatchReport(name, PatchState.APPLIED, "reverses cleanly"))
             continue
         else:
@@ -516,14 +484,8 @@ def classify_tree(root: Path, series: Series) -> list[PatchReport]:
 
 
 def _check_apply(
-    root: Path, patch: Path, *options: str
+    git: Git, patch: Path, *options: str
 ) -> subprocess.CompletedProcess[str]:
     # Outside a repository git apply acts like patch(1); inside one it
-    # checks against the work tree.
-    return subprocess.run(
-        [git_executable(), "apply", "--check", *options, str(patch)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        preexec_fn=dies_with_parent(signal.SIGTERM),
-    )
+    # checks against the work tree. --check writes nothing: no hook is for it.
+    return git.run("apply", "--check", *options, str(patch), check=False, hooks=False)

@@ -1,27 +1,18 @@
-"""Readings of one vLLM file, kept across runs by the file's git blob id.
+"""Readings of vLLM code, kept across runs by the content they read.
 
 The carry decision reads ``gpu_model_runner.py`` (thousands of lines) on
 every ``check``, ``apply`` and ``doctor``; parsing it was most of what
 ``check`` itself spent. What a reader finds depends only on the file's
-bytes and on the reader's code, so it is kept in the run cache
-(:class:`~vllm_patchkit.trees.run_cache.RunCache`, under
-``cache_dir()/code-readings``) keyed by the file's blob id, computed as git
-does (``git hash-object``: the same id ``git ls-files -s`` shows, here
-without a git process, and for a tree that is no checkout, or a checkout's
-uncommitted file), by a digest of the reader's source files and by the
-interpreter's version.
+bytes and on the reader's code, so it is kept in the run cache under
+``cache_dir()/code-readings``, keyed by the file's git blob id (computed
+here, without a git process), a digest of the reader's source files and
+the interpreter's version.
 
-A fix's whole verdict on a tree (a carry rule, an invariant, the reading a
-fork's stale tag is told by) is kept the same way where the tree's content
-is known exactly (:func:`known_tree`: a clean checkout by its HEAD tree id,
-a trial tree by that and the files it took), keyed by the reading's name,
-that content id, a digest of the overlay's reading code and the
-interpreter; only the :class:`~vllm_overlay.code.Code`'s own fields are
-kept, its file relative to the tree and the tree's path in its words
-replaced by a placeholder (:func:`read_tree_cached`). So is a reading
-that declares the files it reads (:func:`vllm_overlay.code.reads`), by
-their blob ids, on any tree: a checkout with uncommitted changes, the
-trial trees of ``check``. Elsewhere it is read every time.
+A fix's whole verdict on a tree is kept the same way where the tree's
+content is known exactly (:func:`known_tree`: a clean checkout by its HEAD
+tree id, a trial tree by that and the files it took), or where the reading
+declares the files it reads (:func:`vllm_overlay.code.reads`), by their
+blob ids (:func:`read_tree_cached`). Elsewhere it is read every time.
 
 A stored reading is data, never code (JSON), and is checked against what
 the reader writes before it is used: an entry that is corrupt, of another
@@ -87,7 +78,7 @@ def read_cached(
 ) -> Reading:
     """``read(data)``, or what it returned before for the same bytes and the
     same ``reader`` source files. ``kind`` names the reading (one reader may
-    make several); ``shape`` is what each of its records holds."""
+    make several)."""
     cache = RunCache(cache_dir() / "code-readings")
     # The interpreter too: ast.unparse writes what its version writes.
     python = {"python": sys.version}
@@ -196,8 +187,8 @@ def read_tree_cached(
     """``read()`` (a fix's reading of the tree at ``root``), or what it found
     before with the same overlay code on the same content: the tree's, where
     it is known (:func:`known_tree`), else that of ``files``, where the
-    reading declared them as all it reads
-    (:func:`vllm_overlay.code.reads`). A plain :class:`Code`."""
+    reading declared them as all it reads. Only the :class:`Code`'s own
+    fields are kept, the tree's path in them replaced by :data:`ROOT`."""
     content = _KNOWN.get(root)
     if content is None and files is not None:
         content = _files_content(root, files)

@@ -110,7 +110,7 @@ def read_journal(path: Path) -> Journal:
 
 
 class CheckoutGuard:
-    """Context manager: lock, deal with a dead run's journal, journal, roll back."""
+    """Lock, deal with a dead run's journal, journal, roll back."""
 
     def __init__(
         self, git: Git, command: str, journal_action: JournalAction = JournalAction.AUTO
@@ -186,9 +186,8 @@ class CheckoutGuard:
         branch: str | None,
         patch_ids: list[str] | tuple[str, ...] = (),
         paths: list[str] | tuple[str, ...] = (),
-    ) -> Journal:
-        """Record the state to return to (HEAD, the branch), before the first
-        change."""
+    ) -> None:
+        """Journal the state to return to, before the first change."""
         journal = Journal(
             head, branch, self.command, os.getpid(), tuple(patch_ids), tuple(paths)
         )
@@ -197,14 +196,10 @@ class CheckoutGuard:
             partial.write_text(json.dumps(journal.__dict__))  # tuples as lists
             partial.replace(self.journal_file)
             self.journal = journal
-        return journal
 
     def rollback(self) -> str:
-        """Put the checkout back as begin() found it; where that is.
-
-        Raises RollbackFailedError, keeping the journal, when it did not
-        get there.
-        """
+        """Put the checkout back as begin() found it; where that is
+        (RollbackFailedError, the journal kept, when it did not get there)."""
         journal = self.journal
         assert journal is not None
         restore_journal(self.git, journal, self.journal_file)
@@ -270,7 +265,7 @@ def _am_dir(git: Git) -> Path:
 
 def own_commits(git: Git, journal: Journal) -> int | None:
     """How many commits on top of the journal's HEAD are the run's own
-    (``git am`` of its patches, in order); None when HEAD has others."""
+    patches, in order; None when HEAD has others."""
     head = git.head()
     if head == journal.head:
         return 0
@@ -347,11 +342,6 @@ def save_current_state(git: Git, journal: Journal) -> list[str]:
             git.run("update-ref", ref, head)
             saved.append(f"the branch's commit {head[:12]} as {ref}")
     return saved
-
-
-def restore(git: Git, head: str, branch: str | None) -> None:
-    """Put HEAD, branch, index and tree back to ``head`` on ``branch``."""
-    restore_journal(git, Journal(head, branch, "", 0), None)
 
 
 def restore_journal(git: Git, journal: Journal, journal_file: Path | None) -> None:
@@ -438,10 +428,9 @@ def _differences(git: Git, journal: Journal) -> list[str]:
             problems.append(f"HEAD is {head[:12]}, not {journal.head[:12]}")
     if _am_dir(git).exists():
         problems.append(f"a git am is still in progress ({_am_dir(git)})")
-    changed = git.status_porcelain(untracked=False)
+    changed = git.changed_paths(untracked=False)
     if changed:
-        names = [e[3:] for e in changed.split("\0") if len(e) > 3]
-        problems.append("uncommitted changes in " + ", ".join(names[:5]))
+        problems.append("uncommitted changes in " + ", ".join(changed[:5]))
     left = _leftovers(git, journal)
     if left:
         problems.append("files left behind: " + ", ".join(left[:5]))

@@ -183,15 +183,14 @@ def _recorded(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(entry, dict) or entry.get("identity") != _identity(path):
         return None
-    tips, files = entry.get("tips"), entry.get("files")
-    if not isinstance(files, dict) or not isinstance(tips, list):
-        return None
-    remotes = entry.get("remotes")  # absent from an older record: none known
-    if remotes is None:
+    if entry.get("remotes") is None:  # absent from an older record: none known
         entry["remotes"] = []
-    elif not isinstance(remotes, list):
+    tips, files, remotes = entry.get("tips"), entry.get("files"), entry["remotes"]
+    if not (isinstance(files, dict) and isinstance(tips, list)):
         return None
-    if not all(isinstance(item, str) for item in [*tips, *entry["remotes"]]):
+    if not isinstance(remotes, list) or not all(
+        isinstance(item, str) for item in [*tips, *remotes]
+    ):
         return None
     kind = _git_kind(path)
     if entry.get("kind") != kind:
@@ -213,22 +212,6 @@ def _new_commits(git: Git, made: Iterable[str]) -> list[str]:
     args = ["rev-list", "--oneline", "--all", "--reflog", "--ignore-missing"]
     args += ["--not", *made]
     return git.run(*args, "--").stdout.splitlines()
-
-
-def _changed(git: Git) -> list[str]:
-    """Tracked paths whose index or work-tree copy differs from HEAD."""
-    fields = git.run(
-        "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=no"
-    ).stdout.split("\0")
-    paths: list[str] = []
-    while fields:
-        entry = fields.pop(0)
-        if not entry:
-            continue
-        paths.append(entry[3:])
-        if entry[0] in "RC" and fields:
-            fields.pop(0)  # a rename's or copy's source
-    return paths
 
 
 def _new_remotes(git: Git, recorded: Collection[str]) -> list[str]:
@@ -270,7 +253,8 @@ def _unmade(
             ]
         found.append(("files git does not keep there", stray))
     else:
-        found.append(("changed files", _changed(git)))
+        changed = git.changed_paths(untracked=False, locks=False)
+        found.append(("changed files", changed))
         left = files if isinstance(files, dict) else {}
         other = _other_files(git, path).items()
         unmade = sorted(name for name, seen in other if left.get(name) != seen)
@@ -290,18 +274,12 @@ def check_owned(path: Path, what: str, made: Collection[str] = ()) -> None:
             "may be your own checkout); refusing to delete or replace it: choose "
             "another path, or remove it yourself"
         )
+    known = entry or {}
     # Only object ids reach git: a record is data, never an option.
-    tips = [
-        t for t in [*made, *(entry["tips"] if entry else [])] if OBJECT_ID.fullmatch(t)
-    ]
+    tips = [t for t in [*made, *known.get("tips", [])] if OBJECT_ID.fullmatch(t)]
     try:
-        found = _unmade(
-            path,
-            kind,
-            tips,
-            entry["files"] if entry else {},
-            entry["remotes"] if entry else (),
-        )
+        files, remotes = known.get("files", {}), known.get("remotes", ())
+        found = _unmade(path, kind, tips, files, remotes)
         if entry is None and not found and not Git(path).out("for-each-ref"):
             found = ["it has no refs: nothing vllm-patchkit built"]
     except (GitError, OSError) as exc:

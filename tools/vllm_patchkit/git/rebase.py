@@ -1,35 +1,22 @@
 """Replay the branch onto a new upstream commit; move it only on success.
 
-Every commit between the series base (``refs/vllm-patchkit/base``, written
-by apply and rebase, or ``--base``) and HEAD is replayed, in order, in a
-temporary ``git worktree`` detached at the target: the series' own commits
-and the user's commits on top alike. A series patch is dropped when
-upstream carries it (its commit in upstream's history, or its invariant
-holding there). A series patch with no commit on the branch (upstream
-carried it at the old base, or the series does not carry it for the old
-base's release) is applied from its file, at its place in the series. A
-series patch the series does not carry for the target is left out of the
-branch and kept in the series (reported as not-carried): from its file by
-its carry rule (``Affects:``, or the target's code), its commit only where
-the target's trusted release is outside ``Affects:``; a commit edited
-since the series wrote it is the user's and is replayed as it is. Any
-conflict stops the run with a report naming the patch or commit, the
-files and the conflicting hunks, and the branch is left exactly as it
-was; it moves to the new commits only when every commit went through. A
-history that cannot be replayed commit by commit (a merge after the base,
-no base below HEAD) is refused before anything is touched.
+Every commit between the series base (``refs/vllm-patchkit/base``, or
+``--base``) and HEAD, the series' and the user's, is replayed in order in a
+temporary ``git worktree`` detached at the target (docs/reference/cli.md,
+``rebase``, says what is dropped, applied from its file or left out). Any
+conflict leaves the branch exactly as it was; it moves only when every
+commit went through. A history that cannot be replayed commit by commit is
+refused before anything is touched.
 
-A patch dropped from the branch is not dropped from the series: older
-releases in its ``Affects:`` range still need it, and the report says so
-(:func:`vllm_patchkit.git.ranges.needed_elsewhere`). On the newest release
-the tags name, each patch's range is judged by the target's code before
-anything is replayed (:func:`vllm_patchkit.git.ranges.judge_ranges`) and
-reported; ``refresh`` writes it into the patch files.
+A patch dropped from the branch stays in the series while older releases
+in its ``Affects:`` range need it (:func:`~vllm_patchkit.git.ranges.needed_elsewhere`);
+on the newest release each patch's range is judged by the target's code
+(:func:`~vllm_patchkit.git.ranges.judge_ranges`) and reported, for
+``refresh`` to write.
 
 The temporary worktree lives under the git directory's ``vllm-patchkit/``
-folder, locked with a reason naming this tool, and is removed at the end;
-one left by a run that was killed (SIGKILL) is removed by the next rebase,
-which touches no other worktree.
+folder, locked, and is removed at the end; one a killed run left is removed
+by the next rebase, which touches no other worktree.
 """
 
 from __future__ import annotations
@@ -41,7 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patchkit.errors import InputError, RefusedError
-from vllm_patchkit.git.apply import am_one, invariant_failure, record_conflict
+from vllm_patchkit.git.apply import (
+    am_one,
+    git_errors,
+    invariant_failure,
+    record_conflict,
+)
 from vllm_patchkit.git.carry import decide, read_version
 from vllm_patchkit.git.checkout import (
     BASE_REF,
@@ -53,7 +45,7 @@ from vllm_patchkit.git.checkout import (
     open_checkout,
     refusal,
 )
-from vllm_patchkit.git.guard import CheckoutGuard, restore
+from vllm_patchkit.git.guard import CheckoutGuard
 from vllm_patchkit.git.ranges import Ranges, judge_ranges, needed_elsewhere
 from vllm_patchkit.git.revs import (
     check_ref_name,
@@ -90,10 +82,6 @@ class RebaseResult:
     kept: list[str] = field(default_factory=list)
     """Patches dropped from the branch that the series keeps: older releases
     in their ``Affects:`` ranges need them."""
-
-    @property
-    def dropped(self) -> list[str]:
-        return [p.name for p in self.patches if p.status == "upstreamed"]
 
 
 @dataclass(frozen=True)
@@ -175,25 +163,18 @@ def rebase_series(
         new_head = _replay(git, steps, target, result)
         if new_head is None:
             return result
-        journal = guard.begin(head, branch)
-        try:
-            git.run("reset", "--hard", "--quiet", new_head)
-            git.run("update-ref", BASE_REF, target)
-        except BaseException:
-            restore(git, journal.head, journal.branch)
-            raise
+        guard.begin(head, branch)  # a failure from here on is rolled back
+        git.run("reset", "--hard", "--quiet", new_head)
+        git.run("update-ref", BASE_REF, target)
         result.head_after = new_head
         result.message = _success_message(result, onto)
         return result
 
 
 def plan(git: Git, series: Series, base: str | None) -> list[Step]:
-    """What to replay, in order; InputError when the branch cannot be replayed.
-
-    Every commit after the base, the series' and the user's, with each
-    series patch that has no commit here put in from its file at its place
-    in the series.
-    """
+    """What to replay, in order: every commit after the base, and each
+    series patch with no commit here from its file at its place in the
+    series; InputError when the branch cannot be replayed."""
     base_rev = base if base is not None else BASE_REF
     base_commit = git.commit_of(base_rev)
     if base_commit is None:
@@ -285,11 +266,9 @@ def scratch_root(git: Git) -> Path:
 
 
 def remove_leftover_worktrees(git: Git) -> list[str]:
-    """Remove the temporary worktrees a killed rebase left; notes saying so.
-
-    Only worktrees under this checkout's ``vllm-patchkit/rebase`` folder are
-    touched: the user's own worktrees, even prunable ones, stay.
-    """
+    """Remove the temporary worktrees a killed rebase left (under
+    :func:`scratch_root` only: the user's own, even prunable, stay); notes
+    saying so."""
     root = scratch_root(git)
     ours = [
         path
@@ -433,12 +412,7 @@ def _pick(work: Git, commit: str, report: PatchReport) -> str | None:
         env=committer_env(work),
     )
     if proc.returncode != 0:
-        lines = [
-            line.strip()
-            for line in (proc.stdout + proc.stderr).splitlines()
-            if line.startswith(("error:", "CONFLICT"))
-        ]
-        detail = "; ".join(lines[:4]) or "git cherry-pick failed"
+        detail = git_errors(proc) or "git cherry-pick failed"
         return record_conflict(work, report, detail)
     if not was_empty and work.out("rev-parse", "HEAD^{tree}") == work.out(
         "rev-parse", "HEAD~^{tree}"
@@ -458,8 +432,9 @@ def _success_message(result: RebaseResult, onto: str) -> str:
     if result.commits:
         text += f" and {mine} of your commit(s)"
     text += f" on {onto}"
-    if result.dropped:
-        text += f"; dropped as upstreamed: {', '.join(result.dropped)}"
+    dropped = [p.name for p in result.patches if p.status == "upstreamed"]
+    if dropped:
+        text += f"; dropped as upstreamed: {', '.join(dropped)}"
     if result.kept:
         text += (
             f" (from the branch; the series keeps {', '.join(result.kept)} for "

@@ -1,22 +1,17 @@
 """Each patch's recent history, read with one ``git log`` for the series.
 
-:func:`vllm_patchkit.git.checkout.history` compares each patch's patch-id
-with those of the last commits touching its files, each commit's diff
-limited to them: what ``git log -p --max-count=LIMIT HEAD -- FILES`` prints
-for the patch. One such ``git log`` per patch was a git process each
-(``check`` runs in a pre-commit hook, issue #38), so :func:`recent_diffs`
-reads one log over every patch's files and splits it per patch: a commit's
-diff is a section per file, and a section does not depend on which other
-paths were asked for, except where git pairs two of them as a rename or a
-copy. A patch the split cannot give exactly as its own log would gets its
-own ``git log``: when the shared log may stop short of the patch's last
-``LIMIT`` commits, names a rename or a copy, shows a merge (whose diff
-``git log -p`` leaves out), or when git prints paths otherwise than
-``a/PATH b/PATH``, or the patch's paths are not plain (a pathspec's wildcards
-or magic). On a history with merges git walks one parent of a merge whose
-side the paths asked for do not tell apart, and a wider set of paths may
-tell apart a side the patch's own would not: the split then reads the other
-side, whose commits leave the patch's files as the merge has them.
+:func:`vllm_patchkit.git.checkout.history` needs, per patch, what ``git log
+-p --max-count=LIMIT HEAD -- FILES`` prints. One ``git log`` per patch was
+a git process each (``check`` runs in a pre-commit hook, issue #38), so one
+log over every patch's files is split per patch: a commit's diff is a
+section per file, independent of the other paths asked for, except where
+git pairs two as a rename or a copy. A patch the split cannot give exactly
+as its own log would (the shared log may stop short of its last ``LIMIT``
+commits, a rename or copy, a merge, paths git prints otherwise than
+``a/PATH b/PATH``, a pathspec that is not plain) gets its own ``git log``.
+On a history with merges a wider set of paths may make git walk the other
+side of a merge, whose commits leave the patch's files as the merge has
+them.
 """
 
 from __future__ import annotations

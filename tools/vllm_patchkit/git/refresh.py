@@ -150,13 +150,12 @@ def refresh_series(
             name: _recorded(source.read_bytes(), result.ranges.of(name))
             for name, source in sources.items()
         }
+    result.written = list(names)
     for name in [*names, *result.kept]:
         target, content = targets[name], contents[name]
         if not target.is_file() or target.read_bytes() != content:
             target.write_bytes(content)
             result.changed.append(name)
-        if name in names:
-            result.written.append(name)
     for name in stale:
         targets[name].unlink(missing_ok=True)
         result.removed.append(targets[name].name)
@@ -165,10 +164,9 @@ def refresh_series(
 
 
 def upstream_code(git: Git, base: str, scratch: Path) -> Path:
-    """The checkout as upstream has it at ``base``: the files that differ
-    from ``base`` (the series, the user's commits and edits) taken from it,
-    the rest linked (a :class:`TrialTree`, not a copy of vLLM); nothing is
-    written to the checkout or its git directory."""
+    """The checkout as upstream has it at ``base``: a :class:`TrialTree`
+    taking from ``base`` the files that differ from it; nothing is written
+    to the checkout or its git directory."""
     listed = git.run("diff", "--name-only", "-z", "--no-renames", base, "--").stdout
     paths = [name for name in listed.split("\0") if name]
     if not paths:
@@ -210,13 +208,10 @@ def with_kept(names: list[str], kept: list[str], old: list[str]) -> list[str]:
 
 
 def rewrite_series(entries: list[tuple[str, str | None]], names: list[str]) -> str:
-    """The series file listing ``names``, every other line kept in place.
-
-    Comment and blank lines (indented or not) stay where they were; a kept
-    patch keeps its own line (with any comment on it), in the new order; a
-    removed patch's line goes; a new patch goes right after the patch before
-    it in ``names``, or where the first patch line was.
-    """
+    """The series file listing ``names``, every other line kept in place: a
+    kept patch keeps its own line (with any comment on it), in the new
+    order; a new patch goes right after the patch before it in ``names``, or
+    where the first patch line was."""
     old = {name: raw for raw, name in entries if name is not None}
     slots = iter([n for n in names if n in old])
     lines: list[str] = []

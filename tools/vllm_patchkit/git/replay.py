@@ -1,16 +1,13 @@
 """The contents a series makes, patch after patch, for ``check``'s trial tree.
 
-``check`` reads each patch's invariant on the tree the patches so far
-make. Asking git for each step costs two processes a patch (``git apply
+Asking git for each step costs two processes a patch (``git apply
 --cached``, then ``checkout-index``). Once one ``git apply --cached`` of
-the whole series has shown that it applies cleanly in order, the steps
-are replayed here instead: each hunk put where git puts it (the line it
-states, moved by what the file's earlier hunks moved it, else the nearest
-place where its kept and removed lines match exactly), on HEAD's content
-of each file. The replay counts only if it ends on git's own result for
-every file; else (or for anything it does not read: a rename, a mode
-change, a binary patch, a symbolic link, a file the work tree changed) it
-gives None and the caller asks git for each step, as before.
+the whole series has shown that it applies cleanly in order, the steps are
+replayed here instead: each hunk put where git puts it (the line it
+states, moved by the file's earlier hunks, else the nearest exact match).
+The replay counts only if it ends on git's own result for every file; else
+(or for a rename, a mode change, a binary patch, a symbolic link, a file
+the work tree changed) it gives None and the caller asks git for each step.
 """
 
 from __future__ import annotations

@@ -47,10 +47,7 @@ class Patch:
     """One ``git format-patch`` file and what its header says."""
 
     path: Path
-    author: str
-    date: str
     subject: str
-    body: str
     trailers: tuple[tuple[str, str], ...]
     files: tuple[str, ...]
     affects: ReleaseRange | None = None
@@ -89,11 +86,6 @@ class Patch:
         return parse_release(text.split(",")[0].strip())
 
 
-def fix_of(patch: Patch) -> Fix | None:
-    """The fix ``patch`` belongs to: the one its ``Invariant:`` names a rule of."""
-    return fix_of_invariant(patch.invariant)
-
-
 @dataclass(frozen=True)
 class Series:
     directory: Path
@@ -106,7 +98,7 @@ class Series:
     def of_fix(self, fix: Fix) -> tuple[Patch, ...]:
         """``fix``'s patches, in the series' order (the fix first): those
         whose ``Invariant:`` names one of its rules."""
-        owners = ((p, fix_of(p)) for p in self.patches)
+        owners = ((p, fix_of_invariant(p.invariant)) for p in self.patches)
         return tuple(p for p, owner in owners if owner and owner.name == fix.name)
 
     def narrowed_to(self, fix: Fix) -> Series:
@@ -121,7 +113,7 @@ class Series:
         """The fix the series' patch ``patch_name`` belongs to (None: no
         such patch, or a patch of no fix)."""
         patch = next((p for p in self.patches if p.name == patch_name), None)
-        return fix_of(patch) if patch else None
+        return fix_of_invariant(patch.invariant) if patch else None
 
     def names(self, wanted: list[str]) -> frozenset[str]:
         """The file names of the patches ``wanted`` names: each a file name
@@ -236,17 +228,13 @@ def parse_patch(path: Path) -> Patch:
     if index == len(lines):
         raise SeriesError(f"{path}: no '---' line between message and diff")
     files = _touched_files(path, lines[index:])
-    body = "\n".join(body_lines).strip("\n")
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers.get("subject", ""))
     if not subject:
         raise SeriesError(f"{path}: no Subject")
-    trailers = _trailers(body)
+    trailers = _trailers("\n".join(body_lines).strip("\n"))
     return Patch(
         path=path,
-        author=headers.get("from", ""),
-        date=headers.get("date", ""),
         subject=subject,
-        body=body,
         trailers=trailers,
         files=files,
         affects=_affects(path, trailers),

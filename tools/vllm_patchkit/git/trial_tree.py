@@ -2,17 +2,12 @@
 
 ``apply`` checks each patch's invariant on the work tree right after its
 ``git am``; ``check`` must give the same verdict without writing to the
-checkout or under ``.git``. A :class:`TrialTree` is a mirror of the
-checkout in a scratch directory: symbolic links to its files and
-directories, except the files the patches tried so far change, which hold
-the scratch index's content, and the directories above them, which are
-real directories of links. Only those few directories are built, so a
-trial costs a handful of links, not a copy of vLLM.
-
-Where the checkout's content is known
+checkout or under ``.git``. A :class:`TrialTree` mirrors the checkout in a
+scratch directory with symbolic links, except the files the patches tried
+so far change and the directories above them: a handful of links, not a
+copy of vLLM. Where the checkout's content is known
 (:func:`~vllm_patchkit.git.code_readings.known_tree`), so is the trial
-tree's: that content with the files taken laid over it, so its
-invariants' readings are kept too.
+tree's, and its invariants' readings are kept too.
 """
 
 from __future__ import annotations
@@ -74,8 +69,7 @@ class TrialTree:
                 (self.root / name).write_bytes(data)
 
     def broken(self, invariant: str) -> str | None:
-        """Why ``invariant`` would not hold on the trial tree, if it would not,
-        with this tree's paths named as the checkout's."""
+        """Why ``invariant`` would not hold on the trial tree, if it would not."""
         base = tree_content(self._git.root)
         if base is None:
             result = check_invariant(invariant, self.root)
