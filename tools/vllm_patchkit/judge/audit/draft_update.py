@@ -1,32 +1,14 @@
 """Model Runner V2's in-place draft update: do a builder's lengths follow the runner's?
 
-Fused multi-step drafting (``vllm/v1/worker/gpu/spec_decode/``) builds the
-drafter's attention metadata once per batch, then, between draft steps,
-adds 1 to the runner's input ``seq_lens`` **in place** and calls
-``update_draft_decode_metadata(metadata)`` on every builder whose
-``supports_draft_decode_metadata_update`` is true; a builder without it is
-rebuilt instead. The speculator relies on the built metadata's lengths
-following the runner's buffer: Triton's update is a no-op (its
-``metadata.seq_lens`` *is* the runner's tensor), FlashAttention recomputes
-its schedule from ``metadata.seq_lens``. A builder that keeps the flag but
-returns lengths of its own that the update does not refresh attends with
-stale lengths from the second draft step on.
-
-The check, for every builder the dynamic pass made whose normal build runs
-on CPU and whose flag is true as made (and every factory-made builder made
-again around each such plain backend: a wrapper inherits the flag from what
-it wraps, and the recipe's ROCm backend has none): build from fresh
-metadata, advance the runner's ``seq_lens`` in place by 1 on the requests
-the runner advances (length above 0: CUDA-graph padding stays 0, as the
-runner's kernel keeps it), call ``update_draft_decode_metadata``; then
-every ``seq_lens`` the metadata exposes (its own and its nested metadata's,
-such as MLA's ``decode.seq_lens``) must equal what a rebuild after the
-advance gives, which is what the runner would do without the flag. For
-lengths that are the runner's plus a constant (the static sink's) that is
-"moved by exactly 1"; lengths that are not the runner's (cross-attention's
-encoder lengths) must not move. ``max_seq_len`` is not checked: the
-speculator hands the builders one upper bound for all steps; DCP-local
-lengths are recomputed by the runner itself, and DCP does not run on CPU.
+Fused multi-step drafting builds the drafter's metadata once per batch, then
+between draft steps adds 1 to the runner's ``seq_lens`` in place and calls
+``update_draft_decode_metadata`` on every builder whose
+``supports_draft_decode_metadata_update`` is true (the others are rebuilt).
+A builder that keeps the flag but returns lengths of its own that the update
+does not refresh attends with stale lengths from the second draft step on.
+The check (docs/audit.md, "Draft decode update") builds, advances, updates,
+and compares every ``seq_lens`` the metadata exposes with a rebuild after
+the advance.
 
 The child side (:func:`check_all`) imports torch and vLLM when called; the
 CLI side (:func:`findings`, :func:`check`) reads the typed results.

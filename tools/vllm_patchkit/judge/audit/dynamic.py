@@ -49,6 +49,11 @@ class ObservedWrite:
     query_len: int = 1
     """Decode query length of the batch (above 1: speculative decoding)."""
 
+    @property
+    def kind(self) -> str:
+        """``in place`` or ``reassignment``: they are protected differently."""
+        return "reassignment" if self.operation == "reassignment" else "in place"
+
 
 @dataclass
 class Effect:
@@ -58,20 +63,10 @@ class Effect:
     mode: str
     field: str
     operation_kind: str
-    """``in place`` or ``reassignment``: they are protected differently."""
+    """:attr:`ObservedWrite.kind`."""
     query_len: int = 1
     victims: list[str] = field(default_factory=list)
     """``module.Class (mode, q=N)`` of each follower whose build changed."""
-    aliases: dict[str, str] = field(default_factory=dict)
-    """Capture-mode followers whose metadata only points at the written
-    buffer (what changed is the buffer itself, which the runner refills
-    before each replay): not victims, listed for the reader."""
-    differences: dict[str, str] = field(default_factory=dict)
-    """Victim -> what changed (fields of its metadata, or the exception)."""
-    followers: int = 0
-    """How many followers were compared."""
-    not_judged: dict[str, str] = field(default_factory=dict)
-    """Followers whose comparison could not be made, with why."""
 
 
 @dataclass

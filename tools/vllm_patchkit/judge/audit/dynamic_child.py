@@ -5,29 +5,17 @@ environment imports TREE's vLLM:
 :class:`vllm_patchkit.trees.tree_process.TreeLauncher`).
 
 Every builder :mod:`.dynamic_builders` can make runs in both modes over a
-fresh ``CommonAttentionMetadata`` of a uniform decode batch, handed to it as
-the runner hands one to each KV-cache group: a shallow copy of one base
-object, so the tensors are the base's. Meanwhile:
-
-- a ``TorchDispatchMode`` sees every aten op; one whose schema marks an
-  argument as written (``zero_``, ``fill_``, ``copy_``, ``index_put_``, the
-  ``out=`` forms...) and whose argument's memory overlaps a shared tensor is
-  attributed to the innermost Python frame inside the tree;
-- the metadata object's class is swapped for a subclass that records
-  ``setattr`` of a field, with the frame inside the tree that made it;
-- every shared tensor is compared before and after; a change no op was seen
-  making (a write through a NumPy view of a host tensor, as vLLM often
-  writes them) is found again by rerunning the builder under a line tracer
-  that compares the field after each line of the tree.
-
-At the draft query length it also checks, through :mod:`.draft_update`,
-that each builder which lets Model Runner V2 update its metadata in place
-keeps its lengths following the runner's.
+shallow copy of fresh decode metadata, as the runner hands one to each
+KV-cache group. A write to a shared field is seen three ways: an aten op
+that writes a shared tensor's memory (:class:`WriteRecorder`), a rebinding
+of a field (:func:`track_setattr`), and a change of contents no op showed (a
+write through a NumPy view of a host tensor, as vLLM often writes them),
+found again by line tracing (:func:`locate`). At the draft query length it
+also runs :mod:`.draft_update`.
 
 Every field counts: the attention groups of one KV-cache group get the very
-same object, so even the fields the runner sets per KV-cache group (block
-table, slot mapping, encoder lengths) are shared by them; :mod:`.effect`
-says so in such a finding's reason.
+same object, so even the fields the runner sets per KV-cache group are
+shared by them; :mod:`.effect` says so in such a finding's reason.
 """
 
 from __future__ import annotations
@@ -54,6 +42,7 @@ from vllm_patchkit.judge.audit.dynamic import (
     MODES,
     BuilderRun,
     DraftUpdate,
+    DynamicResult,
     ObservedWrite,
 )
 from vllm_patchkit.judge.regression import survey
@@ -116,12 +105,10 @@ class Tree:
 
 def shared_tensors(metadata: Any) -> dict[str, torch.Tensor]:
     """The tensors every group's copy of ``metadata`` shares, by field name."""
-    out = {}
-    for f in dataclasses.fields(metadata):
-        value = getattr(metadata, f.name, None)
-        if isinstance(value, torch.Tensor):
-            out[f.name] = value
-    return out
+    values = {
+        f.name: getattr(metadata, f.name, None) for f in dataclasses.fields(metadata)
+    }
+    return {name: v for name, v in values.items() if isinstance(v, torch.Tensor)}
 
 
 def _extent(t: torch.Tensor) -> tuple[int, int, int]:
@@ -383,17 +370,17 @@ def main(argv: list[str] | None = None) -> int:
             start = time.monotonic()
             draft_updates, draft_api = draft_update.check_all(made, runnable["build"])
             seconds["draft update"] = round(time.monotonic() - start, 2)
-    result = {
-        "tree": str(args.tree) if args.tree else "installed",
-        "root": str(root),
-        "writes": [dataclasses.asdict(w) for w in writes],
-        "effects": [dataclasses.asdict(e) for e in effects],
-        "runs": [dataclasses.asdict(r) for r in runs],
-        "seconds": seconds,
-        "draft_updates": [dataclasses.asdict(u) for u in draft_updates],
-        "draft_api": draft_api,
-    }
-    args.output.write_text(json.dumps(result, indent=1))
+    result = DynamicResult(
+        str(args.tree) if args.tree else "installed",
+        0,
+        writes,
+        effects,
+        runs,
+        seconds,
+        draft_updates=draft_updates,
+        draft_api=draft_api,
+    )
+    args.output.write_text(json.dumps(result.to_json(), indent=1))
     return 0
 
 

@@ -9,7 +9,7 @@ copy of the tensor, or its own copy of the metadata object for a
 reassignment). A follower whose metadata (scalars and small tensors) or
 whose success differs between the two is a victim. A follower that differs
 is built a third time, protected again, so a builder that builds
-differently from the same input is reported as not judged, not as a victim.
+differently from the same input is not judged, not counted as a victim.
 
 Then :func:`classify` turns writes and effects into findings: ``harmful``
 (a victim exists), ``intentional`` (a documented band-aid in
@@ -91,15 +91,6 @@ def _changed_keys(a: tuple[Any, ...], b: tuple[Any, ...]) -> list[str]:
     return sorted(k for k in a[1].keys() | b[1].keys() if a[1].get(k) != b[1].get(k))
 
 
-def _difference(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
-    if a[0] != b[0] or a[0] == "raised":
-        return f"protected: {str(a[1])[:160]}; shared: {str(b[1])[:160]}"
-    return "; ".join(
-        f"{k}: {str(a[1].get(k))[:60]} -> {str(b[1].get(k))[:60]}"
-        for k in _changed_keys(a, b)[:6]
-    )
-
-
 def measure(
     writer: Any,
     mode: str,
@@ -118,23 +109,16 @@ def measure(
     """
     result = Effect(writer.label, mode, field, kind, query_len)
     for follower in followers:
-        name = f"{follower.label} ({mode}, q={query_len})"
         args = (writer, follower, mode, field, kind, query_len)
         protected = _pair(*args, protect=True)
         shared = _pair(*args, protect=False)
-        result.followers += 1
-        if shared == protected:
-            continue
-        if _pair(*args, protect=True) != protected:
-            result.not_judged[name] = "builds differently from the same input"
+        # Unaffected, or it builds differently from the same input (not judged).
+        if shared == protected or _pair(*args, protect=True) != protected:
             continue
         changed = _changed_keys(protected, shared)
-        alias_only = bool(changed) and all(k.endswith("@alias") for k in changed)
-        if mode == "capture" and alias_only:
-            result.aliases[name] = _difference(protected, shared)
+        if mode == "capture" and changed and all(k.endswith("@alias") for k in changed):
             continue
-        result.victims.append(name)
-        result.differences[name] = _difference(protected, shared)
+        result.victims.append(f"{follower.label} ({mode}, q={query_len})")
     return result
 
 
@@ -145,17 +129,7 @@ def measure_all(
     query_len: int = 1,
 ) -> list[Effect]:
     """One effect per (writer, mode, field, in place or reassignment)."""
-    groups = sorted(
-        {
-            (
-                w.builder,
-                w.mode,
-                w.field,
-                "reassignment" if w.operation == "reassignment" else "in place",
-            )
-            for w in writes
-        }
-    )
+    groups = sorted({(w.builder, w.mode, w.field, w.kind) for w in writes})
     return [
         measure(made[builder], mode, field, kind, runnable.get(mode, []), query_len)
         for builder, mode, field, kind in groups
@@ -173,8 +147,7 @@ def classify(result: DynamicResult) -> list[Finding]:
     }
     findings: dict[tuple[str, int, str, str], Finding] = {}
     for w in result.writes:
-        kind = "reassignment" if w.operation == "reassignment" else "in place"
-        e = effects.get((w.builder, w.mode, w.field, kind, w.query_len))
+        e = effects.get((w.builder, w.mode, w.field, w.kind, w.query_len))
         key = (w.file, w.line, w.field, w.operation)
         finding = findings.get(key)
         if finding is None:

@@ -98,16 +98,12 @@ class AuditReport:
         return [c for c in self.checks if not c.ran]
 
     @property
-    def cannot_judge(self) -> bool:
-        """No harmful finding, and a check that could have found one did not run."""
-        return not self.harmful and bool(self.could_not_run)
-
-    @property
     def judgement(self) -> Verdict:
-        """A harmful write is the bug's class, present: not fixed."""
+        """A harmful write is the bug's class, present: not fixed; else a
+        check that could have found one and did not run: cannot judge."""
         if self.harmful:
             return Verdict.NOT_FIXED
-        if self.cannot_judge:
+        if self.could_not_run:
             return Verdict.CANNOT_JUDGE
         return Verdict.FIXED
 

@@ -1,19 +1,15 @@
 """Whom a band-aid reaches: the backends that run it, and whether they read it.
 
 A write in :data:`~.bands.INTENTIONAL` is intentional for the backend it was
-made for (the backends defined beside it). Another backend reaches it when
-its ``get_builder_cls`` hands out the band's builder class, or a subclass
-that inherits the method. The write is then harmful for that backend when
-something reads what it wrote: the builder's ``build`` returns metadata
-aliasing the written field, that backend's attention implementation reads
-that attribute, and the model runner executes a forward on metadata built
-for capture outside the capture itself (the V1 runner's ``_dummy_run``
-building for capture when a FULL dummy batch replays the graph, as the
-runners of 0.27.0-0.28.0 do). Where the runner builds for capture only
-while capturing, a captured graph records the kernels without running
-them, so the zeroed buffer reaches only the capture itself: the band stays intentional.
-
-Read from the source with ``ast``; nothing is imported.
+made for (the backends defined beside it). It is harmful for another backend
+whose ``get_builder_cls`` hands out the band's builder (or a subclass that
+inherits the method) when that backend's attention implementation reads
+what the build returns from the written field, and the model runner runs a
+forward on metadata built for capture outside the capture itself (the V1
+runner's ``_dummy_run``, 0.27.0-0.28.0). Where the runner builds for capture
+only while capturing, the graph records the kernels without running them:
+the band stays intentional. Read from the source with ``ast``; nothing is
+imported.
 """
 
 from __future__ import annotations

@@ -25,16 +25,6 @@ is 0.36 MB, and a 150 MB file of one-line builder classes took the pass past
 run, so the verdict cannot be a pass."""
 
 
-def not_read_why(error: NotRead) -> str:
-    """Why a module was not read, in the words the audit and the hook print."""
-    if error.size is not None:
-        return (
-            f"{error.size / 1e6:.1f} MB, past the {MAX_SOURCE_BYTES / 1e6:.0f} MB "
-            "bound on a module the static pass reads"
-        )
-    return error.why
-
-
 _CLASS = re.compile(r"^\s*class\s+(\w+)", re.MULTILINE)
 
 
@@ -84,7 +74,13 @@ class SourceIndex:
             try:
                 text = read_python(path, MAX_SOURCE_BYTES)
             except NotRead as exc:
-                self.not_read[rel] = not_read_why(exc)
+                self.not_read[rel] = (
+                    exc.why
+                    if exc.size is None
+                    else f"{exc.size / 1e6:.1f} MB, past the "
+                    f"{MAX_SOURCE_BYTES / 1e6:.0f} MB bound on a module "
+                    "the static pass reads"
+                )
                 continue
             parts = rel.removesuffix(".py").split("/")
             if parts[-1] == "__init__":

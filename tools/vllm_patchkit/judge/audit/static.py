@@ -1,21 +1,15 @@
 """The static pass: find builder code that writes shared metadata state, by reading it.
 
-For every class of the tree that has a metadata builder's ``build`` or
+For every class of the tree with a builder's ``build`` or
 ``build_for_cudagraph_capture`` (its own or inherited), this follows the
-``CommonAttentionMetadata`` parameter through the method and what it calls
-(methods of the class and its bases, ``super()``, module functions of the
-tree, a few levels deep) and reports each statement that writes one of its
-fields in place: an in-place tensor method (``zero_``, ``fill_``, ``copy_``,
-any ``name_``), ``out=``, slice or index assignment, augmented assignment, on
-the field itself or on a name that aliases it (a view, ``.numpy()``, a
-metadata object built from it). Assigning a field of the shared object is
-reported as a "reassignment". Branches are merged, so a write survives when
-one path still aliases the shared tensor; a ``.clone()`` ends the alias.
-The walk of one function is :mod:`vllm_overlay.metadata_writes`, the one
-analysis the overlay's classifiers and the invariants read too; this pass
-adds the calls it follows through the tree.
-
-Nothing is imported; the tree may be any release or a checkout.
+``CommonAttentionMetadata`` parameter through the method and the tree's code
+it calls, a few levels deep, and reports each statement that writes one of
+its fields in place or reassigns it (what counts as a write: docs/audit.md,
+"Static pass"). The walk of one function is
+:mod:`vllm_overlay.metadata_writes`, the one analysis the overlay's
+classifiers and the invariants read too; this pass adds the calls it follows
+through the tree. Nothing is imported; the tree may be any release or a
+checkout.
 """
 
 from __future__ import annotations
@@ -158,17 +152,15 @@ def _mutable_fields(ref: ClassRef) -> set[str]:
     return found
 
 
-def _is_meta_param(arg: ast.arg) -> bool:
-    if arg.annotation is not None and "CommonAttentionMetadata" in ast.unparse(
-        arg.annotation
-    ):
-        return True
-    return arg.arg in ("common_attn_metadata", "common_metadata")
-
-
 def _bind_meta_params(func: ast.FunctionDef) -> dict[str, Taints]:
+    """The parameters that take the metadata: by annotation, else by name."""
     args = [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
-    return {a.arg: frozenset({META}) for a in args if _is_meta_param(a)}
+    return {
+        a.arg: frozenset({META})
+        for a in args
+        if a.arg in ("common_attn_metadata", "common_metadata")
+        or (a.annotation and "CommonAttentionMetadata" in ast.unparse(a.annotation))
+    }
 
 
 class _Pass:

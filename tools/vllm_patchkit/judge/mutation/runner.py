@@ -63,12 +63,14 @@ class MutantRun:
 @dataclass
 class MutationReport:
     tree: Path
-    baseline: MutantRun
     runs: list[MutantRun]
     seconds: float
-    baselines: list[MutantRun] = field(default_factory=list)
-    """One per way the mutants ran (forked, fresh interpreters); the first
-    is :attr:`baseline`."""
+    baselines: list[MutantRun]
+    """One per way the mutants ran (forked, fresh interpreters)."""
+
+    @property
+    def baseline(self) -> MutantRun:
+        return self.baselines[0]
 
     @property
     def valid(self) -> list[MutantRun]:
@@ -98,11 +100,8 @@ class _Job:
     name: str
     description: str
     directory: Path
-    source: str
     fail_fast: bool
     target: Target
-    partners: dict[Path, str] = field(default_factory=dict)
-    """The tree's files the target's AST check reads beside the mutant."""
 
     @property
     def module_file(self) -> Path:
@@ -122,14 +121,6 @@ class _Job:
             ["--fail-fast"] if self.fail_fast else []
         )
 
-    def write(self) -> _Job:
-        self.module_file.parent.mkdir(parents=True)
-        self.module_file.write_text(self.source)
-        for relpath, text in self.partners.items():
-            (self.directory / relpath).parent.mkdir(parents=True, exist_ok=True)
-            (self.directory / relpath).write_text(text)
-        return self
-
 
 def _job(
     tree: Path,
@@ -138,14 +129,18 @@ def _job(
     fail_fast: bool,
     name: str | None = None,
 ) -> _Job:
-    """A mutant's job: its file's source, mutated, in its own directory."""
+    """A mutant's job: its file's source, mutated, written in its own
+    directory beside the tree's files the target's AST check reads."""
     target = mutant.target
     source = mutant.make((tree / target.relpath).read_text())
-    partners = {p: (tree / p).read_text() for p in target.partners}
     name = name or mutant.name
-    return _Job(
-        name, mutant.description, scratch / name, source, fail_fast, target, partners
-    )
+    job = _Job(name, mutant.description, scratch / name, fail_fast, target)
+    job.module_file.parent.mkdir(parents=True)
+    job.module_file.write_text(source)
+    for relpath in target.partners:
+        (job.directory / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (job.directory / relpath).write_text((tree / relpath).read_text())
+    return job
 
 
 def _result(job: _Job, seconds: float, problem: str | None = None) -> MutantRun:
@@ -252,7 +247,7 @@ def run_mutation(
     baselines: list[MutantRun] = []
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-mutants-") as tmp:
         scratch = Path(tmp)
-        work = [_job(tree, m, scratch, fail_fast).write() for m in planned]
+        work = [_job(tree, m, scratch, fail_fast) for m in planned]
         forked = [j for j in work if fork and j.target.forks]
         spawned = [j for j in work if j not in forked]
         ways = [(True, forked)] if forked or (fork and not work) else []
@@ -263,7 +258,7 @@ def run_mutation(
             # first way's is "baseline", a later one's names its target.
             unmutated = FileMutant("baseline", "the fixed method", target, lambda s: s)
             name = f"baseline-{target.key}" if baselines else "baseline"
-            baseline = _job(tree, unmutated, scratch, fail_fast, name).write()
+            baseline = _job(tree, unmutated, scratch, fail_fast, name)
             runs = None
             if forks:
                 runs = _fork_all(launcher, [baseline, *group], jobs, timeout)
@@ -278,7 +273,7 @@ def run_mutation(
                 )
             done |= {r.name: r for r in runs[1:]}
     rest = [done[m.name] for m in planned]
-    return MutationReport(tree, baselines[0], rest, time.monotonic() - start, baselines)
+    return MutationReport(tree, rest, time.monotonic() - start, baselines)
 
 
 def _first_target(group: list[_Job]) -> Target:
