@@ -392,7 +392,7 @@ def suite_cell(tree: Path, series: Series, run: TreeReport) -> Cell:
     detail["runtime"] = run.report.get("runtime") or runtime
     if judgement.bug_reproduced:
         status = "bug reproduced"
-        bugs = ", ".join(judged.reproduced())
+        bugs = ", ".join(judged.bug_reproduced)
         text = f"bug reproduced ({ran}: {counts.failed} failed: {bugs})"
     elif verdict is Verdict.NOT_FIXED:
         status, text = "fails", f"fails ({ran}): {why}"

@@ -102,11 +102,6 @@ class TreeRun:
         self.counts = self.tally.to_json()
         self.bug_reproduced = [f for f in self.failing_fixes if f not in not_counted]
 
-    def reproduced(self) -> list[str]:
-        """The fixes expected here whose checks failed: the bugs this tree
-        shows (a fix not carried here counts for nothing)."""
-        return self.bug_reproduced
-
     def fix_verdicts(self) -> dict[str, tuple[Verdict, str]]:
         """Each fix's own ``(verdict, why)`` from this run's checks."""
         if not self.checks:
@@ -133,7 +128,7 @@ class TreeRun:
         suite_verdict, suite_why = judge(
             counted(self.checks, self.not_counted), tuple(core)
         )
-        reproduced = self.reproduced()
+        reproduced = self.bug_reproduced
         if reproduced:
             reasons.append(f"the bug reproduces ({', '.join(reproduced)}: checks fail)")
         if suite_verdict == NOT_FIXED:

@@ -211,7 +211,7 @@ def make_builder(
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(config):
-        kwargs = layout.declared_kwargs(builder_cls, kwargs)
+        kwargs = declared_arguments(builder_cls, kwargs)
         return builder_cls(spec or kv_cache_spec(), [layer], config, CPU, **kwargs)
 
 
@@ -393,27 +393,20 @@ def register_mla_layer(config: Any, name: str) -> Any:
         )
 
 
-def add_encoder_lengths(metadata: Any) -> None:
-    """Encoder lengths the runner sets for a cross-attention group."""
-    import numpy as np
-
-    metadata.encoder_seq_lens = torch.full(
-        (metadata.num_reqs,), ENCODER_LEN, dtype=torch.int32
-    )
-    metadata.encoder_seq_lens_cpu = np.full(
-        (metadata.num_reqs,), ENCODER_LEN, dtype=np.int32
-    )
-
-
 def declared_arguments(
     fn: Callable[..., Any], offered: dict[str, Any]
 ) -> dict[str, Any]:
-    """Those of ``offered`` that ``fn`` declares, each in the type the
+    """Those of ``offered`` that ``fn`` declares (a class: any ``__init__`` of
+    its MRO, since one may pass ``**kwargs`` on), each in the type the
     release declares it: an ``int`` where ``fn``'s annotation says tensor
     becomes a 0-d ``int32`` tensor (0.34.0's ``update_draft_inputs`` takes
     ``max_model_len`` as a device scalar its kernel loads; an int before).
-    The signature decides, not the version."""
-    params = inspect.signature(fn).parameters
+    The signature decides, not the version: releases add and drop arguments
+    (the DeepSeek-V3.2 indexer builder's ``block_table_width``)."""
+    mro = getattr(fn, "__mro__", ())[::-1]
+    params: dict[str, inspect.Parameter] = {}
+    for f in [k.__dict__["__init__"] for k in mro if "__init__" in k.__dict__] or [fn]:
+        params.update(inspect.signature(f).parameters)
     wanted = {}
     for name, value in offered.items():
         param = params.get(name)
@@ -480,11 +473,9 @@ def import_vllm(name: str) -> types.ModuleType:
     return importlib.import_module(name)
 
 
-def uniform_decode_metadata(
-    num_reqs: int, decode_query_len: int, context_len: int = CONTEXT_LEN
-) -> Any:
+def uniform_decode_metadata(num_reqs: int, decode_query_len: int) -> Any:
     """CommonAttentionMetadata of a uniform decode batch, as capture builds it."""
-    return batch_metadata([decode_query_len] * num_reqs, context_len)
+    return batch_metadata([decode_query_len] * num_reqs)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ fails as a harness error naming what it looked for.
 - ``CompilationConfig.max_cudagraph_capture_size``: 0.11.x-0.13.x leave it
   None on a CPU platform (the GPU platform sets it), and the Mamba-family
   and GDN builders compare against it.
-- Builder keyword arguments a release does not declare (the DeepSeek-V3.2
-  indexer's ``block_table_width``, later releases) are not passed.
+- Builder keyword arguments a release does not declare are not passed
+  (:func:`.harness.declared_arguments`).
 - ``vllm.platforms.rocm`` resolves the GPU's GCN arch when imported (amdsmi,
   else ``torch.cuda``), and from 0.33.0 the AITER unified backend imports it
   at module level: on a host without an AMD GPU it is imported with a
@@ -89,16 +89,6 @@ def complete_config(config: Any, block_size: int) -> None:
         compilation.max_cudagraph_capture_size = min(max_num_seqs * 2, 512)
 
 
-def declared_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Those of ``kwargs`` that some ``__init__`` of ``cls`` names."""
-    declared: set[str] = set()
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is not None:
-            declared.update(inspect.signature(init).parameters)
-    return {k: v for k, v in kwargs.items() if k in declared}
-
-
 def run_quietly_on_cpu() -> None:
     """Set up this process, before vLLM is imported, to run vLLM on CPU quietly.
 
@@ -166,14 +156,8 @@ def _amdsmi_stand_in() -> types.ModuleType:
             "target_graphics_version": ROCM_HOST_ARCH
         },
     }
-    for name in (
-        "amdsmi_get_gpu_device_uuid",
-        "amdsmi_get_gpu_memory_total",
-        "amdsmi_topo_get_link_type",
-        "amdsmi_topo_get_numa_node_number",
-    ):
-        names[name] = unavailable
     module.__dict__.update(names)
+    # Every other name (``from amdsmi import ...`` asks by name) raises when called.
     module.__getattr__ = lambda name: unavailable  # type: ignore[method-assign]
     return module
 

@@ -69,8 +69,14 @@ def make_builder(
 
 
 def add_group_fields(recipe: Recipe, metadata: Any) -> None:
-    """Per-kind extras the runner puts in a group's metadata (encoder lengths)."""
+    """Per-kind extras the runner puts in a group's metadata: a
+    cross-attention group's encoder lengths."""
     if recipe.spec == "cross":
-        from vllm_patchkit.judge.regression import harness
+        import numpy as np
+        import torch
 
-        harness.add_encoder_lengths(metadata)
+        from vllm_patchkit.judge.regression.harness import ENCODER_LEN
+
+        reqs = (metadata.num_reqs,)
+        metadata.encoder_seq_lens = torch.full(reqs, ENCODER_LEN, dtype=torch.int32)
+        metadata.encoder_seq_lens_cpu = np.full(reqs, ENCODER_LEN, dtype=np.int32)

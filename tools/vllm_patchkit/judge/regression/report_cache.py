@@ -141,18 +141,13 @@ def _note(
 
 
 def entry_key(
-    kind: str,
-    tree: Path,
-    params: list[str],
-    env: dict[str, str],
-    content: str | None = None,
+    kind: str, tree: Path, params: list[str], env: dict[str, str]
 ) -> str | None:
     """The digest of a run's key, or None when the tree cannot be read."""
-    if content is None:
-        content = tree_fingerprint(tree)
-    if content is None:
-        return None
-    return run_key(kind, tree, params, env, content).digest()
+    content = tree_fingerprint(tree)
+    return (
+        None if content is None else run_key(kind, tree, params, env, content).digest()
+    )
 
 
 def run_key(

@@ -44,33 +44,47 @@ def run_scenarios(
     """
     where = tree if tree is not None else "the venv's vLLM"
     with progress.phase(f"regression suite on {where}"):
-        return _run_scenarios(tree, scenarios, timeout)
+        launcher = TreeLauncher.of(tree)
+        env = launcher.env()
+        params = list(scenarios or [])
+        tree_reads = tree is not None  # what the run read of it, for the cache
 
+        def args(output: Path) -> list[str]:
+            flags = ["--output", str(output), *([TREE_READS] if tree_reads else [])]
+            for name in params:
+                flags += ["--scenario", name]
+            return flags
 
-def _run_scenarios(
-    tree: Path | None, scenarios: list[str] | None, timeout: float
-) -> TreeReport:
-    launcher = TreeLauncher.of(tree)
-    runtime = launcher.runtime
-    env = launcher.env()
-    params = list(scenarios or [])
-    tree_reads = tree is not None  # what the run read of it, for the cache
+        def produce() -> tuple[dict[str, Any], bool]:
+            result = run_json_child(
+                "vllm_patchkit.judge.regression",
+                args,
+                env=env,
+                timeout_s=timeout,
+                scratch_prefix="vllm-overlay-run-",
+                output_name="report.json",
+            )
+            if result.returncode is None:  # timed out: the matrix makes it a cell
+                raise subprocess.TimeoutExpired(list(result.argv), timeout)
+            record = {
+                "returncode": result.returncode,
+                "report": result.data,
+                "log": result.log,
+            }
+            return record, result.data is not None
 
-    def produce() -> tuple[dict[str, Any], bool]:
-        returncode, report, log = _run(env, params, timeout, tree_reads)
-        record = {"returncode": returncode, "report": report, "log": log}
-        return record, report is not None
-
-    key = [*params, TREE_READS] if tree_reads else params
-    record = report_cache.reuse(
-        "scenarios", tree, key, env, produce, package_only=_read_package_only
-    )
-    report = record["report"]
-    if report is not None and runtime is not None:
-        # This tree's own runtime, also when the run was another tree's
-        # with the same package (the release's pins live outside it).
-        report["runtime"] = runtime.to_json()
-    return TreeReport(tree, record["returncode"], report, record["log"], runtime)
+        key = [*params, TREE_READS] if tree_reads else params
+        record = report_cache.reuse(
+            "scenarios", tree, key, env, produce, package_only=_read_package_only
+        )
+        report = record["report"]
+        if report is not None and launcher.runtime is not None:
+            # This tree's own runtime, also when the run was another tree's
+            # with the same package (the release's pins live outside it).
+            report["runtime"] = launcher.runtime.to_json()
+        return TreeReport(
+            tree, record["returncode"], report, record["log"], launcher.runtime
+        )
 
 
 TREE_READS = "--tree-reads"
@@ -80,25 +94,3 @@ def _read_package_only(record: dict[str, Any]) -> bool:
     """The run read nothing of its tree outside the package view."""
     report = record["report"] or {}
     return report.get("tree_reads_outside_package") == []
-
-
-def _run(
-    env: dict[str, str], scenarios: list[str], timeout: float, tree_reads: bool
-) -> tuple[int, dict[str, Any] | None, str]:
-    def args(output: Path) -> list[str]:
-        flags = ["--output", str(output), *([TREE_READS] if tree_reads else [])]
-        for name in scenarios:
-            flags += ["--scenario", name]
-        return flags
-
-    result = run_json_child(
-        "vllm_patchkit.judge.regression",
-        args,
-        env=env,
-        timeout_s=timeout,
-        scratch_prefix="vllm-overlay-run-",
-        output_name="report.json",
-    )
-    if result.returncode is None:  # timed out: raised (the matrix makes it a cell)
-        raise subprocess.TimeoutExpired(list(result.argv), timeout)
-    return result.returncode, result.data, result.log

@@ -60,10 +60,9 @@ class Reader:
     """``module.Class`` (factory-made classes: the module of the factory)."""
     file: str
     line: int
-    entry_points: tuple[str, ...]
-    """Which of ``build`` / ``build_for_cudagraph_capture`` reach a read."""
     via: str
-    """One call path to the read, for the reader's eyes."""
+    """One call path to the read (from ``build``, else from
+    ``build_for_cudagraph_capture``), for the reader's eyes."""
 
 
 def _reads_directly(fn: Function, members: set[str]) -> bool:
@@ -187,7 +186,6 @@ def survey(tree: Path) -> list[Reader]:
     state = _Survey(tree)
     readers = []
     for builder, cls in state.builders():
-        reached, via = [], ""
         for entry in ENTRY_POINTS:
             found = state.index.find_method(cls, entry)
             if found is None:
@@ -195,11 +193,11 @@ def survey(tree: Path) -> list[Reader]:
             owner, fn = found
             path = state.path_to_read(cls, owner, owner.module, fn, set())
             if path is not None:
-                reached.append(entry)
-                via = via or " -> ".join(path)
-        if reached:
-            where = (builder.qualname, builder.file, builder.line)
-            readers.append(Reader(*where, tuple(reached), via))
+                via = " -> ".join(path)
+                readers.append(
+                    Reader(builder.qualname, builder.file, builder.line, via)
+                )
+                break
     return sorted(readers, key=lambda r: r.qualname)
 
 

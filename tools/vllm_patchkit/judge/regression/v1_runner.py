@@ -74,19 +74,18 @@ def buffer(*size: int, dtype: torch.dtype) -> Any:
 
 
 def declared(fn: Any, known: dict[str, Any]) -> dict[str, Any]:
-    """Those of ``known`` that ``fn`` declares; releases add and drop some.
-    LoopUnavailable when ``fn`` requires one that is not known."""
-    params = inspect.signature(fn).parameters
+    """:func:`.harness.declared_arguments`; LoopUnavailable when ``fn``
+    requires one that is not known."""
     required = {
         n
-        for n, p in params.items()
+        for n, p in inspect.signature(fn).parameters.items()
         if p.default is inspect.Parameter.empty
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     }
     if not required <= known.keys():
         name = getattr(fn, "__name__", fn)
         raise LoopUnavailable(f"{name} needs {sorted(required - known.keys())}")
-    return {k: v for k, v in known.items() if k in params}
+    return harness.declared_arguments(fn, known)
 
 
 def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
@@ -116,7 +115,7 @@ def minimal_v1_runner(decode_query_len: int, groups: Groups) -> Any:
     block_sizes = [s.block_size for s in specs]
     table = {
         "max_num_reqs": MAX_NUM_REQS,
-        # Declared before 0.14.0; _declared passes only declared ones.
+        # Declared before 0.14.0; declared passes only declared ones.
         "max_model_len": config.model_config.max_model_len,
         "max_num_batched_tokens": MAX_NUM_TOKENS,
         "pin_memory": False,

@@ -231,7 +231,7 @@ def _check(outcome: Outcome) -> Check:
     if outcome.status == "error":
         return Check(name, NOT_RUN, harness_error(outcome.error), fix)
     if not by_facts:  # an absent scenario included: its fix's judge says why
-        judge_of_fix = by_fix.checks_of(_name_of(fix))
+        judge_of_fix = by_fix.checks_of(by_fix.owner_of(outcome.scenario))
         if judge_of_fix is None:
             why = f"no verdict for scenario {outcome.scenario!r}"
             return Check(name, NOT_RUN, why, fix)
@@ -247,14 +247,9 @@ def _check(outcome: Outcome) -> Check:
     return Check(name, status_of_result(not wrong), detail, fix)
 
 
-def _name_of(label: str) -> str:
-    """The registry's name of the fix with PR label ``label``."""
-    return next(f.name for f in REGISTRY if f.pr == label)
-
-
 def reproduced(checks: Iterable[Check | Mapping[str, Any]]) -> list[str]:
     """The fixes whose bug this tree shows: each fix with a failed check, in
     the registry's order (which of them count is the caller's, who knows
-    the series: :meth:`vllm_patchkit.judge.verify.TreeRun.reproduced`)."""
+    the series: :attr:`vllm_patchkit.judge.verify.TreeRun.bug_reproduced`)."""
     failed = {c.fix for c in map(as_check, checks) if c.status == FAILED}
     return [fix for fix in FIXES if fix in failed]

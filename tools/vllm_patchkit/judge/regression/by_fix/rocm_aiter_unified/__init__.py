@@ -9,7 +9,6 @@ from __future__ import annotations
 from vllm_overlay.fixes.rocm_aiter_unified_builder import RECORD
 
 FIX = RECORD.name
-"""The registry's name of the fix these scenarios judge."""
 AITER_CAPTURE = "aiter_unified_capture"
 ROCM_CAPTURE = "rocm_attn_capture_via_backend"
 AITER_LOOP = "aiter_unified_runner_loop"
@@ -47,6 +46,4 @@ only."""
 
 
 RUNS = f"{__name__}.runs"
-"""The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
 MUTATION = f"{__name__}.mutants"
-"""The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""

@@ -18,26 +18,26 @@ from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets.victims imp
 )
 
 FIX = RECORD.name
-"""The registry's name of the fix these scenarios judge."""
-CORE = ("capture_effects", "minimax_indexer_after_rocm")
+CAPTURE, REPEATED = "capture_effects", "repeated_capture"
+MINIMAX = "minimax_indexer_after_rocm"
+LOOP_V1, LOOP_V2 = "capture_loop_v1", "capture_loop_v2"
+"""vLLM's per-group capture loops, V1 and V2 (the runner's own path)."""
+CORE = (CAPTURE, MINIMAX)
 SCENARIOS = (
     *CORE,
-    "repeated_capture",
+    REPEATED,
     # The ROCM_ATTN half of #53821's pair: ROCM_ATTN's capture, reached
     # through its backend (run by that fix's module).
     "rocm_attn_capture_via_backend",
-    # vLLM's per-group capture loops, V1 and V2 (the runner's own path).
-    "capture_loop_v1",
-    "capture_loop_v2",
+    LOOP_V1,
+    LOOP_V2,
     # Each builder run after ROCM_ATTN's capture on the shared offsets.
     *(victim.scenario for victim in VICTIMS),
 )
 
 RUNS = f"{__name__}.runs"
-"""The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
 CHECKS = f"{__name__}.checks"
 """The module whose ``check`` judges each outcome (torch-free)."""
 RECIPES = f"{__name__}.victims"
 """The module of its victims' recipes (``RECIPES``), which the audit uses."""
 MUTATION = f"{__name__}.mutants"
-"""The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""

@@ -9,6 +9,7 @@ here, harness error) have had their say.
 
 from __future__ import annotations
 
+from vllm_patchkit.judge.regression.by_fix import rocm_capture_host_offsets as names
 from vllm_patchkit.judge.regression.checks import (
     FAILED,
     NOT_RUN,
@@ -29,9 +30,6 @@ CAPTURE_FACTS = (
     "host_unchanged",
 )
 LOOP_GROUPS = ["gdn", "indexer", "rocm"]
-OWN_SCENARIOS = ("capture_effects", "minimax_indexer_after_rocm", "repeated_capture")
-"""Scenarios :func:`check` judges by name (besides capture loops and
-victims): for each, raising is a failure."""
 VICTIM_PREFIX = "rocm_then_"
 """Victim scenarios are named ``rocm_then_<builder>`` (see :mod:`.victims`)."""
 MINIMAX_ABSENT = (
@@ -59,24 +57,24 @@ def check(outcome: Outcome, fix: str) -> Check:
     if scenario.startswith(VICTIM_PREFIX):  # a victim says how it raised
         ok, detail = _victim_verdict(outcome)
         return Check(name, status_of_result(ok), detail, fix)
-    if scenario == "minimax_indexer_after_rocm" and outcome.status == "unavailable":
+    if scenario == names.MINIMAX and outcome.status == "unavailable":
         return Check(name, NOT_RUN, MINIMAX_ABSENT, fix, applies=False)  # absent
-    if scenario not in OWN_SCENARIOS and not scenario.startswith("capture_loop_"):
+    if scenario not in (*names.CORE, names.REPEATED, names.LOOP_V1, names.LOOP_V2):
         return Check(name, NOT_RUN, f"no verdict for scenario {scenario!r}", fix)
     if outcome.status == "raised":
         return Check(name, FAILED, describe_error(outcome.error), fix)
-    if scenario == "capture_effects":
+    if scenario == names.CAPTURE:
         wrong = [k for k in CAPTURE_FACTS if not outcome.facts.get(k)]
         detail = "ok" if not wrong else f"violated: {', '.join(wrong)}"
         if "host_unchanged" in wrong:
             detail += f" (host offsets after capture: {outcome.facts['host_after']})"
         return Check(name, status_of_result(not wrong), detail, fix)
-    if scenario == "minimax_indexer_after_rocm":
+    if scenario == names.MINIMAX:
         got = outcome.facts.get("decode_query_len")
         ok = got == outcome.decode_query_len
         detail = f"indexer saw decode query length {got}"
         return Check(name, status_of_result(ok), detail, fix)
-    if scenario == "repeated_capture":
+    if scenario == names.REPEATED:
         facts = outcome.facts
         ok = all(facts["host_kept"]) and all(facts["device_zeroed"])
         detail = "ok" if ok else f"host offsets after each capture: {facts}"

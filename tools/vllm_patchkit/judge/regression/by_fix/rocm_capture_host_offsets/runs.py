@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from vllm_patchkit.judge.regression import harness
+from vllm_patchkit.judge.regression.by_fix import rocm_capture_host_offsets as names
 from vllm_patchkit.judge.regression.by_fix.rocm_capture_host_offsets import (
     capture_loop,
     victims,
@@ -35,10 +36,7 @@ def capture_effects(decode_query_len: int) -> Outcome:
     """What the ROCm builder's capture leaves in the shared metadata (the
     builder taken from its backend, as the runner takes it)."""
     facts = harness.capture_through(harness.rocm_backend_cls(), decode_query_len)
-    return Outcome("capture_effects", decode_query_len, "ok", facts)
-
-
-MINIMAX = "minimax_indexer_after_rocm"
+    return Outcome(names.CAPTURE, decode_query_len, "ok", facts)
 
 
 def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
@@ -47,7 +45,7 @@ def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
         indexer = harness.import_vllm("vllm.models.minimax_m3.common.indexer")
     except ModuleNotFoundError as exc:
         return Outcome(
-            MINIMAX,
+            names.MINIMAX,
             decode_query_len,
             "unavailable",
             # Absent from the tree (not a module it fails to import): by
@@ -64,13 +62,13 @@ def minimax_indexer_after_rocm(decode_query_len: int) -> Outcome:
     try:
         built = index.build_for_cudagraph_capture(metadata)
     except Exception as exc:  # the bug under test is an AssertionError
-        return Outcome(MINIMAX, decode_query_len, "raised", error=error_info(exc))
+        return Outcome(names.MINIMAX, decode_query_len, "raised", error=error_info(exc))
     decode = built.decode
     facts = {
         "num_decodes": built.num_decodes,
         "decode_query_len": decode.decode_query_len if decode else None,
     }
-    return Outcome(MINIMAX, decode_query_len, "ok", facts)
+    return Outcome(names.MINIMAX, decode_query_len, "ok", facts)
 
 
 def repeated_capture(decode_query_len: int) -> Outcome:
@@ -93,7 +91,7 @@ def repeated_capture(decode_query_len: int) -> Outcome:
         after.append(metadata.query_start_loc_cpu.tolist())
         device_zeroed.append(bool(torch.all(metadata.query_start_loc == 0)))
     facts = {"host_kept": kept, "host_after": after, "device_zeroed": device_zeroed}
-    return Outcome("repeated_capture", decode_query_len, "ok", facts)
+    return Outcome(names.REPEATED, decode_query_len, "ok", facts)
 
 
 def victim_after_rocm(victim: victims.Victim, decode_query_len: int) -> Outcome:
@@ -210,10 +208,10 @@ def _loop_scenario(name: str, run: Callable[[int], dict[str, Any]]) -> Scenario:
 Scenario = Callable[[int], Outcome]
 
 SCENARIOS: dict[str, Scenario] = {
-    "capture_effects": capture_effects,
-    MINIMAX: minimax_indexer_after_rocm,
-    "repeated_capture": repeated_capture,
-    "capture_loop_v1": _loop_scenario("capture_loop_v1", capture_loop.run_v1_loop),
-    "capture_loop_v2": _loop_scenario("capture_loop_v2", capture_loop.run_v2_loop),
+    names.CAPTURE: capture_effects,
+    names.MINIMAX: minimax_indexer_after_rocm,
+    names.REPEATED: repeated_capture,
+    names.LOOP_V1: _loop_scenario(names.LOOP_V1, capture_loop.run_v1_loop),
+    names.LOOP_V2: _loop_scenario(names.LOOP_V2, capture_loop.run_v2_loop),
     **{v.scenario: functools.partial(victim_after_rocm, v) for v in victims.VICTIMS},
 }

@@ -11,7 +11,6 @@ from __future__ import annotations
 from vllm_overlay.fixes.static_sink_seq_lens import RECORD, STATIC_SINK
 
 FIX = RECORD.name
-"""The registry's name of the fix these scenarios judge."""
 MODULE = RECORD.module
 RELPATH = str(STATIC_SINK.relative_to("vllm"))
 """The module's file, relative to the ``vllm`` package."""
@@ -71,9 +70,7 @@ CORE = (SINK_ONCE, SINK_TWICE, PROPOSER_REBUILDS)
 
 
 RUNS = f"{__name__}.runs"
-"""The module that runs them (its ``SCENARIOS``; imports torch and vLLM)."""
 MUTATION = f"{__name__}.mutants"
-"""The module of its mutation target and mutants (``TARGETS``, ``FILE_MUTANTS``)."""
 RECIPES = f"{__name__}.recipes"
 """The module of the builder's recipe (``RECIPES``), which the audit uses."""
 UPSTREAM = MUTATION

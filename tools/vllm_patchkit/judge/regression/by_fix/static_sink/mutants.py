@@ -116,26 +116,12 @@ UPSTREAM_MUTANTS: tuple[Rewrite, ...] = (
     Rewrite(
         "no_block_table_refresh_in_update",
         "the draft update refreshes seq_lens only, not the block table",
-        (
-            (
-                REFRESH,
-                (
-                    BUFFER,
-                    ADD,
-                    MASK,
-                ),
-            ),
-        ),
+        ((REFRESH, (BUFFER, ADD, MASK)),),
     ),
     Rewrite(
         "no_block_table_copy",
         "the runner's block table is never copied behind the sink blocks",
-        (
-            (
-                BLOCK_TABLE_COPY,
-                ("pass",),
-            ),
-        ),
+        ((BLOCK_TABLE_COPY, ("pass",)),),
     ),
     Rewrite(
         "no_masked_fill",
