@@ -23,10 +23,10 @@ from pathlib import Path
 
 from processes import (
     Series,
+    arguments,
     import_profile,
     paired,
     ratio,
-    release_arguments,
     run_process,
     with_bytecode,
 )
@@ -62,7 +62,7 @@ def git_processes(argv: list[str], env: dict[str, str], scratch: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = release_arguments(__doc__, argv, repeat=5)
+    args = arguments(__doc__, repeat=5).parse_args(argv)
     series = load_series()
     with tempfile.TemporaryDirectory(prefix="bench-apply-") as scratch:
         env = with_bytecode({**os.environ, **TOOL_IDENTITY}, Path(scratch))

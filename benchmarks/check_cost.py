@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio, release_arguments, with_bytecode
+from processes import Series, arguments, paired, ratio, with_bytecode
 
 from vllm_patchkit.trees.releases import clone_release
 
@@ -39,7 +39,7 @@ def pre_commit(python: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = release_arguments(__doc__, argv, repeat=10)
+    args = arguments(__doc__, repeat=10).parse_args(argv)
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-check-") as scratch:
         env = with_bytecode(os.environ, Path(scratch))

@@ -18,14 +18,13 @@ overlay adds a start-up hook to every process there, baseline included.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, import_profile, paired, ratio, with_bytecode
+from processes import Series, arguments, import_profile, paired, ratio, with_bytecode
 
 from vllm_patchkit.trees.releases import clone_release
 
@@ -40,10 +39,7 @@ def imports(argv: list[str], env: dict[str, str]) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default="0.28.0")
-    parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--json", action="store_true")
+    parser = arguments(__doc__, repeat=10)
     parser.add_argument("--python", help="interpreter to measure (default: this one)")
     args = parser.parse_args(argv)
     python = args.python or sys.executable

@@ -13,16 +13,15 @@ project's 2-core machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio, run_process
+from processes import Series, arguments, paired, ratio, run_process
 
+from vllm_patchkit.gitcmd import Git
 from vllm_patchkit.paths import PROJECT_ROOT
 from vllm_patchkit.trees.releases import clone_release
 
@@ -32,20 +31,11 @@ TARGET_S = 15.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    args = arguments(__doc__, repeat=5, release=False).parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vllm-overlay-hook-bench-") as scratch:
         tree = Path(scratch) / "vllm"
         clone_release("0.28.0", tree, checkout=True)
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        rev = Git(PROJECT_ROOT).head()
         (tree / ".pre-commit-config.yaml").write_text(
             f"repos:\n  - repo: {PROJECT_ROOT}\n    rev: {rev}\n"
             f"    hooks:\n      - id: {HOOK}\n"

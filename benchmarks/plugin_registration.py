@@ -17,13 +17,14 @@ It also lists every module that registration imports, so a heavy import
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+
+from processes import arguments
 
 
 def best_of(
@@ -38,11 +39,12 @@ def best_of(
     return samples
 
 
+def spread(samples: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(samples), "min": min(samples)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=50)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    args = arguments(__doc__, repeat=50, release=False).parse_args(argv)
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
@@ -76,14 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "vllm_version": next(iter(plugin.current_states().values())).vllm_version,
         "repeat": args.repeat,
-        "baseline_load_general_plugins_ms": {
-            "median": statistics.median(base),
-            "min": min(base),
-        },
-        "overlay_register_ms": {
-            "median": statistics.median(overlay),
-            "min": min(overlay),
-        },
+        "baseline_load_general_plugins_ms": spread(base),
+        "overlay_register_ms": spread(overlay),
         "ratio_median": statistics.median(overlay) / statistics.median(base),
         "fixes": {
             name: str(state.action) for name, state in plugin.current_states().items()

@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from itertools import accumulate
 from typing import Any
 
 # Largest |overlay - upstream| on outputs |o| < 4: about one output ulp
@@ -87,8 +88,9 @@ def build(shape: Shape, dtype: Any, device: str) -> dict[str, Any]:
     blocks = [-(-(q + c) // page) for q, c in shape.seqs]
     perm = torch.randperm(sum(blocks), generator=gen, device=device)
     table = torch.zeros(len(blocks), max(blocks), dtype=torch.int32, device=device)
-    for i, (start, n) in enumerate(zip(_cumsum(blocks), blocks, strict=True)):
-        table[i, :n] = perm[start : start + n]
+    starts = [0, *accumulate(blocks)]
+    for i, n in enumerate(blocks):
+        table[i, :n] = perm[starts[i] : starts[i + 1]]
     tokens = sum(q for q, _ in shape.seqs)
 
     def randn(*size: int) -> torch.Tensor:
@@ -104,7 +106,7 @@ def build(shape: Shape, dtype: Any, device: str) -> dict[str, Any]:
         "k_cache": randn(sum(blocks), kvh, d // x, page, x),
         "v_cache": randn(sum(blocks), kvh, d, page),
         "b_loc": table,
-        "b_start_loc": torch.tensor(_cumsum(lens) + [tokens], device=device).int(),
+        "b_start_loc": torch.tensor([0, *accumulate(lens)], device=device).int(),
         "b_seq_len": torch.tensor([q + c for q, c in shape.seqs], device=device).int(),
         "max_seq_len": max(q + c for q, c in shape.seqs),
         "max_input_len": max(lens),
@@ -112,14 +114,6 @@ def build(shape: Shape, dtype: Any, device: str) -> dict[str, Any]:
         "v_scale": torch.ones((), device=device),
         "skip_decode": True,
     }
-
-
-def _cumsum(values: list[int]) -> list[int]:
-    out, total = [], 0
-    for value in values:
-        out.append(total)
-        total += value
-    return out
 
 
 def sdpa_runner(shape: Shape, args: dict[str, Any]) -> Callable[[], Any]:

@@ -1,10 +1,11 @@
 """Time whole processes, the way a user waits for a command.
 
-Shared by the start-up and apply benchmarks. Each run is one child process:
-its wall time, its CPU time and its peak resident memory come from
-``wait4``, so a command's git children (which it waits for) count in its CPU
-time. A command is always measured paired with a baseline in the same run,
-alternating, and compared by medians, so a loaded machine slows both sides.
+Shared by the benchmarks, with their options (:func:`arguments`). Each run
+is one child process: its wall time, its CPU time and its peak resident
+memory come from ``wait4``, so a command's git children (which it waits
+for) count in its CPU time. A command is always measured paired with a
+baseline in the same run, alternating, and compared by medians, so a loaded
+machine slows both sides.
 """
 
 from __future__ import annotations
@@ -126,17 +127,18 @@ def with_bytecode(env: Mapping[str, str], scratch: Path) -> dict[str, str]:
     return cached
 
 
-def release_arguments(
-    doc: str, argv: list[str] | None, *, repeat: int
-) -> argparse.Namespace:
-    """The options of a benchmark on a release checkout: ``--version``
-    (0.28.0), ``--repeat`` (``repeat`` paired rounds) and ``--json``; the
-    description is the first paragraph of the script's ``doc``."""
+def arguments(
+    doc: str, *, repeat: int, release: bool = True
+) -> argparse.ArgumentParser:
+    """A benchmark's options: ``--repeat`` (``repeat`` rounds), ``--json`` and,
+    on a release checkout, ``--version`` (0.28.0); the description is the
+    first paragraph of the script's ``doc``."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--version", default="0.28.0")
+    if release:
+        parser.add_argument("--version", default="0.28.0")
     parser.add_argument("--repeat", type=int, default=repeat)
     parser.add_argument("--json", action="store_true")
-    return parser.parse_args(argv)
+    return parser
 
 
 def ratio(command: Series, baseline: Series, what: str = "wall_s") -> float:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from processes import Series, paired, ratio, release_arguments
+from processes import Series, arguments, paired, ratio
 
 from vllm_patchkit.trees import bytecode
 from vllm_patchkit.trees.releases import clone_release
@@ -29,7 +29,7 @@ NOT_FIXED = 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = release_arguments(__doc__, argv, repeat=5)
+    args = arguments(__doc__, repeat=5).parse_args(argv)
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-bytecode-") as scratch:
         tree = Path(scratch) / "vllm"

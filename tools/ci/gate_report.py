@@ -137,9 +137,8 @@ class Gate:
     def cause(self) -> str:
         """What went wrong, for the issue's first sentence."""
         if not self.ran:
-            return f"`{self.name}` could not run (exit {self.code})"
-        found = FOUND.get(self.name, "it failed")
-        return f"`{self.name}` failed (exit {self.code}): {found}"
+            return self.heading
+        return f"{self.heading}: {FOUND.get(self.name, 'it failed')}"
 
 
 def read_gates(out: Path) -> list[Gate]:

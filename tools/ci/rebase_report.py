@@ -76,14 +76,11 @@ class RangeChange:
     old: str | None
     new: str | None
 
-    def line(self, markdown: bool) -> str:
+    def line(self) -> str:
         def said(value: str | None) -> str:
-            if value is None:
-                return "none"
-            return f"`{self.key}: {value}`" if markdown else f"{self.key}: {value}"
+            return "none" if value is None else f"`{self.key}: {value}`"
 
-        name = f"`{self.name}`" if markdown else self.name
-        return f"- {name}: {said(self.old)} -> {said(self.new)}"
+        return f"- `{self.name}`: {said(self.old)} -> {said(self.new)}"
 
 
 RANGE_TRAILERS = ("Affects", "Applied-Upstream")
@@ -233,13 +230,12 @@ def pr_title(report: Report) -> str:
     return title
 
 
-def dropped_lines(drops: list[Dropped], markdown: bool) -> list[str]:
-    lines = []
-    for drop in drops:
-        name = f"`{drop.name}`" if markdown else drop.name
-        subject = f' ("{drop.subject}")' if drop.subject else ""
-        lines.append(f"- {name}{subject}: {drop.why}")
-    return lines
+def dropped_lines(drops: list[Dropped]) -> list[str]:
+    """Markdown list entries (the commit message strips them: :func:`_entry`)."""
+    return [
+        f"- `{d.name}`" + (f' ("{d.subject}")' if d.subject else "") + f": {d.why}"
+        for d in drops
+    ]
 
 
 def merge_meaning(report: Report) -> list[str]:
@@ -285,7 +281,7 @@ def pr_body(report: Report) -> str:
         parts += [
             "### Dropped as upstreamed",
             "",
-            *dropped_lines(report.dropped, markdown=True),
+            *dropped_lines(report.dropped),
             "",
             *merge_meaning(report),
         ]
@@ -312,7 +308,7 @@ def kept_and_ranges(report: Report, markdown: bool) -> list[str]:
                 "them: older releases in their `Affects:` range still need them."
             ),
             "",
-            *dropped_lines(report.kept, markdown),
+            *dropped_lines(report.kept),
             "",
         ]
     if report.ranges:
@@ -325,7 +321,7 @@ def kept_and_ranges(report: Report, markdown: bool) -> list[str]:
                 "and `Applied-Upstream:` names the release."
             ),
             "",
-            *(change.line(markdown) for change in report.ranges),
+            *(change.line() for change in report.ranges),
             "",
         ]
     return parts
@@ -368,9 +364,7 @@ def commit_message(report: Report) -> str:
         )
     ]
     if report.dropped:
-        entries = [
-            _entry(line) for line in dropped_lines(report.dropped, markdown=False)
-        ]
+        entries = [_entry(line) for line in dropped_lines(report.dropped)]
         paragraphs.append("\n".join(["Dropped as upstreamed:", *entries]))
         paragraphs.append(
             _wrap(

@@ -2,18 +2,22 @@
 
 A row file is written by a job that ran release code, and a merge turns it
 into ``docs/matrix.md``, a pull request and a commit made with the write
-token: nothing in it is used before it is checked here. The file is read by
-:mod:`json_file` (a regular file, a size cap, no duplicate keys); then each
-field gets its type, a release its syntax (:func:`parse_release`, exactly,
-with nothing around it), a fix its label from the registry, a step its name,
-and a list of releases no release twice. Whatever fails is a
-:class:`RowFileError` (exit 2) naming the file and the field. Strings that
-pass are still free text: the renderers escape them
-(:mod:`vllm_patchkit.present.tables`).
+token: nothing in it is used before it is checked here. The file itself
+comes first (:func:`read_json`): a regular file (a FIFO or a device would
+block the reader or never end), under a size cap checked before a byte is
+parsed, UTF-8, one JSON value with no key given twice (the last one
+silently winning would let two readers see two documents) and no NaN or
+Infinity. Then each field gets its type, a release its syntax
+(:func:`parse_release`, exactly, with nothing around it), a fix its label
+from the registry, a step its name, and a list of releases no release
+twice. Whatever fails is a :class:`RowFileError` (exit 2) naming the file
+and the field. Strings that pass are still free text: the renderers escape
+them (:mod:`vllm_patchkit.present.tables`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import MISSING, fields
@@ -22,9 +26,9 @@ from typing import Any, NoReturn
 
 from vllm_overlay.fixes import FIXES
 from vllm_overlay.releases import parse_release
+from vllm_overlay.tree_files import NotRead, read_regular
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.judge.matrix import MEASURED, Cell, Row
-from vllm_patchkit.present.json_file import read_json
 
 FORMAT = "vllm-patchkit matrix rows 1"
 MAX_BYTES = 16 * 1024 * 1024
@@ -40,7 +44,51 @@ _HEX = re.compile(r"[0-9a-f]{7,64}")
 
 
 class RowFileError(InputError):
-    """A row file or matrix.json with a field the matrix cannot use."""
+    """A row file or matrix.json the matrix cannot use."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"key {', '.join(map(repr, twice))} given twice in one object")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(path: Path, what: str, max_bytes: int) -> Any:
+    """The JSON value in ``path``, a regular file of at most ``max_bytes``,
+    read by the one reader of files others give us
+    (:mod:`vllm_overlay.tree_files`: ``O_NONBLOCK``, so a FIFO is refused at
+    once; the size checked on the open file; the read stops one byte past
+    the cap)."""
+    try:
+        data = read_regular(path, max_bytes)
+    except NotRead as exc:
+        if exc.size is not None:
+            raise RowFileError(
+                f"{path}: {exc.size} bytes, more than {what} may hold "
+                f"({max_bytes} bytes)"
+            ) from exc
+        raise RowFileError(f"{path}: {exc.why}, not {what}") from exc
+    if not data.strip():
+        raise RowFileError(f"{path}: empty, not {what}")
+    try:
+        text = data.decode("utf-8")
+        return json.loads(
+            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+        )
+    except UnicodeDecodeError as exc:
+        raise RowFileError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise RowFileError(f"{path}: not JSON: {exc}") from exc
+    except ValueError as exc:  # the hooks above
+        raise RowFileError(f"{path}: {exc}") from exc
+    except RecursionError as exc:
+        raise RowFileError(f"{path}: nested too deeply for {what}") from exc
 
 
 class _Where:

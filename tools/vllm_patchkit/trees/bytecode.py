@@ -17,16 +17,11 @@ from this time. The interpreter's own modules and the venv's keep Python's
 ``.pyc`` files. A cache entry that cannot be read or written is compiled
 again; the cache never fails an import.
 
-What the cache holds is run, so it is used only when the directory is the
-user's own and no one else can write it
-(:mod:`~vllm_patchkit.trees.cache_trust`): that rule, not the key, is what
-keeps out an entry planted under a stock file's key. An attacker who can
-write the directory can write any entry with any key and any record
-inside it. Each entry also records the key it was compiled for, checked
-against the source being imported, so that an entry copied or renamed
-under another source's key (by hand, a sync tool, a bad restore) is never
-run for it; and entries are read as regular files (no FIFO, device or
-link) of at most :data:`MAX_ENTRY_BYTES`.
+What the cache holds is run, so it is used only in a directory
+:mod:`~vllm_patchkit.trees.cache_trust` allows: that rule, not the key,
+keeps out an entry planted under a stock file's key. Each entry also
+records its key, so that one copied or renamed under another source's key
+(by hand, a sync tool, a bad restore) is never run for it.
 
 The cache is bounded (:data:`MAX_MB_ENV`, default :data:`DEFAULT_MAX_MB`
 MiB): the launcher trims it, least recently used first, before its first
@@ -73,8 +68,7 @@ MAX_ENTRY_BYTES = 16 * 1024 * 1024
 WHAT = "bytecode cache"
 
 _HEADER = b"vllm-patchkit code for "
-"""An entry: this, the key (the hexadecimal SHA-256 below), a newline, then
-the marshalled code."""
+"""An entry: this, the key (hexadecimal), a newline, the marshalled code."""
 
 _TOUCH_AFTER_S = 3600
 """A hit older than this marks its entry used (one write an hour at most)."""
@@ -90,25 +84,11 @@ def _key(source: bytes) -> str:
 
 def entry_path(cache: Path, source: bytes) -> Path:
     """Where the code compiled from ``source`` is kept under ``cache``."""
-    key = _key(source)
+    return _entry_path(cache, _key(source))
+
+
+def _entry_path(cache: Path, key: str) -> Path:
     return cache / key[:2] / f"{key[2:]}.code"
-
-
-def encode(source: bytes, code: CodeType) -> bytes:
-    """The entry for ``code``, compiled from ``source``: it records the key."""
-    return _HEADER + _key(source).encode() + b"\n" + marshal.dumps(code)
-
-
-def decode(source: bytes, data: bytes) -> CodeType | None:
-    """The code in the entry ``data`` if it was recorded for ``source``."""
-    header = _HEADER + _key(source).encode() + b"\n"
-    if not data.startswith(header):
-        return None
-    try:
-        code = marshal.loads(data[len(header) :])
-    except (ValueError, EOFError, TypeError):
-        return None
-    return code if isinstance(code, CodeType) else None
 
 
 class ContentKeyedLoader(importlib.machinery.SourceFileLoader):
@@ -120,12 +100,15 @@ class ContentKeyedLoader(importlib.machinery.SourceFileLoader):
     def get_code(self, fullname: str) -> CodeType:
         path = self.get_filename(fullname)
         source = self.get_data(path)
-        entry = entry_path(self.cache, source)
-        code = _read(entry, source)
+        key = _key(source)
+        entry = _entry_path(self.cache, key)
+        # The entry records its key: one copied under another key is not run.
+        header = _HEADER + key.encode() + b"\n"
+        code = _read(entry, header)
         if code is not None:
             return _with_file_name(code, path)
         code = self.source_to_code(source, path)
-        _write(entry, encode(source, code))
+        _write(entry, header + marshal.dumps(code))
         return code
 
 
@@ -267,15 +250,21 @@ def _within(path: str, directory: str) -> bool:
     return path == directory or below(path, directory)
 
 
-def _read(entry: Path, source: bytes) -> CodeType | None:
-    """The code kept for ``source``; a hit not marked used within the last
-    hour is marked now (its modification time), for :func:`trim`."""
+def _read(entry: Path, header: bytes) -> CodeType | None:
+    """The code kept in ``entry`` if it starts with ``header``; a hit not
+    marked used within the last hour is marked now (its modification time),
+    for :func:`trim`."""
     found = read_entry(entry, MAX_ENTRY_BYTES)
-    if found is None:
+    if found is None or not found[0].startswith(header):
         return None
     data, info = found
-    code = decode(source, data)
-    if code is not None and time.time() - info.st_mtime > _TOUCH_AFTER_S:
+    try:
+        code = marshal.loads(data[len(header) :])
+    except (ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(code, CodeType):
+        return None
+    if time.time() - info.st_mtime > _TOUCH_AFTER_S:
         # Read-only: trimming may take it early, nothing else.
         with contextlib.suppress(OSError):
             os.utime(entry, follow_symlinks=False)

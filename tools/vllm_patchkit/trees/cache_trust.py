@@ -18,11 +18,10 @@ so every such cache is judged by one rule (:func:`distrust`):
 The path is judged resolved, and used resolved from then on, so a symbolic
 link retargeted later does not move it. A rejected cache is said once per
 process on stderr and the run goes on without it (it compiles, or runs
-again); it is never changed or emptied. Entries are read only as regular
-files this user owns and no one else can write (:func:`read_entry`: no
-FIFO, device or link; opened without blocking or following a link) under
-a size cap: a subdirectory an earlier umask left group-writable cannot slip
-in an entry of someone else's.
+again); it is never changed or emptied. Entries are read only as files
+this user owns and no one else can write (:func:`read_entry`): a
+subdirectory an earlier umask left group-writable cannot slip in an entry
+of someone else's.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ stays free of both and each run gets a fresh interpreter: ``python -m
 MODULE ...`` in a scratch directory, which writes its report to a file
 there for the parent to read. This module is that round trip, once, and
 :func:`run_in_group`, the one way a child is started, timed out and
-cleaned up (with every process it started); what a
-missing report, an exit status or a timeout means is each caller's to say.
+cleaned up (with every process it started); what a missing report, an
+exit status or a timeout means is each caller's to say.
 """
 
 from __future__ import annotations
@@ -73,9 +73,7 @@ def run_json_child(
     read whatever the exit status; a report that is not JSON raises
     ``ValueError`` (a child that writes half a report is a bug to see, not a
     result). Only a timeout is caught: the child is killed and the result
-    says so. What the child started is killed with it, when it exits
-    (:func:`run_in_group`). A tree's child gets
-    ``env`` from its :class:`~vllm_patchkit.trees.tree_process.TreeLauncher`.
+    says so.
     """
     with tempfile.TemporaryDirectory(prefix=scratch_prefix) as scratch:
         output = Path(scratch) / output_name

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import configparser
 import json
-import os
 import shutil
 import tarfile
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 from vllm_patchkit import progress
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.gitcmd import TOOL_IDENTITY, Git, init_repo
-from vllm_patchkit.paths import cache_dir
+from vllm_patchkit.paths import cache_dir, write_atomic
 from vllm_patchkit.trees.index import download, find_sdist
 from vllm_patchkit.trees.run_cache import file_lock
 from vllm_patchkit.trees.versions import require_release
@@ -237,9 +236,7 @@ def release_sources(
                     if not wanted:
                         break
             kept_file.parent.mkdir(parents=True, exist_ok=True)
-            scratch = kept_file.with_suffix(f".{os.getpid()}.tmp")
-            scratch.write_text(json.dumps({"sdist": stamp, "files": kept}))
-            scratch.replace(kept_file)
+            write_atomic(kept_file, json.dumps({"sdist": stamp, "files": kept}))
     found: dict[str, bytes | None] = {}
     for relative in relatives:
         text = kept[relative]

@@ -198,7 +198,8 @@ def _applies(req: Requirement) -> bool:
 def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
     """``(first line number, text)`` of each non-empty logical line."""
     start, parts = 0, []
-    for number, raw in enumerate(text.splitlines(), 1):
+    # A last empty line ends a continuation the text ends in.
+    for number, raw in enumerate([*text.splitlines(), ""], 1):
         if not parts:
             start = number
         if raw.endswith("\\"):
@@ -208,8 +209,6 @@ def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
         parts = []
         if line:
             yield start, line
-    if parts and (line := _COMMENT.sub("", "".join(parts)).strip()):
-        yield start, line
 
 
 def _requires_dist(text: str) -> Iterable[tuple[int, str]]:

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -77,22 +78,19 @@ class RunCache:
     def __init__(self, root: Path, *, refresh: bool = False) -> None:
         self.root = root
         self.refresh = refresh
-        self._trusted: Path | None | bool = False
-        """Not judged yet (False), rejected (None) or the resolved directory."""
 
     def path(self, key: CacheKey) -> Path:
         return self.root / f"{key.digest()}.json"
 
+    @cached_property
     def usable(self) -> bool:
         """The directory may be used (judged once per instance, said once)."""
-        if self._trusted is False:
-            self._trusted = trusted_dir(self.root, "run cache")
-        return self._trusted is not None
+        return trusted_dir(self.root, "run cache") is not None
 
     def load(self, key: CacheKey) -> Any | None:
         """The stored value, or None (absent, unreadable, not a regular file,
         refreshing, or the cache not usable)."""
-        if self.refresh or not self.usable():
+        if self.refresh or not self.usable:
             return None
         found = read_entry(self.path(key), MAX_ENTRY_BYTES)
         if found is None:
@@ -103,7 +101,7 @@ class RunCache:
             return None
 
     def store(self, key: CacheKey, value: Any) -> None:
-        if not self.usable():
+        if not self.usable:
             return
         path = self.path(key)
         # Private (0600) whatever the umask: an entry others can write is
@@ -113,7 +111,7 @@ class RunCache:
     def locked(self, key: CacheKey) -> AbstractContextManager[None]:
         """Hold ``key`` against every other process and thread (nothing to
         hold in a cache that is not used)."""
-        if not self.usable():
+        if not self.usable:
             return nullcontext()
         return file_lock(self.path(key).with_suffix(".lock"))
 

@@ -20,11 +20,8 @@ so they agree on one policy:
 - a process group of its own, killed whole when the child exits, runs past
   its timeout or this process is interrupted, so no grandchild outlives it;
   and killed by the kernel if this process is killed outright
-  (:mod:`~vllm_patchkit.child_death`).
-
-The process's life (its group, timeout and cleanup) is
-:func:`~vllm_patchkit.trees.child_json.run_in_group`, under the JSON round trip
-every tree child's report comes back by.
+  (:mod:`~vllm_patchkit.child_death`;
+  :func:`~vllm_patchkit.trees.child_json.run_in_group`).
 """
 
 from __future__ import annotations

@@ -39,7 +39,6 @@ from vllm_patchkit.errors import PatchkitError
 from vllm_patchkit.paths import cache_dir
 from vllm_patchkit.trees.releases import locked, staged_dir
 from vllm_patchkit.trees.requirement_files import (
-    InvalidRequirement,
     Requirement,
     is_plain,
     metadata_requirements,
@@ -196,8 +195,11 @@ def _provide(
     key = digest.hexdigest()[:16]
     dest = cache_dir() / "extras" / key
     with locked(f"extras-{key}"):
-        manifest = _manifest(dest)
-        if manifest is not None and manifest.get("complete"):
+        try:
+            manifest = json.loads((dest / MANIFEST).read_text())
+        except (OSError, ValueError):
+            manifest = {}  # absent or damaged: installed again
+        if manifest.get("complete"):
             return dest, tuple(manifest["extras"]), list(manifest["failed"])
         with (
             progress.phase(
@@ -221,17 +223,11 @@ def _provide(
     return dest, tuple(extras), failed
 
 
-def _manifest(dest: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((dest / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _install_closure(wanted: list[Requirement], target: Path) -> tuple[list[str], bool]:
     """Install ``wanted``, then whatever they require that neither the venv
     nor ``target`` has; ``(failures, every failure was the index's answer)``."""
     failed: list[str] = []
+    unprovided: set[str] = set()
     complete = True
     tried: set[str] = set()
     batch = wanted
@@ -246,19 +242,13 @@ def _install_closure(wanted: list[Requirement], target: Path) -> tuple[list[str]
             if answered:
                 why = "no pure-Python wheel on the configured index"
             failed.append(f"{req}: {why}")
+            unprovided.add(canonicalize_name(req.name))
         batch = _unmet(target)
-    failed += _drop_shadowing(target)
-    failed += _drop_unusable(target, {_name_of(f) for f in failed})
+    for name, said in _drop_shadowing(target):
+        failed.append(said)
+        unprovided.add(name)
+    failed += _drop_unusable(target, unprovided)
     return failed, complete
-
-
-def _name_of(failure: str) -> str:
-    """The canonical name of the requirement a ``requirement: why`` is about."""
-    text = failure.split(":", 1)[0]
-    try:
-        return canonicalize_name(Requirement(text).name)
-    except InvalidRequirement:
-        return canonicalize_name(text)
 
 
 def _drop_unusable(target: Path, unprovided: set[str]) -> list[str]:
@@ -285,18 +275,19 @@ def _drop_unusable(target: Path, unprovided: set[str]) -> list[str]:
     return dropped
 
 
-def _drop_shadowing(target: Path) -> list[str]:
+def _drop_shadowing(target: Path) -> list[tuple[str, str]]:
     """Remove the packages that provide a top-level module this venv already
     has: first on the tree's path, they would replace the venv's (a
-    ``torch/`` in place of its torch) while the report names the venv's."""
-    dropped: list[str] = []
+    ``torch/`` in place of its torch) while the report names the venv's.
+    Each one's name and what :func:`_drop` says."""
+    dropped: list[tuple[str, str]] = []
     for info in sorted(target.glob("*.dist-info")):
         dist = metadata.PathDistribution(info)
         shadowed = sorted(m for m in _top_level(dist) if _venv_has(m))
         if not shadowed:
             continue
         why = f"provides {', '.join(shadowed)}, which this venv already has"
-        dropped.append(_drop(target, info, why)[1])
+        dropped.append(_drop(target, info, why))
     return dropped
 
 
@@ -370,15 +361,17 @@ def _unmet(target: Path) -> list[Requirement]:
     return list(unmet.values())
 
 
-def _pip_install(batch: list[Requirement], target: Path) -> list[tuple[str, str]]:
+def _pip_install(
+    batch: list[Requirement], target: Path
+) -> list[tuple[Requirement, str]]:
     """Install ``batch`` in one pip run; on failure, one by one to say which
     failed and why. Returns ``(requirement, why)`` for each failure."""
     error = _pip(batch, target)
     if error is None:
         return []
     if len(batch) == 1:
-        return [(str(batch[0]), error)]
-    return [(str(req), why) for req in batch if (why := _pip([req], target))]
+        return [(batch[0], error)]
+    return [(req, why) for req in batch if (why := _pip([req], target))]
 
 
 def _pip(batch: list[Requirement], target: Path) -> str | None:
