@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patchkit.pull_request import PullRequest
-from vllm_patchkit.pull_request.body_file import write_body
+from vllm_patchkit.pull_request.body import write_body
 
 BRANCH = "vllm-overlay/keep-the-shared-seq-lens-in-staticsinkattentionb"
 

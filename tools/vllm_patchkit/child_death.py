@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -39,7 +40,10 @@ PR_SET_PDEATHSIG = 1
 """From <linux/prctl.h>."""
 
 
+@functools.cache
 def _prctl() -> Callable[..., int] | None:
+    """The libc ``prctl``, looked up once, in the parent (not between fork
+    and exec, where a lookup could take a lock another thread held)."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes  # only to start a child, never at start-up
@@ -51,18 +55,11 @@ def _prctl() -> Callable[..., int] | None:
     return getattr(libc, "prctl", None)
 
 
-_PRCTL: list[Callable[..., int] | None] = []
-"""The libc ``prctl``, looked up once, in the parent (not between fork and
-exec, where a lookup could take a lock another thread held)."""
-
-
 def dies_with_parent(signum: int) -> Callable[[], None] | None:
     """A ``preexec_fn`` that has the child sent ``signum`` when this process
     dies; None where the platform cannot do it. If this process died between
     the fork and the request, the child sends it to itself at once."""
-    if not _PRCTL:
-        _PRCTL.append(_prctl())
-    prctl = _PRCTL[0]
+    prctl = _prctl()
     if prctl is None:
         return None
     parent = os.getpid()

@@ -1,10 +1,8 @@
 """``vllm-patchkit``: the command line over the vllm_patchkit library.
 
-Each subcommand lives in :mod:`vllm_patchkit.commands` and registers
-itself with ``add_parser``. This module maps exceptions to exit codes in
-one place (:func:`error_handler`), makes SIGTERM and SIGHUP unwind like
-Ctrl-C, and runs with stdin, stdout or stderr closed by the caller
-(:func:`_standard_streams`).
+Each subcommand is a module of :mod:`vllm_patchkit.commands`. This one maps
+exceptions to exit codes in one place (:func:`error_handler`), makes SIGTERM
+and SIGHUP unwind like Ctrl-C, and runs with a standard stream closed.
 """
 
 from __future__ import annotations
@@ -26,24 +24,24 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-COMMANDS = {
-    "demo": "demo",
-    "apply": "apply",
-    "check": "check",
-    "rebase": "rebase",
-    "refresh": "refresh",
-    "upstream": "upstream",
-    "doctor": "doctor",
-    "audit": "audit",
-    "metadata-writes": "metadata_writes",
-    "matrix": "matrix",
-    "test": "test",
-    "precommit": "precommit",
-    "pr": "pr",
-    "memcheck": "memcheck",
-}
-"""Each subcommand, in ``--help``'s order, and its module in
-:mod:`vllm_patchkit.commands` (whose ``add_parser`` defines it)."""
+COMMANDS = (
+    "demo",
+    "apply",
+    "check",
+    "rebase",
+    "refresh",
+    "upstream",
+    "doctor",
+    "audit",
+    "metadata-writes",
+    "matrix",
+    "test",
+    "precommit",
+    "pr",
+    "memcheck",
+)
+"""Each subcommand, in ``--help``'s order; its module in
+:mod:`vllm_patchkit.commands` (dashes as underscores) defines it (``add_parser``)."""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -72,11 +70,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="the patch series directory (default: %(default)s)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in COMMANDS.items():
+    for name in COMMANDS:
         if only is None or name == only:
             # __import__, not importlib.import_module: -X importtime (the
             # start-up tests and benchmarks) sees only the former.
-            path = f"vllm_patchkit.commands.{module}"
+            path = f"vllm_patchkit.commands.{name.replace('-', '_')}"
             __import__(path, fromlist=("add_parser",)).add_parser(commands)
     return parser
 
@@ -183,14 +181,10 @@ def error_handler(
     """Run ``command``; the one path from anything it raises to an exit code.
 
     A :class:`PatchkitError` carries its code and status word; Ctrl-C (and
-    SIGTERM, SIGHUP) is 130; anything else is a bug or an environment
-    failure nobody anticipated: 3, never 1 ("not fixed") nor 2 ("refused,
-    nothing changed"), with the traceback in a log file named on stderr.
-    With ``--json`` stdout still gets one object. Progress (which step,
-    elapsed) goes to stderr while it runs, when :mod:`vllm_patchkit.progress`
-    says a person watches. A reader that closes
-    stdout or stderr early (``apply | head -1``) does not turn the command's
-    own result into an error: the rest of that output goes to the null device.
+    SIGTERM, SIGHUP) is 130; anything else is 3 (never "not fixed" nor
+    "refused, nothing changed"), its traceback logged. With ``--json``
+    stdout still gets one object. A reader that closes stdout or stderr
+    early (``apply | head -1``) does not turn the result into an error.
     """
     from vllm_patchkit import progress
 

@@ -41,9 +41,10 @@ class Command:
     parser: argparse.ArgumentParser
 
 
-def patchkit_commands() -> list[Command]:
-    """The toolkit's top-level parser, then each subcommand's, in the order
-    ``vllm-patchkit --help`` lists them."""
+def all_commands() -> list[Command]:
+    """The toolkit's top-level parser, each subcommand's in the order
+    ``vllm-patchkit --help`` lists them, then the overlay's doctor."""
+    from vllm_overlay.doctor import build_parser as overlay_parser
     from vllm_patchkit.cli import build_parser
 
     top = build_parser()  # argparse keeps a parser's actions in _actions only
@@ -56,17 +57,8 @@ def patchkit_commands() -> list[Command]:
                 found.append(
                     Command(f"vllm-patchkit {name}", helps.get(name, ""), parser)
                 )
-    return found
-
-
-def all_commands() -> list[Command]:
-    from vllm_overlay.doctor import build_parser
-
-    overlay = build_parser()
-    return [
-        *patchkit_commands(),
-        Command(overlay.prog, "the overlay's doctor", overlay),
-    ]
+    overlay = overlay_parser()
+    return [*found, Command(overlay.prog, "the overlay's doctor", overlay)]
 
 
 def undocumented(commands: list[Command]) -> list[str]:

@@ -22,23 +22,35 @@ _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class LogRefused(OSError):
-    """The log directory is not one the toolkit will write into."""
+def write_traceback(exc: BaseException) -> Path | None:
+    """The traceback of ``exc`` in a new private file
+    ``logs/error-STAMP-RANDOM.log`` of the cache directory; on stderr instead
+    (None), with the reason, when that cannot be written."""
+    import traceback
+
+    from vllm_patchkit.paths import cache_dir
+
+    text = "".join(traceback.format_exception(exc))
+    try:
+        return _write_log(
+            cache_dir() / "logs", f"vllm-patchkit {' '.join(sys.argv[1:])}\n{text}"
+        )
+    except OSError as err:
+        print(text, file=sys.stderr, end="")
+        print(f"vllm-patchkit: traceback not logged: {err}", file=sys.stderr)
+        return None
 
 
-def write_log(directory: Path, text: str) -> Path:
-    """``text`` in a new private file ``error-STAMP-RANDOM.log`` under
-    ``directory``; raises :class:`OSError` (``LogRefused`` for a symlinked
-    directory) without writing anywhere else."""
+def _write_log(directory: Path, text: str) -> Path:
     directory.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         directory.mkdir(mode=0o700)
     if directory.is_symlink():
-        raise LogRefused(f"{directory} is a symbolic link; not writing through it")
+        raise OSError(f"{directory} is a symbolic link; not writing through it")
     try:
         dir_fd = os.open(directory, _DIR_FLAGS)
     except OSError as exc:  # ELOOP: swapped for a link since the check
-        raise LogRefused(f"{directory} is not a plain directory ({exc})") from exc
+        raise OSError(f"{directory} is not a plain directory ({exc})") from exc
     try:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         name = f"error-{stamp}-{secrets.token_hex(8)}.log"
@@ -48,21 +60,3 @@ def write_log(directory: Path, text: str) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as log:
         log.write(text)
     return directory / name
-
-
-def write_traceback(exc: BaseException) -> Path | None:
-    """The traceback of ``exc`` in a new log under the cache directory; on
-    stderr instead (None), with the reason, when that cannot be written."""
-    import traceback
-
-    from vllm_patchkit.paths import cache_dir
-
-    text = "".join(traceback.format_exception(exc))
-    try:
-        return write_log(
-            cache_dir() / "logs", f"vllm-patchkit {' '.join(sys.argv[1:])}\n{text}"
-        )
-    except OSError as err:
-        print(text, file=sys.stderr, end="")
-        print(f"vllm-patchkit: traceback not logged: {err}", file=sys.stderr)
-        return None

@@ -1,10 +1,7 @@
 """Exit codes, and the errors that carry them: one path from a failure to a code.
 
-Every failure the toolkit means to report is a :class:`PatchkitError` whose
-class says the exit code and the JSON status word; ``cli.main`` maps them in
-one place. Anything else escaping a command is a bug or an unexpected
-environment failure and is reported as an error (3), never as "refused,
-nothing changed".
+A failure the toolkit means to report is a :class:`PatchkitError` whose class
+says the exit code and the JSON status word (``cli.error_handler`` maps them).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from vllm_patchkit.commands.common import (
     add_command,
     add_json,
     add_path,
-    emit_json,
-    print_outcome,
+    emit,
+    outcome,
 )
 from vllm_patchkit.errors import EXIT_BY_STATUS
 
@@ -90,10 +90,7 @@ def run(args: argparse.Namespace) -> int:
     journal = JournalAction(args.journal_action)
     series = load_series(args.patches)
     result = apply_series(args.path, series, journal, series.names(args.skip))
-    if args.json:
-        emit_json(result)
-    else:
-        print_outcome(result, result.patches)
-        if result.skipped:
-            print(f"skipped by --skip: {', '.join(result.skipped)}")
+    skipped = ", ".join(result.skipped)
+    more = [f"skipped by --skip: {skipped}"] if skipped else []
+    emit(args, result, lambda: outcome(result, result.patches, *more))
     return EXIT_BY_STATUS[result.status]

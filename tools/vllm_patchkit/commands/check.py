@@ -1,12 +1,9 @@
 """``vllm-patchkit check``: read-only status of each patch in a checkout.
 
-Nothing changes, in the work tree or under ``.git``: the states come from
-:func:`vllm_patchkit.git.checkout.classify`, which tries each patch against a
-scratch index and a temporary object directory, patch after patch, so later
-patches are checked on top of earlier ones, each with its invariant read on
-a trial tree as apply reads it after ``git am``. It works on a read-only
-repository and gives the same answer there, and runs none of the
-checkout's hooks (the scratch index is the toolkit's own).
+The states come from :func:`vllm_patchkit.git.checkout.classify`: a scratch
+index and object directory, patch after patch, nothing written to the work
+tree or under ``.git`` (a read-only repository gives the same answer), none
+of the checkout's hooks run.
 """
 
 from __future__ import annotations

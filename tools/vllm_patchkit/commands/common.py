@@ -59,24 +59,20 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def to_jsonable(value: Any) -> Any:
+def _jsonable(value: Any) -> Any:
+    """What json cannot write itself: a dataclass as its fields (nested ones
+    too), anything else (a Path) as text."""
     import dataclasses  # here: every start-up imports this module
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: to_jsonable(v) for k, v in dataclasses.asdict(value).items()}
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
+        return dataclasses.asdict(value)
+    return str(value)
 
 
 def emit_json(payload: Any) -> None:
     import json
 
-    json.dump(to_jsonable(payload), sys.stdout, indent=2, default=str)
+    json.dump(payload, sys.stdout, indent=2, default=_jsonable)
     sys.stdout.write("\n")
 
 
@@ -88,12 +84,11 @@ def emit(args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> Non
         print(text())
 
 
-def print_outcome(result: Any, patches: list[Any]) -> None:
+def outcome(result: Any, patches: list[Any], *more: str) -> str:
     """A series operation's notes, status and message, then its patches."""
-    for note in result.notes:
-        print(f"note: {note}")
-    print(f"{result.status}: {result.message}")
-    print("\n".join(patch_lines(patches)))
+    notes = [f"note: {note}" for note in result.notes]
+    status = f"{result.status}: {result.message}"
+    return "\n".join([*notes, status, "\n".join(patch_lines(patches)), *more])
 
 
 def patch_lines(patches: list[Any]) -> list[str]:

@@ -10,7 +10,6 @@ from vllm_patchkit.commands.common import (
     add_json,
     emit_json,
     patch_lines,
-    to_jsonable,
 )
 from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.trees.runtime import INSTALLED_VLLM, require
@@ -51,6 +50,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     hint = "or name a vLLM tree: doctor PATH"
     if args.path is None:
         require("doctor", INSTALLED_VLLM, hint)
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                **to_jsonable(diagnosis),
+                **asdict(diagnosis),
                 "judged": diagnosis.judged,
                 "protected": diagnosis.protected,
             }

@@ -11,7 +11,6 @@ from vllm_patchkit.commands.common import (
     add_json,
     add_path,
     emit,
-    to_jsonable,
 )
 from vllm_patchkit.errors import EXIT_BY_STATUS
 
@@ -137,6 +136,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     from vllm_patchkit.git.series import load_series
     from vllm_patchkit.pull_request import (
         UPSTREAM_REPO,
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     pr = prepare_pull_request(args.path, load_series(args.patches), options)
     if args.submit:
         pr = submit(pr, args.remote)
-    payload = {**to_jsonable(pr), "gh_command_line": pr.gh_command_line}
+    payload = {**asdict(pr), "gh_command_line": pr.gh_command_line}
     emit(args, payload, lambda: format_pr(pr, submitted=args.submit))
     return EXIT_BY_STATUS[pr.status]
 

@@ -10,7 +10,6 @@ from vllm_patchkit.commands.common import (
     add_json,
     add_path,
     emit,
-    to_jsonable,
 )
 from vllm_patchkit.errors import EXIT_FAILED, EXIT_OK
 
@@ -97,6 +96,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # PrecommitRefused (2) and PrecommitEnvironmentError (3) take the CLI's
     # one error path.
+    from dataclasses import asdict
+
     from vllm_patchkit.git.series import load_series
     from vllm_patchkit.precommit import run_precommit
     from vllm_patchkit.present.reports import format_precommit
@@ -105,6 +106,6 @@ def run(args: argparse.Namespace) -> int:
     result = run_precommit(
         args.path, files, online=args.online, skip=args.skip, verbose=args.verbose
     )
-    payload = {**to_jsonable(result), "diff": result.diff}
+    payload = {**asdict(result), "diff": result.diff}
     emit(args, payload, lambda: format_precommit(result))
     return EXIT_OK if result.passed else EXIT_FAILED

@@ -10,8 +10,8 @@ from vllm_patchkit.commands.common import (
     add_command,
     add_json,
     add_path,
-    emit_json,
-    print_outcome,
+    emit,
+    outcome,
 )
 from vllm_patchkit.errors import EXIT_BY_STATUS
 
@@ -90,8 +90,5 @@ def run(args: argparse.Namespace) -> int:
                 out.write(text)
         elif not args.json:
             print(text)
-    if args.json:
-        emit_json(result)
-    else:
-        print_outcome(result, result.patches + result.commits)
+    emit(args, result, lambda: outcome(result, result.patches + result.commits))
     return EXIT_BY_STATUS[result.status]

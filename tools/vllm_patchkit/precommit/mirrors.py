@@ -166,6 +166,48 @@ def _fixer(hook_id: str, name: str, entry: str = "", **kw: Any) -> UpstreamHook:
     return _hook(hook_id, name, entry, stages=_FIXER_STAGES, **kw)
 
 
+_PRE_COMMIT_HOOKS = _hooks(
+    _hook("check-added-large-files", "check for added large files"),
+    _hook("check-ast", "check python ast", types=("python",)),
+    _hook("check-case-conflict", "check for case conflicts"),
+    _hook("check-docstring-first", "check docstring is first", types=("python",)),
+    _fixer(
+        "check-executables-have-shebangs",
+        "check that executables have shebangs",
+        types=("text", "executable"),
+    ),
+    _hook("check-json", "check json", types=("json",)),
+    _hook("check-merge-conflict", "check for merge conflicts", types=_TEXT),
+    _fixer(
+        "check-shebang-scripts-are-executable",
+        "check that scripts with shebangs are executable",
+    ),
+    _hook("check-symlinks", "check for broken symlinks", types=("symlink",)),
+    _hook("check-toml", "check toml", types=("toml",)),
+    _hook("check-xml", "check xml", types=("xml",)),
+    _hook("check-yaml", "check yaml", types=("yaml",)),
+    _hook("debug-statements", "debug statements (python)", types=("python",)),
+    _hook("detect-private-key", "detect private key", types=_TEXT),
+    _fixer("end-of-file-fixer", "fix end of files"),
+    _hook("fix-byte-order-marker", "fix utf-8 byte order marker", types=_TEXT),
+    _hook("mixed-line-ending", "mixed line ending", types=_TEXT),
+    _hook(
+        "no-commit-to-branch",
+        "don't commit to branch",
+        pass_filenames=False,
+        always_run=True,
+    ),
+    _hook("pretty-format-json", "pretty format json", types=("json",)),
+    _hook(
+        "requirements-txt-fixer",
+        "fix requirements.txt",
+        files=r"(requirements|constraints).*\.txt$",
+    ),
+    _fixer(
+        "trailing-whitespace", "trim trailing whitespace", "trailing-whitespace-fixer"
+    ),
+)
+
 MIRRORS: dict[str, Mirror] = {
     m.slug: m
     for m in (
@@ -189,7 +231,7 @@ MIRRORS: dict[str, Mirror] = {
             "pre-commit/mirrors-clang-format",
             _python("clang-format"),
             _hooks(
-                UpstreamHook(
+                _hook(
                     "clang-format",
                     "clang-format",
                     "clang-format -i",
@@ -252,61 +294,7 @@ MIRRORS: dict[str, Mirror] = {
         Mirror(
             "pre-commit/pre-commit-hooks",
             _python("pre-commit-hooks"),
-            _hooks(
-                _hook("check-added-large-files", "check for added large files"),
-                _hook("check-ast", "check python ast", types=("python",)),
-                _hook("check-case-conflict", "check for case conflicts"),
-                _hook(
-                    "check-docstring-first",
-                    "check docstring is first",
-                    types=("python",),
-                ),
-                _fixer(
-                    "check-executables-have-shebangs",
-                    "check that executables have shebangs",
-                    types=("text", "executable"),
-                ),
-                _hook("check-json", "check json", types=("json",)),
-                _hook("check-merge-conflict", "check for merge conflicts", types=_TEXT),
-                _fixer(
-                    "check-shebang-scripts-are-executable",
-                    "check that scripts with shebangs are executable",
-                ),
-                _hook(
-                    "check-symlinks", "check for broken symlinks", types=("symlink",)
-                ),
-                _hook("check-toml", "check toml", types=("toml",)),
-                _hook("check-xml", "check xml", types=("xml",)),
-                _hook("check-yaml", "check yaml", types=("yaml",)),
-                _hook(
-                    "debug-statements", "debug statements (python)", types=("python",)
-                ),
-                _hook("detect-private-key", "detect private key", types=_TEXT),
-                _fixer("end-of-file-fixer", "fix end of files"),
-                _hook(
-                    "fix-byte-order-marker",
-                    "fix utf-8 byte order marker",
-                    types=_TEXT,
-                ),
-                _hook("mixed-line-ending", "mixed line ending", types=_TEXT),
-                _hook(
-                    "no-commit-to-branch",
-                    "don't commit to branch",
-                    pass_filenames=False,
-                    always_run=True,
-                ),
-                _hook("pretty-format-json", "pretty format json", types=("json",)),
-                _hook(
-                    "requirements-txt-fixer",
-                    "fix requirements.txt",
-                    files=r"(requirements|constraints).*\.txt$",
-                ),
-                _fixer(
-                    "trailing-whitespace",
-                    "trim trailing whitespace",
-                    "trailing-whitespace-fixer",
-                ),
-            ),
+            _PRE_COMMIT_HOOKS,
             PRE_COMMIT_HOOKS_TAGS,
         ),
     )

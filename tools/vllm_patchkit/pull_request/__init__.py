@@ -6,7 +6,7 @@ by their content (:mod:`.scope`, :mod:`.contents`), refuses them when the
 base plus them lacks the fix, checks their DCO sign-offs, runs
 ``vllm-patchkit test``, ``precommit`` and the upstream test's mutation
 (:mod:`vllm_patchkit.judge.mutation.upstream_test`) for real on what the PR
-sends (the base plus those commits, :mod:`.sent`), scoped to that fix, and
+sends (the base plus those commits), scoped to that fix, and
 builds the title and the description from vLLM's template. It changes
 nothing. ``submit`` then makes the branch (the fix's changes replayed on the
 base, messages with upstream's trailers only, sign-offs added only with
@@ -16,12 +16,13 @@ submitter's), pushes it and runs ``gh pr create`` when gh is installed.
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,17 +42,19 @@ from vllm_patchkit.git.revs import (
     check_revision,
 )
 from vllm_patchkit.git.series import Series
-from vllm_patchkit.gitcmd import Git
+from vllm_patchkit.gitcmd import NO_HOOKS, Git
 from vllm_patchkit.judge.mutation.upstream_test import measure_fix
 from vllm_patchkit.judge.regression.by_fix import UPSTREAM
 from vllm_patchkit.judge.tree_pytest import series_test_files
 from vllm_patchkit.judge.verify import verify_tree
 from vllm_patchkit.precommit import run_precommit
 from vllm_patchkit.precommit.mirrors import repo_slug
+from vllm_patchkit.precommit.runner import scratch_clone
 from vllm_patchkit.present.reports import format_precommit, format_verify
 from vllm_patchkit.pull_request.body import (
     RunRecord,
     claims_section,
+    collapsed,
     details_section,
     fill_template,
     is_rocm_fix,
@@ -60,19 +63,18 @@ from vllm_patchkit.pull_request.body import (
     plan_section,
     pr_title,
     result_section,
+    write_body,
 )
-from vllm_patchkit.pull_request.body_file import write_body
 from vllm_patchkit.pull_request.contents import (
     Carrier,
     NotReplayableError,
+    in_tree,
     missing_patches,
     patch_carriers,
     replayed_tree,
     with_earlier_patches,
 )
-from vllm_patchkit.pull_request.details import notes_for
 from vllm_patchkit.pull_request.scope import Scope, ScopeError, choose_fix
-from vllm_patchkit.pull_request.sent import sent_checkout
 from vllm_patchkit.pull_request.signoff import (
     Identity,
     SeriesCommit,
@@ -186,8 +188,7 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
         return pr
     commits, series = scope.commits, scope.series
     if options.run_test or options.run_precommit or options.run_mutation:
-        build = functools.partial(_build_commits, pr=pr)
-        with sent_checkout(git, pr.base_commit, build) as (root, pr.measured):
+        with _sent_checkout(git, pr) as root:
             evidence = _measure(pr, root, series, options, len(commits))
             pr.body = _render_body(root, pr, commits, series, evidence)
     else:
@@ -207,6 +208,29 @@ def prepare_pull_request(path: Path, series: Series, options: Options) -> PullRe
         if pr.fix is not None:
             pr.message += f": fix {pr.fix}"
     return pr
+
+
+@contextmanager
+def _sent_checkout(git: Git, pr: PullRequest) -> Iterator[Path]:
+    """A clone of the checkout at the commits ``submit`` makes (their head
+    in ``pr.measured``), the series base recorded there as apply records it.
+
+    The Test Result is about what is sent, not the user's HEAD (other fixes'
+    commits, their own work): ``test`` and ``precommit`` run in a throwaway
+    shared clone (:func:`scratch_clone`, where ``precommit`` runs) at the
+    same commit ids ``submit`` makes (same trees, parents, authors, dates and
+    the user's identity as committer). The user's checkout is only read.
+    """
+    with scratch_clone(git.root) as tree:
+        clone = Git(tree)
+        for key in ("user.name", "user.email"):  # submit's committer
+            value = git.run("config", key, check=False).stdout.strip()
+            if value:
+                clone.run("config", key, value)
+        pr.measured = _build_commits(clone, pr)
+        clone.run("update-ref", BASE_REF, pr.base_commit)
+        clone.run(*NO_HOOKS, "checkout", "--quiet", "--detach", pr.measured)
+        yield tree
 
 
 def _collect(
@@ -367,7 +391,7 @@ def _render_body(
         "Claims": claims_section(commits[0].subject, evidence.claims),
         "Test Plan": plan_section(_plan_commands(root, series)),
         "Test Result": result,
-        "Details": details_section(messages, notes_for(pr.fix)),
+        "Details": details_section(messages, pr.fix),
     }
     return fill_template(template, sections)
 
@@ -387,12 +411,11 @@ def _gh_head(git: Git, remote: str, branch: str, repo: str) -> str:
     return f"{slug.partition('/')[0]}:{branch}"
 
 
-def submit(pr: PullRequest, remote: str | None) -> PullRequest:
+def submit(pr: PullRequest, remote: str) -> PullRequest:
     """Create the branch, push it to ``remote`` and run gh; fail closed."""
     if pr.status != "ready":
         return pr
-    if remote is not None:
-        check_repository(remote, "--remote")
+    check_repository(remote, "--remote")
     check_ref_name(pr.branch, "--branch")
     git = Git(Path(pr.checkout))
     existing = git.commit_of(f"refs/heads/{pr.branch}")
@@ -411,19 +434,16 @@ def submit(pr: PullRequest, remote: str | None) -> PullRequest:
         # The empty old value makes git refuse if the branch appeared meanwhile.
         git.run("update-ref", f"refs/heads/{pr.branch}", head, "")
     pr.head = head
-    if remote is not None:
-        refspec = f"refs/heads/{pr.branch}:refs/heads/{pr.branch}"
-        push = git.run(
-            "push", "--quiet", "--end-of-options", remote, refspec, check=False
+    refspec = f"refs/heads/{pr.branch}:refs/heads/{pr.branch}"
+    push = git.run("push", "--quiet", "--end-of-options", remote, refspec, check=False)
+    if push.returncode != 0:
+        return _stop(
+            pr,
+            f"branch {pr.branch} created, but pushing it to {remote} failed: "
+            f"{push.stderr.strip()}",
+            "error",
         )
-        if push.returncode != 0:
-            return _stop(
-                pr,
-                f"branch {pr.branch} created, but pushing it to {remote} failed: "
-                f"{push.stderr.strip()}",
-                "error",
-            )
-        pr.pushed_to = remote
+    pr.pushed_to = remote
     gh = shutil.which("gh")
     if gh is None:
         return _stop(
@@ -495,7 +515,7 @@ def _run_test(pr: PullRequest, root: Path, series: Series, evidence: Evidence) -
     label = by_name(pr.fix).pr if pr.fix else None  # the fix's word in verdicts
     pr.runs.append(
         RunRecord("vllm-patchkit test", "vllm-patchkit test .", code,
-                  _in_checkout(format_verify(result, label), root))
+                  in_tree(format_verify(result, label), root))
     )  # fmt: skip
     tests = {}
     for run, where in ((result.before, "without"), (result.after, "with")):
@@ -548,12 +568,7 @@ def _run_mutation(pr: PullRequest, root: Path, evidence: Evidence) -> None:
     ]
     rows += [f"{'same':8} {line}" for line in report.equivalent]
     summary = "The mutants: the fixed file with one change, through the added test"
-    evidence.blocks.append(
-        "\n".join(
-            [f"<details><summary>{summary}</summary>", "", "```text", *rows, "```"]
-            + ["", "</details>"]
-        )
-    )
+    evidence.blocks.append(collapsed(summary, rows))
 
 
 def _run_precommit(
@@ -566,7 +581,7 @@ def _run_precommit(
             "vllm-patchkit precommit",
             "vllm-patchkit precommit .",
             0 if result.passed else 1,
-            _in_checkout(format_precommit(result), root),
+            in_tree(format_precommit(result), root),
             shown=shown,
         )
     )
@@ -588,12 +603,6 @@ def _plan_commands(root: Path, series: Series) -> list[str]:
 
 def _precommit_command(series: Series) -> str:
     return f"pre-commit run --files {' '.join(series.files())}"
-
-
-def _in_checkout(text: str, root: Path) -> str:
-    """``text`` with the checkout's path as ``.``: a PR names no path of
-    the machine it was made on (the commands ran in the checkout)."""
-    return text.replace(f"{root}/", "").replace(str(root), ".")
 
 
 def _build_commits(git: Git, pr: PullRequest) -> str:

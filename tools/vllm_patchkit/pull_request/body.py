@@ -7,15 +7,21 @@ checkout has none. Every section is filled: Purpose (Overview) from the fix
 commit's first paragraph, Claims and Test Result from the runs that were
 actually made, Test Plan from upstream's own commands (pytest on the test
 files the PR adds, pre-commit), Details from the fix's reviewer notes
-(:mod:`.details`) or the commit messages. A reviewer reproduces every figure
-from the PR: the toolkit's own commands and checks stay out of it.
+or the commit messages. A reviewer reproduces every figure from the PR: the
+toolkit's own commands and checks stay out of it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from vllm_overlay.fixes import by_name
+from vllm_patchkit.paths import cache_dir, write_atomic
 
 TEMPLATE = Path(".github/PULL_REQUEST_TEMPLATE.md")
 SECTIONS = ("Purpose", "Claims", "Test Plan", "Test Result", "Details")
@@ -141,8 +147,17 @@ def overview_section(messages: list[tuple[str, str]], references: list[str]) -> 
     return "\n\n".join(lines)
 
 
-def details_section(messages: list[tuple[str, str]], notes: str | None) -> str:
-    """The fix's reviewer notes, else each commit's message."""
+def details_section(messages: list[tuple[str, str]], fix: str | None) -> str:
+    """The fix's reviewer notes, else each commit's message.
+
+    vLLM's commit messages stay a few short paragraphs; the reasoning a
+    reviewer checks the change against (every reader of what it touches, why
+    this design, what stock does on the test's paths) is a fix's ``NOTES``,
+    in the module of its folder :attr:`Fix.review
+    <vllm_overlay.fixes.base.Fix.review>` names.
+    """
+    module = by_name(fix).review if fix else ""
+    notes = importlib.import_module(module).NOTES if module else None
     if notes:
         return notes.strip()
     blocks = []
@@ -169,14 +184,30 @@ def result_section(records: list[RunRecord], highlights: list[str]) -> str:
         if record.shown is None:
             continue
         summary = f"<code>{record.shown}</code> (exit {record.returncode})"
-        blocks += [
-            "",
-            f"<details><summary>{summary}</summary>",
-            "",
-            "```text",
-            record.output.rstrip(),
-            "```",
-            "",
-            "</details>",
-        ]
+        blocks += ["", collapsed(summary, [record.output.rstrip()])]
     return "\n".join(blocks)
+
+
+def collapsed(summary: str, lines: list[str]) -> str:
+    """``lines`` as text in a block GitHub shows folded under ``summary``."""
+    block = ["```text", *lines, "```", "", "</details>"]
+    return "\n".join([f"<details><summary>{summary}</summary>", "", *block])
+
+
+def write_body(checkout: Path, branch: str, body: str) -> Path:
+    """Keep ``body``, whole (a reader never sees half), in one file per
+    checkout and branch.
+
+    The branch is named after the fix, so every checkout preparing one fix's
+    PR has the same one: a file per branch alone let one checkout's body
+    replace another's under the ``--body-file`` printed for the first. The
+    folder is the checkout's name (to read) and a digest of its resolved
+    path (to tell apart two checkouts of one name).
+    """
+    resolved = checkout.resolve()
+    digest = hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
+    folder = f"{resolved.name}-{digest}" if resolved.name else digest
+    target = cache_dir() / "pr" / folder / (branch.replace("/", "-") + ".md")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, body)
+    return target

@@ -124,10 +124,9 @@ def missing_patches(
                 continue
             result = check_invariant(patch.invariant, tree)
             if not result.holds:
-                detail = result.detail.replace(f"{tree}/", "").replace(str(tree), ".")
                 missing.append(
                     f"{patch.name} (its invariant {patch.invariant} does not "
-                    f"hold there: {detail})"
+                    f"hold there: {in_tree(result.detail, tree)})"
                 )
     return missing
 
@@ -156,6 +155,12 @@ def with_earlier_patches(
         )
 
     return [c for c in commits if c.sha in mine or earlier(c)]
+
+
+def in_tree(text: str, root: Path) -> str:
+    """``text`` with ``root``'s path as ``.``: a PR names no path of the
+    machine it was made on."""
+    return text.replace(f"{root}/", "").replace(str(root), ".")
 
 
 def changed_files(git: Git, old: str, new: str) -> list[str]:
