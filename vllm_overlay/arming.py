@@ -17,8 +17,6 @@ from vllm_overlay.proof import FixRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from vllm_overlay.state import InstallState
 
 logger = logging.getLogger("vllm.plugins.vllm_overlay")
@@ -26,46 +24,35 @@ logger = logging.getLogger("vllm.plugins.vllm_overlay")
 
 def arm(state: InstallState) -> None:
     """Install ``state``'s fix (its install module's ``install(module,
-    state)``) once vLLM imports the module the fix patches."""
+    state)``) once vLLM imports the module the fix patches.
+
+    It runs inside vLLM's own import: a failure is recorded in ``state`` and
+    logged, never raised into that import. :class:`FixRefused` means the
+    loaded code is not what was inspected, so it is left as it is.
+    """
     from vllm_overlay.fixes import by_name
 
     fix = by_name(state.name)
     install = importlib.import_module(fix.install).install
-    arm_on_import(state, fix.module, lambda module: install(module, state), fix.what)
-
-
-def arm_on_import(
-    state: InstallState,
-    module_name: str,
-    install: Callable[[ModuleType], None],
-    what: str = "",
-) -> None:
-    """Run ``install`` once vLLM imports ``module_name``.
-
-    It runs inside vLLM's own import: a failure is recorded in ``state`` and
-    logged, never raised into that import. :class:`FixRefused` means the
-    loaded code is not what was inspected, so it is left as it is. ``what``
-    names the fix in messages (:attr:`Fix.what`; "" for the first fix).
-    """
 
     def run(module: ModuleType) -> None:
         try:
-            install(module)
+            install(module, state)
         except FixRefused as exc:
             problem = f"left as it is: {exc}"
             state.problems.append(problem)
             logger.warning(
                 "vllm-overlay: fix%s not installed on vLLM %s: %s",
-                what,
+                fix.what,
                 state.vllm_version,
                 problem,
             )
         except Exception as exc:
             problem = f"installing failed: {exc!r}"
             state.problems.append(problem)
-            logger.warning("vllm-overlay: fix%s not installed: %s", what, problem)
+            logger.warning("vllm-overlay: fix%s not installed: %s", fix.what, problem)
 
-    after_import(module_name, run)
+    after_import(fix.module, run)
 
 
 def warn_when_loaded(state: InstallState, module_name: str, what: str = "") -> None:

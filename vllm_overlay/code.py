@@ -2,12 +2,9 @@
 
 Every fix reads one place of vLLM by its AST, never by importing it (cheap
 at plugin registration, safe on a tree that cannot be imported, exact about
-what it saw), and says what it found as a :class:`Code`: a :class:`Shape`,
-the file and line, and why. The words are the same for every fix, so the
-overlay (:attr:`Code.affected`), the toolkit's carry rules and invariants,
-and the doctors read any fix's verdict the same way. A fix's reader may
-subclass :class:`Code` to keep what its install needs (the definition it
-read); the shared AST helpers of the readers are here too.
+what it saw), and says what it found as a :class:`Code`, which the overlay,
+the toolkit's rules and the doctors read the same way for every fix. The
+readers' shared AST helpers are here too.
 """
 
 from __future__ import annotations
@@ -97,11 +94,10 @@ def tree_reader(
 
 
 def reads(*files: Path) -> Callable[[F], F]:
-    """Declares that a reading of a tree reads these of its files (relative
-    to it) and nothing else of it, so that the toolkit may keep its verdict
-    by their content across runs (a pre-commit hook's ``check``). Declaring
-    one file too many costs a reading; one too few would be a stale
-    verdict: ``tests/unit/test_declared_reads.py`` watches every open."""
+    """Declares that a reading of a tree reads only these of its files, so
+    that the toolkit may keep its verdict by their content across runs (one
+    too few would be a stale verdict: ``tests/unit/test_declared_reads.py``
+    watches every open)."""
 
     def declare(read: F) -> F:
         read.tree_files = files  # type: ignore[attr-defined]

@@ -1,10 +1,8 @@
 """Does a vLLM need each fix, is it protected, and what is its word: one logic.
 
-Both doctors present it: ``python -m vllm_overlay`` for the installed vLLM
-(after loading its plugins, with what this process shows) and the toolkit's
-``vllm-patchkit doctor`` for any tree (with its series' patches). Each reads
-a fix's decision (:class:`~vllm_overlay.state.InstallState`) into a
-:class:`Finding` here and takes the vLLM's word from :func:`deciding`, so
+Both doctors (``python -m vllm_overlay`` for the installed vLLM,
+``vllm-patchkit doctor`` for any tree) read each fix's decision into a
+:class:`Finding` here and take the vLLM's word from :func:`deciding`, so
 the two never judge one tree two ways.
 """
 

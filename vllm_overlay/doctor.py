@@ -61,7 +61,7 @@ def fix_report(finding: Finding, state: InstallState, disabled: bool) -> dict[st
         "line": finding.line,
         "judged": finding.affected is not None,
         "would_do": str(finding.action),
-        "removes": plan.removes if plan is not None else None,
+        "removes": getattr(plan, "removes", None),  # a plan may remove none
         "disabled": disabled,
         "status": None,
         "active": None,
@@ -98,7 +98,15 @@ def diagnose(load_plugins: bool = True) -> dict[str, Any]:
     }
     if load_plugins:
         _load_plugins(report, findings)
-    return _summarise(report, findings)
+    # Each fix's protection, and the word of the fix that ``deciding`` picks.
+    for entry, finding in zip(report["fixes"], findings, strict=True):
+        entry["protected"] = finding.protected
+    report["affected"] = deciding(findings).affected
+    report["judged"] = all(f.affected is not None for f in findings)
+    report["needed"] = [f.name for f in findings if f.affected is not False]
+    report["not_protected"] = [f.name for f in findings if not f.protected]
+    report["problems"] = [p for e in report["fixes"] for p in e["problems"]]
+    return report
 
 
 def _load_plugins(report: dict[str, Any], findings: list[Finding]) -> None:
@@ -125,20 +133,6 @@ def _load_plugins(report: dict[str, Any], findings: list[Finding]) -> None:
         importlib.import_module(caller_module())
         kernels = {state.kernel for state in states.values()} - {"upstream"}
         report["kernel"] = kernels.pop() if kernels else "upstream"
-
-
-def _summarise(report: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:
-    """Each fix's :attr:`~vllm_overlay.diagnosis.Finding.protected`, and the
-    word of the fix that :func:`~vllm_overlay.diagnosis.deciding` picks."""
-    fixes = report["fixes"]
-    for entry, finding in zip(fixes, findings, strict=True):
-        entry["protected"] = finding.protected
-    report["affected"] = deciding(findings).affected
-    report["judged"] = all(f.affected is not None for f in findings)
-    report["needed"] = [f.name for f in findings if f.affected is not False]
-    report["not_protected"] = [f.name for f in findings if not f.protected]
-    report["problems"] = [p for e in fixes for p in e["problems"]]
-    return report
 
 
 YES_NO = {True: "yes", False: "no", None: "not checked"}

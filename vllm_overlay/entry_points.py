@@ -29,13 +29,8 @@ def entry_point_registered(
     group: str = ENTRY_POINT_GROUP, name: str = ENTRY_POINT_NAME
 ) -> bool:
     """Whether an installed distribution declares entry point ``name`` in
-    ``group`` (by default, the overlay's), as ``importlib.metadata``
-    finds it.
-
-    Read from the ``entry_points.txt`` of the ``*.dist-info`` and
-    ``*.egg-info`` directories on ``sys.path``, the first distribution of
-    each name winning (in directory order), as importlib.metadata does.
-    """
+    ``group``, as ``importlib.metadata`` finds it: the first ``*.dist-info``
+    or ``*.egg-info`` of each name on ``sys.path`` wins."""
     seen: set[str] = set()
     for entry in sys.path:
         try:

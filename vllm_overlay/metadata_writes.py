@@ -4,24 +4,16 @@ vLLM's runner hands every KV-cache group a shallow copy of one
 ``CommonAttentionMetadata``: its tensors are shared, so a builder that writes
 one in place (``zero_``, ``fill_``, ``copy_``, ``t[:] = ...``, ``out=``,
 ``+=``) changes what every later builder reads. This is the one analysis of
-such writes: the overlay's shape classifiers, the series invariants and the
-audit's static pass all read a method through it.
+such writes (the overlay's readers, the series invariants, the audit).
 
-It follows aliases, statement by statement: a name bound to a field
-(``cpu = m.query_start_loc_cpu``), a view of one (``.view()``, ``.numpy()``,
-``.data``, ``t[1:]``), the metadata itself or a shallow copy of it. Branches
-merge (a name aliases what any path left), loops run until nothing changes,
-``.clone()`` ends an alias. Each :class:`Write` says whether it is *direct*,
-spelled on the parameter itself (``m.f.zero_()``, ``m.f[1:] = 0``): the only
-form a patch can take out.
-
-What it cannot follow is a :class:`Doubt`, never silence: a tainted value
-handed to a call it does not know, put in a container, returned, stored on
-an object, reached by a nested function, ``getattr`` or ``eval``. A caller
-that must *prove* a method leaves a field alone needs no write and no doubt
-("fixed" only when proven); one that reads the direct writes needs nothing
-:meth:`Walker.unproven` lists. The audit, which follows calls through the tree
-itself, overrides :meth:`Walker.follow` and reads the writes.
+It follows aliases statement by statement (a name bound to a field, a view
+of one, the metadata or a shallow copy of it); branches merge, loops run
+until nothing changes, ``.clone()`` ends an alias. A :class:`Write` is
+*direct* when spelled on the parameter itself (``m.f.zero_()``): the only
+form a patch can take out. What it cannot follow is a :class:`Doubt`, never
+silence. A prover needs no write and no doubt; a reader of the direct writes
+needs nothing :meth:`Walker.unproven` lists. The audit overrides
+:meth:`Walker.follow` to follow calls through the tree.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """The ``vllm.general_plugins`` entry point: install the fixes at vLLM start-up.
 
 vLLM calls :func:`register` in every process it starts, possibly more than
-once, on every platform. Each fix of the registry (:mod:`vllm_overlay.fixes`)
-is decided on its own (a vLLM can need one, both or none), in the registry's
-order, each with the decisions of the fixes it needs. It never breaks
-start-up: outside strict mode every failure becomes a warning, logged when
-vLLM imports the module concerned (ROCm), and vLLM runs as it would without
-that fix. On platforms that never load those modules (CUDA, CPU) it logs
-nothing above debug level.
-
-Environment (:mod:`vllm_overlay.settings`):
-
-* ``VLLM_OVERLAY_DISABLE=1`` (or ``all``): do nothing.
-  ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``: skip the fixes of those names
-  (the others still install); a name that is no fix's is ignored with a
-  warning that names the fixes, on every platform (it is the user's setting).
-* ``VLLM_OVERLAY_STRICT=1``: raise when the installed vLLM's code is not
-  recognised (or the overlay fails), instead of warning.
-* ``VLLM_OVERLAY_PREFIX_PREFILL=1``: opt in to the overlay's capture-safe
-  prefix-prefill Triton kernel (see
-  :mod:`vllm_overlay.kernel_switch`).
+once, on every platform. Each fix of the registry is decided on its own, in
+the registry's order, with the decisions of the fixes it needs. It never
+breaks start-up: outside strict mode every failure becomes a warning, logged
+when vLLM imports the module concerned (ROCm), and vLLM runs as it would
+without that fix; elsewhere (CUDA, CPU) it logs nothing above debug level.
+Its environment: :mod:`vllm_overlay.settings`, and
+``VLLM_OVERLAY_PREFIX_PREFILL=1`` (:mod:`vllm_overlay.kernel_switch`).
 """
 
 from __future__ import annotations
 
-from vllm_overlay.arming import logger
+from vllm_overlay.arming import logger, warn_when_loaded
 from vllm_overlay.fixes import FIXES, disable_setting
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.installed import vllm_version
@@ -50,13 +38,9 @@ def current_states() -> dict[str, InstallState]:
 
 
 def register() -> None:
-    """Entry point called by ``vllm.plugins.load_general_plugins``.
-
-    Logs at debug level only: registration happens on every platform, and
-    the fixes matter only where vLLM loads the ROCm modules. The import
-    hooks log "installed" (info) or why the code was left alone (warning)
-    at that moment.
-    """
+    """Entry point called by ``vllm.plugins.load_general_plugins``. Logs at
+    debug level only: the import hooks log "installed" (info) or why the
+    code was left alone (warning) when vLLM loads the module."""
     if _states:
         return
     strict = env_flag(STRICT_ENV)
@@ -94,7 +78,7 @@ def _register_fix(fix: Fix, strict: bool, disabled: set[str]) -> InstallState:
         if state.action is Action.INSTALLED:
             fix.arm(state)
         elif state.action is Action.UNRECOGNISED:
-            fix.warn(state)
+            warn_when_loaded(state, fix.module, fix.what)
     except OverlayStrictError:
         raise
     except Exception as exc:
@@ -105,7 +89,7 @@ def _register_fix(fix: Fix, strict: bool, disabled: set[str]) -> InstallState:
             raise OverlayStrictError(f"{name}: {state.reason}") from exc
         logger.debug("vllm-overlay: %s: %s", name, state.reason)
         try:
-            fix.warn(state)
+            warn_when_loaded(state, fix.module, fix.what)
         except Exception:
             logger.warning("vllm-overlay: %s: %s", name, state.reason)
         return state

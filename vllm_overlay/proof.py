@@ -60,12 +60,8 @@ def compile_method(
     imports: tuple[ast.stmt, ...] = (),
 ) -> types.CodeType:
     """Compile ``method`` inside a bare class named ``owner`` (None: at
-    module level).
-
-    Only compiled, never run: nothing the class body or the decorators would
-    evaluate is executed. The method's code object comes out as vLLM's own
-    compile of the file made it (same qualname, positions, ``__class__``).
-    """
+    module level), never run, so its code object comes out as vLLM's own
+    compile of the file made it (same qualname, positions, ``__class__``)."""
     node: ast.stmt = copy.deepcopy(method)
     if owner is not None:
         node = ast.ClassDef(

@@ -48,14 +48,14 @@ class PatchTarget:
     @property
     def unfixed(self) -> bool:
         """No release fixes the bug yet: :attr:`affected` has no last release."""
-        span = _range(self.affected)
+        span = self._span
         return span is not None and span.last is None
 
     @property
     def affected_text(self) -> str:
         """:attr:`affected` for a reader: ``0.11.1-0.28.0``, or ``0.14.0 and
         later (no release fixes it yet)``."""
-        span = _range(self.affected)
+        span = self._span
         if span is None:
             return self.affected
         if span.last is None:
@@ -65,37 +65,32 @@ class PatchTarget:
     def predates(self, version: str) -> bool:
         """Whether release ``version`` is older than every release this
         target's bug is in (False for a version that is no release)."""
-        span, release = _range(self.affected), _release(version)
+        span, release = self._span, _read(version)
         return span is not None and release is not None and release < span.first
 
     def affects(self, version: str) -> bool:
         """Whether release ``version`` is in :attr:`affected` (inclusive)."""
-        span, release = _range(self.affected), _release(version)
+        span, release = self._span, _read(version)
         return span is not None and release is not None and release in span
+
+    @property
+    def _span(self) -> Any:
+        return _read(self.affected, as_range=True)
 
     def as_dict(self) -> dict[str, Any]:
         return {"target": self.target, **asdict(self)}
 
 
-def _release(text: str) -> Any:
-    """The release ``text`` names (a development version: its tag's; None:
-    no release). Without ``packaging`` nothing is comparable (so nothing
+def _read(text: str, as_range: bool = False) -> Any:
+    """The release range ``text`` writes, or the release it names (a
+    development version: its tag's); None for neither, or without
+    ``packaging`` to read it with (then nothing is comparable, so nothing
     predates)."""
     try:
-        from vllm_overlay.releases import version_release
+        from vllm_overlay.releases import release_range, version_release
     except ImportError:
         return None
-    return version_release(text.strip())
-
-
-def _range(text: str) -> Any:
-    """The release range ``text`` writes (None: no range, or no
-    ``packaging`` to read it with)."""
-    try:
-        from vllm_overlay.releases import release_range
-    except ImportError:
-        return None
-    return release_range(text)
+    return release_range(text) if as_range else version_release(text.strip())
 
 
 def render_record(targets: tuple[PatchTarget, ...]) -> list[str]:

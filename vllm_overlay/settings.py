@@ -5,9 +5,12 @@ toolkit's), so a report says what vLLM started in the same environment
 would do.
 
 * ``VLLM_OVERLAY_DISABLE=1`` (or ``all``): every fix off;
-  ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``: those fixes off.
+  ``VLLM_OVERLAY_DISABLE=NAME[,NAME]``: those fixes off (the others still
+  install); a name that is no fix's is ignored with a warning that names
+  the fixes, on every platform (it is the user's setting).
 * ``VLLM_PLUGINS``: when set, vLLM loads only the plugins it names.
-* ``VLLM_OVERLAY_STRICT=1``: raise instead of warning.
+* ``VLLM_OVERLAY_STRICT=1``: raise when the installed vLLM's code is not
+  recognised (or the overlay fails), instead of warning.
 """
 
 from __future__ import annotations

@@ -24,11 +24,6 @@ if TYPE_CHECKING:
         @property
         def summary(self) -> str: ...
 
-        @property
-        def removes(self) -> dict[str, object] | None:
-            """The one statement it takes out of vLLM's code (``file``,
-            ``line``, ``statement``), or None when it removes none."""
-
 
 class Action(enum.StrEnum):
     """The overlay's decision for one fix on one vLLM (the matrix prints these)."""

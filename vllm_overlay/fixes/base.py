@@ -1,15 +1,10 @@
 """What one fix is: its record, its patch rules, and how to decide and install it.
 
-A fix is one module of :mod:`vllm_overlay.fixes` exporting ``FIX``; the
-registry finds it there, so adding a fix is that module plus its patches
-(each belongs to the fix whose rule its ``Invariant:`` trailer names).
-A fix gives how one file of its code decides (:attr:`Fix.decide`) and names
-its install module; the base gives the rest of the skeleton (the decision
-on the installed vLLM and on a tree, arming, the check on vLLM's loaded
-module). Its install side (the ``install`` module of its folder: arming,
-proofs, ``logging``) is imported when the plugin asks for it
-(:func:`deferred`), never by the registry: ``check`` reads records and
-code only, in a pre-commit hook that pays for every import.
+A fix is one module of :mod:`vllm_overlay.fixes` exporting ``FIX``: it gives
+how one file of its code decides (:attr:`Fix.decide`) and names its install
+module; the base gives the rest. The install side is imported only when the
+plugin asks for it (:func:`deferred`), never by the registry: ``check``
+reads records and code only, in a pre-commit hook that pays for every import.
 """
 
 from __future__ import annotations
@@ -78,18 +73,15 @@ class Fix:
     pr: str
     """The upstream PR it stands for (``#51585``): its label in reports."""
     install: str
-    """Its install module (dotted name): ``install(module, state)`` installs
-    the fix on :attr:`module` once vLLM imports it (INSTALLED only: armed by
-    :attr:`arm`), ``is_installed_on(module)`` says whether vLLM's loaded
-    module carries it."""
+    """Its install module: ``install(module, state)`` (armed by :attr:`arm`)
+    and ``is_installed_on(module)``."""
     decide: Callable[..., InstallState]
     """The decision on one file of its code (:attr:`record`'s ``source_file``)
     of a vLLM version, ``(file, version)``; a fix that :attr:`needs` others
     also gets their decisions (``before``)."""
     read_tree: Callable[[Path], Code] | None = None
-    """How its code reads in the vLLM source tree at a path (what
-    :attr:`assess_tree` decides on): the toolkit checks it against the
-    releases its record names, to tell a fork's stale tag."""
+    """How its code reads in the vLLM source tree at a path: the toolkit
+    checks it against the releases its record names (a fork's stale tag)."""
     needs: tuple[str, ...] = ()
     """Fixes whose decisions this one reads (decided first, passed in)."""
     also: Callable[[InstallState], None] | None = None
@@ -98,14 +90,12 @@ class Fix:
     what: str = ""
     """Names the fix in shared log messages ("" for the first fix)."""
     rules: str = ""
-    """The module of its folder that reads its patches on a source tree
-    (``RULES``, one :class:`~vllm_overlay.patch_rules.PatchRule` per
-    ``Invariant:``): the toolkit's carry rules and invariants derive from
-    them. Named, not imported: the plugin never needs them."""
+    """The module whose ``RULES`` (one
+    :class:`~vllm_overlay.patch_rules.PatchRule` per ``Invariant:``) read its
+    patches on a source tree. Named, not imported: the plugin never needs them."""
     review: str = ""
-    """The module of its folder holding its notes for an upstream reviewer
-    (``NOTES``, markdown: the PR body's Details); empty: none. Named, not
-    imported: only the toolkit's ``pr`` reads them."""
+    """The module whose ``NOTES`` (markdown: the PR body's Details) are for an
+    upstream reviewer; empty: none. Named: only the toolkit's ``pr`` reads them."""
     intentional_writes: tuple[IntentionalWrite, ...] = ()
     """Shared writes in its code that upstream made on purpose and the fix
     keeps: the audit calls them intentional, not harmful."""
@@ -169,12 +159,6 @@ class Fix:
             return False
         return None
 
-    def warn(self, state: InstallState) -> None:
-        """Warn, when vLLM imports :attr:`module`, that the code was left alone."""
-        from vllm_overlay.arming import warn_when_loaded  # the install side
-
-        warn_when_loaded(state, self.module, self.what)
-
     def state(
         self,
         action: Action,
@@ -219,12 +203,8 @@ class Fix:
 
 
 def deferred(module: str, name: str) -> Callable[..., Any]:
-    """Function ``name`` of ``module``, imported at its first call.
-
-    A fix's install side (:attr:`Fix.arm`, :attr:`Fix.installed_on`,
-    :attr:`Fix.also`) is what the plugin and the doctors need and the
-    registry's other readers never do.
-    """
+    """Function ``name`` of ``module``, imported at its first call (a fix's
+    install side: only the plugin and the doctors need it)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)

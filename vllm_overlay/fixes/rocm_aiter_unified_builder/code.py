@@ -1,16 +1,12 @@
 """Which builder ``ROCM_AITER_UNIFIED_ATTN`` hands out, read from the AST.
 
-vLLM 0.11.1 to 0.28.0 hand the AITER unified backend the generic
-``RocmAttentionMetadataBuilder``, whose capture zeroes the device query
-offsets that AITER unified attention reads on every graph replay; 0.29.0
-(#53821) gives it a builder of its own. Like the ROCm capture's
-reader this reads the source, never imports it: cheap at plugin registration, and
-exact about what it saw; the own builder's capture is read by the one
-analysis of metadata writes (:mod:`vllm_overlay.metadata_writes`, through
-``offsets_problems``). Only one shape is the bug (BUGGY):
-the backend's ``get_builder_cls`` is a plain static method whose body is exactly
-``return RocmAttentionMetadataBuilder``, that name bound in the module only
-by its unaliased import from ``rocm_attn``.
+vLLM 0.11.1 to 0.28.0 hand it the generic ``RocmAttentionMetadataBuilder``,
+whose capture zeroes the device query offsets that AITER unified attention
+reads on every replay; 0.29.0 (#53821) gives it a builder of its own, whose
+capture the one analysis of metadata writes reads (``offsets_problems``).
+Only one shape is the bug (BUGGY): ``get_builder_cls`` is a plain static
+method whose body is exactly ``return RocmAttentionMetadataBuilder``, that
+name bound in the module only by its unaliased import from ``rocm_attn``.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from vllm_overlay.code import (
     Code,
     Shape,
     binds,
+    is_name,
     method_def,
     parse_source,
     top_level_bindings,
@@ -191,12 +188,7 @@ def _plain_staticmethod(method: ast.FunctionDef) -> bool:
         args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg
     )
     decorators = method.decorator_list
-    return (
-        no_params
-        and len(decorators) == 1
-        and isinstance(decorators[0], ast.Name)
-        and decorators[0].id == "staticmethod"
-    )
+    return no_params and len(decorators) == 1 and is_name(decorators[0], "staticmethod")
 
 
 def _imports_generic_builder(node: ast.stmt) -> bool:

@@ -1,21 +1,13 @@
 """The #53821 fix: ROCM_AITER_UNIFIED_ATTN gets a builder that keeps its offsets.
 
-Upstream (0.29.0) gave the AITER unified backend a builder whose capture
-fills ``seq_lens`` with 1 and leaves both offsets tensors alone. The overlay
-must not drop the generic capture method's other lines (a vendor build may
-carry some, and the #51585 fix lives there), so it derives instead: a
-subclass of vLLM's own ``RocmAttentionMetadataBuilder``, created when the
-AITER module is imported (no vLLM import at registration), whose capture
-runs the inherited method as installed and then copies the device offsets'
-saved values back into the same tensor. The host offsets are not touched
-here (#51585's fix keeps them). Only eager tensor operations on metadata
-built before a graph is captured; the clone is a few int32 values.
-
-The backend's ``get_builder_cls`` is wrapped, not rewritten: the vendor's
-function still runs, and only when it returns the generic builder does the
-wrapper hand out the subclass. Before that, :func:`install_on` proves the
-loaded function is the code the AST check read (equal code objects) and
-that it returns rocm_attn's class. Anything else raises :class:`FixRefused`.
+The overlay must not drop the generic capture method's other lines (a vendor
+build may carry some, and the #51585 fix lives there), so it derives a
+subclass of vLLM's own ``RocmAttentionMetadataBuilder`` whose capture runs
+the inherited method, then copies the device offsets' saved values back
+(eager ops on metadata built before capture: a few int32 values). The
+backend's ``get_builder_cls`` is wrapped, not rewritten, once
+:func:`install_on` proves it is the code read; anything else raises
+:class:`FixRefused`.
 """
 
 from __future__ import annotations
@@ -64,10 +56,6 @@ class AiterPlan:
             "line kept) and then puts the device query_start_loc values back; "
             "the host offsets are not touched"
         )
-
-    @property
-    def removes(self) -> dict[str, object] | None:
-        return None  # it adds a subclass; no statement goes
 
 
 def keeps_offsets_builder(generic: type) -> type:

@@ -144,16 +144,11 @@ def _runner_replays_full(tree: Path, shared: Code, cache: Cache) -> Code:
 def own_builder_keeps_offsets(tree: Path, cache: Cache) -> Code:
     """0003: AITER unified's capture keeps both offsets; ROCM_ATTN's is 0001's.
 
-    ``RocmAiterUnifiedAttentionBackend.get_builder_cls`` must hand out a
-    builder of the module's own whose ``build_for_cudagraph_capture`` provably
-    writes neither offsets tensor (FIXED, by
-    :mod:`vllm_overlay.fixes.rocm_aiter_unified_builder.code`: the one analysis
-    of metadata writes, aliases followed, which
-    also refuses a capture that hands the metadata on to the ROCm builder's)
-    and fills ``seq_lens`` with 1. The ROCm builder itself must still zero
-    the device offsets in place and leave the host ones (0001's shape).
-    Upstream's builder (0.29.0+) has this shape, whatever its name, so the
-    patch is then reported as upstreamed.
+    ``get_builder_cls`` must hand out a builder of the module's own whose
+    capture provably writes neither offsets tensor (FIXED, by
+    :mod:`.code`) and fills ``seq_lens`` with 1, and the ROCm builder must
+    still have 0001's shape. Upstream's builder (0.29.0+) has this shape,
+    whatever its name, so the patch is then reported as upstreamed.
     """
     aiter = inspect_aiter_tree(tree)
     file = aiter.file

@@ -9,14 +9,12 @@ one statement. The opt-in prefix-prefill kernel
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-from vllm_overlay.code import parse_source
 from vllm_overlay.fixes.base import Fix, IntentionalWrite, deferred
 from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
-    classify_module,
     inspect_capture_tree,
+    read_capture,
 )
 from vllm_overlay.record import PatchTarget
 from vllm_overlay.state import InstallState
@@ -75,10 +73,7 @@ NAME = RECORD.name
 
 def assess_file(source: Path, version: str) -> InstallState:
     """The decision for one ``rocm_attn.py`` (installed, or in a tree)."""
-    module = parse_source(source.read_bytes(), source)
-    if not isinstance(module, ast.Module):
-        return FIX.decided(version, module)
-    method, code = classify_module(module, source)
+    method, code = read_capture(source.read_bytes(), source)
     return FIX.decided(
         version, code, lambda: deferred(FIX.install, "plan_fix")(method, code)
     )

@@ -1,24 +1,18 @@
 """The shape of ``RocmAttentionMetadataBuilder.build_for_cudagraph_capture``.
 
-Read from the source's AST, never by importing it: cheap enough for plugin
-registration, safe on a tree that cannot be imported, and precise about
-what it saw (file and line). The whole file is parsed: a file that does not
-parse (a merge in progress leaves conflict markers) is UNPARSEABLE, never
-judged by the part that happens to parse. The overlay patches only the
-BUGGY shape; the toolkit's invariant for patch 0001 is "the shape is FIXED".
+Read from the source's AST, never imported (:mod:`vllm_overlay.code`); a
+file that does not parse is UNPARSEABLE, never judged by the part that
+parses. The overlay patches only the BUGGY shape; patch 0001's invariant is
+"the shape is FIXED".
 
-Every judged shape is a proof, not a pattern match, made by the one
-analysis of metadata writes (:mod:`vllm_overlay.metadata_writes`): it
-follows aliases of the metadata and its offsets tensors, and every use it
-cannot follow is a doubt. Only writes spelled on the metadata itself
-(``<metadata>.<offsets>.<op>_()``, an assignment to it) make a known shape.
-A write through an alias or a view (seen, with its line), a call that
-receives the tensor or the metadata (``torch.Tensor.zero_(t)``, ``getattr``,
-a module helper), a decorator, a method rebound after its definition: any
-of them makes the shape UNKNOWN, which nobody reads as fixed ("cannot
-judge"). The one call that may receive the metadata is the builder's own
-``self.build``, which every release's capture calls; when the class defines
-it, it is read too.
+Every judged shape is a proof by the one analysis of metadata writes
+(:mod:`vllm_overlay.metadata_writes`): only writes spelled on the metadata
+itself (``<metadata>.<offsets>.<op>_()``, an assignment to it) make a known
+shape. A write through an alias or a view, a call that receives the tensor
+or the metadata, a decorator, a method rebound after its definition: any
+makes it UNKNOWN ("cannot judge"). The one call that may receive the
+metadata is the builder's own ``self.build``, which every release's capture
+calls; when the class defines it, it is read too.
 """
 
 from __future__ import annotations
@@ -70,10 +64,7 @@ class CaptureCode(Code):
 
 def inspect_capture_source(source: str | bytes, file: Path) -> CaptureCode:
     """Classify the ROCm builder's capture method in ``source``."""
-    module = parse_source(source, file)
-    if not isinstance(module, ast.Module):
-        return CaptureCode(module.shape, file, module.line, module.detail)
-    return classify_module(module, file)[1]
+    return read_capture(source, file)[1]
 
 
 def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
@@ -82,12 +73,15 @@ def find_capture_method(module: ast.Module) -> ast.FunctionDef | None:
     return find_method(module, f"{BUILDER_CLASS}.{CAPTURE_METHOD}")
 
 
-def classify_module(
-    module: ast.Module, file: Path
+def read_capture(
+    source: str | bytes, file: Path
 ) -> tuple[ast.FunctionDef | None, CaptureCode]:
     """The capture method and its verdict, proven against the whole module:
     the method is what the class keeps, nothing rebinds it, and the
     ``self.build`` it hands the metadata to writes neither offsets tensor."""
+    module = parse_source(source, file)
+    if not isinstance(module, ast.Module):
+        return None, CaptureCode(module.shape, file, module.line, module.detail)
     method = find_capture_method(module)
     code = classify_method(method, file)
     if method is None or not code.judged:
@@ -129,14 +123,12 @@ def _module_problem(module: ast.Module, method: ast.FunctionDef) -> str | None:
 def _sets_builder_attribute(node: ast.AST) -> bool:
     """``Builder.x = ...``, ``del Builder.x`` or ``setattr(Builder, ...)``."""
     if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
-        return isinstance(node.value, ast.Name) and node.value.id == BUILDER_CLASS
+        return is_name(node.value, BUILDER_CLASS)
     return (
         isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in ("setattr", "delattr")
+        and dotted(node.func) in ("setattr", "delattr")
         and bool(node.args)
-        and isinstance(node.args[0], ast.Name)
-        and node.args[0].id == BUILDER_CLASS
+        and is_name(node.args[0], BUILDER_CLASS)
     )
 
 
@@ -183,7 +175,7 @@ def _bound_parameter(
 def classify_method(method: ast.FunctionDef | None, file: Path) -> CaptureCode:
     """Classify one capture method by its body (None: the module has none).
 
-    :func:`classify_module` adds what only the whole module can show."""
+    :func:`read_capture` adds what only the whole module can show."""
     if method is None:
         return CaptureCode(
             Shape.MISSING, file, None, f"no {BUILDER_CLASS}.{CAPTURE_METHOD}"
@@ -230,7 +222,7 @@ def offsets_problems(method: ast.FunctionDef) -> list[str]:
     either offsets tensor of its metadata argument, each with its line (empty:
     proven; the capture of 0.29.0's AITER unified builder). ``self.build`` is
     the inherited ROCm one: its judgement is the ROCm capture's
-    (:func:`classify_module`)."""
+    (:func:`read_capture`)."""
     params = [a.arg for a in method.args.args]
     if len(params) < 2:
         return [f"line {method.lineno}: unexpected signature {params}"]

@@ -1,22 +1,12 @@
 """The #51585 fix as one statement taken out of the user's own method.
 
 The overlay carries no copy of vLLM's ``build_for_cudagraph_capture``: a
-vendor build's method (AMD's fork carries AMD-only changes in this file)
-would lose every line the copy lacks. Instead it takes the method exactly as
-the installed vLLM has it, removes the one statement that zeroes the host
-query offsets (``<metadata>.query_start_loc_cpu.zero_()``), and proves two
-things before anything changes:
-
-* an AST diff of the method before and after shows that statement, and
-  nothing else, removed (:func:`removed_statements`);
-* the method on vLLM's loaded class was compiled from the very source that
-  was read: the unchanged method, compiled the same way, gives an equal code
-  object (:func:`fixed_function`).
-
-The fixed method is compiled with the file's own name and line numbers, the
-live method's globals, closure (``__class__`` for ``super()``), defaults and
-annotations. Whatever cannot be proven raises :class:`FixRefused`, whose
-message names the file, the line and why. No vLLM import happens here.
+vendor build's method (AMD's fork changes this file) would lose every line
+the copy lacks. It removes the host zeroing from the method as installed,
+once an AST diff shows that statement alone removed
+(:func:`removed_statements`) and an equal code object shows vLLM's loaded
+method was compiled from the source read (:func:`fixed_function`). What
+cannot be proven raises :class:`FixRefused`, naming the file, line and why.
 """
 
 from __future__ import annotations
@@ -39,6 +29,7 @@ from vllm_overlay.fixes.rocm_capture_host_offsets.code import (
     CaptureCode,
     classify_method,
 )
+from vllm_overlay.metadata_writes import dotted
 from vllm_overlay.proof import (
     FUTURE_FLAGS,
     FixRefused,
@@ -71,7 +62,9 @@ class FixPlan:
         )
 
     @property
-    def removes(self) -> dict[str, object] | None:
+    def removes(self) -> dict[str, object]:
+        """The one statement it takes out of vLLM's code (the doctor's
+        ``removes``; the other fixes' plans remove none)."""
         return {
             "file": str(self.file),
             "line": self.removed_line,
@@ -140,22 +133,13 @@ def _zeroes_host_offsets(statement: ast.stmt, metadata: str) -> bool:
     """``<metadata>.query_start_loc_cpu.zero_()`` (or ``.fill_(0)``) alone."""
     if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
         return False
-    call = statement.value
-    func = call.func
-    if not (
-        isinstance(func, ast.Attribute)
-        and isinstance(func.value, ast.Attribute)
-        and func.value.attr == HOST_OFFSETS
-        and isinstance(func.value.value, ast.Name)
-        and func.value.value.id == metadata
-    ):
-        return False
+    call, host = statement.value, f"{metadata}.{HOST_OFFSETS}"
     if call.keywords:
         return False
-    if func.attr == "zero_":
+    if dotted(call.func) == f"{host}.zero_":
         return not call.args
     return (
-        func.attr == "fill_"
+        dotted(call.func) == f"{host}.fill_"
         and len(call.args) == 1
         and isinstance(call.args[0], ast.Constant)
         and type(call.args[0].value) is int

@@ -38,16 +38,13 @@ def capture(tree: Path, cache: Cache) -> Code:
 def regression_test_present(tree: Path, cache: Cache) -> Code:
     """0002: a vLLM test captures with the ROCm builder, then checks host offsets.
 
-    Judged by what a test does, not by the names it mentions: a test
-    function calls ``build_for_cudagraph_capture`` on a
-    RocmAttentionMetadataBuilder and, in a later statement, asserts on
-    ``query_start_loc_cpu`` (an ``assert``, or an ``assert*`` call such as
-    ``torch.testing.assert_close``, whose expression reads it, directly, through
-    a name bound to it, or through a value computed from it after the capture;
-    a copy taken before the capture does not count). Any module under
-    tests/v1/attention counts, whatever its name, so an edited upstream
-    version of 0002's test is recognised as upstreamed, and a file that only
-    names both is not.
+    Judged by what a test does, not by the names it mentions (any module
+    under tests/v1/attention, so an edited upstream version counts): it calls
+    ``build_for_cudagraph_capture`` on a RocmAttentionMetadataBuilder and, in
+    a later statement, asserts (``assert``, or an ``assert*`` call) on
+    ``query_start_loc_cpu``, directly, through a name bound to it, or through
+    a value computed from it after the capture (a copy taken before does not
+    count).
     """
     return find_test(
         tree,

@@ -1,11 +1,10 @@
 """StaticSink: the static-sink builder leaves the shared ``seq_lens`` alone.
 
-The bug and the fix are :data:`RECORD`'s ``why`` and ``how`` (the doctors
-print them). The fix is patch 0004's, and more than one removed statement,
-so its proof is of a second kind: the whole factory as installed must be,
-by its normalised AST, the upstream factory of a known release
-(:data:`KNOWN_BUGGY`). A vendor's change anywhere in it is no known factory
-and is left alone, with a warning naming the file and the line.
+The bug and the fix are :data:`RECORD`'s ``why`` and ``how``. The fix is
+more than one removed statement, so its proof is of a second kind: the
+whole factory as installed must be, by its normalised AST, the upstream
+factory of a known release (:data:`KNOWN_BUGGY`); a vendor's change anywhere
+in it is left alone, with a warning naming the file and the line.
 """
 
 from __future__ import annotations
@@ -63,26 +62,20 @@ stale, so it is unrecognised."""
 
 @dataclass(frozen=True)
 class SinkCode(Code):
-    """What ``create_static_sink_attention_backend`` is, by its AST: BUGGY, a
-    known upstream factory whose builder writes the shared metadata; FIXED,
-    a known factory whose builder leaves it alone (patch 0004); UNKNOWN, no
-    known factory (a vendor's change, or the first 0004): never touched;
-    MISSING, no such module (before 0.14.0) or factory."""
+    """What ``create_static_sink_attention_backend`` is, by its AST (UNKNOWN:
+    no known factory, a vendor's change or the first 0004; MISSING: before
+    0.14.0)."""
 
     factory: ast.FunctionDef | None = field(default=None, compare=False, repr=False)
-    """For BUGGY and FIXED: the factory's definition that was read (a BUGGY
-    one's code is proven against the loaded one before the install; a FIXED
-    one is read by the series' rules, with no second parse)."""
+    """For BUGGY and FIXED: the definition read (BUGGY: proven against the
+    loaded one; FIXED: read by the series' rules, with no second parse)."""
     imports: tuple[ast.stmt, ...] = field(default=(), compare=False, repr=False)
     """For BUGGY: the module-level imports the factory was compiled with."""
 
 
 def factory_digest(factory: ast.FunctionDef) -> str:
-    """The normalised AST of the whole factory (its decorators, every
-    statement, the nested builder class with its decorators and methods, the
-    ``subclass_attention_backend`` call): its unparsed text (comments,
-    layout and quoting gone), hashed. The same on every Python the overlay
-    runs on."""
+    """The whole factory's unparsed AST (comments, layout and quoting gone),
+    hashed: the same on every Python the overlay runs on."""
     return hashlib.sha256(ast.unparse(factory).encode()).hexdigest()
 
 

@@ -1,9 +1,5 @@
 """StaticSink's install: patch 0004's behaviour on each builder the proven
-factory makes.
-
-The plugin arms it (:func:`arm`) once the decision is INSTALLED; the
-registry imports this module only then, never to read a tree.
-"""
+factory makes (imported only once the decision is INSTALLED)."""
 
 from __future__ import annotations
 
@@ -58,10 +54,6 @@ class SinkPlan:
             "block table from the runner's tensors, and the update_block_table "
             "shortcut is off; the shared metadata is not written"
         )
-
-    @property
-    def removes(self) -> dict[str, object] | None:
-        return None  # it wraps the builder; no statement goes
 
 
 def install(module: types.ModuleType, state: InstallState) -> None:
@@ -125,25 +117,21 @@ def _fix_builder(builder: type, build_code: types.CodeType) -> None:
     live = builder.__dict__.get(METHOD)
     if getattr(live, FIX_MARKER, False):
         return
-    if not isinstance(live, types.FunctionType) or live.__code__ is not build_code:
-        logger.warning(
-            "vllm-overlay: fix%s not applied to %s: its %s is not the method "
-            "that was proven",
-            FIX.what,
-            builder.__name__,
-            METHOD,
-        )
-        return
     inherited = getattr(builder, DRAFT_UPDATE, None)
-    if DRAFT_UPDATE in builder.__dict__ or (
+    if not isinstance(live, types.FunctionType) or live.__code__ is not build_code:
+        problem = f"its {METHOD} is not the method that was proven"
+    elif DRAFT_UPDATE in builder.__dict__ or (
         inherited is not None and not isinstance(inherited, types.FunctionType)
     ):
+        problem = f"its {DRAFT_UPDATE} is not a plain inherited method"
+    else:
+        problem = ""
+    if problem:
         logger.warning(
-            "vllm-overlay: fix%s not applied to %s: its %s is not a plain "
-            "inherited method",
+            "vllm-overlay: fix%s not applied to %s: %s",
             FIX.what,
             builder.__name__,
-            DRAFT_UPDATE,
+            problem,
         )
         return
     setattr(builder, METHOD, keeping_shared_metadata(live))

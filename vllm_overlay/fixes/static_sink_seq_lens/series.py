@@ -44,13 +44,11 @@ def regression_test_present(tree: Path, cache: Cache) -> Code:
     """0005: a vLLM test makes a static-sink backend, builds metadata with
     it, and then asserts on ``seq_lens``.
 
-    Judged by what a test function does, in the order of its lines: a call
-    of ``create_static_sink_attention_backend`` (or of a module-level helper
-    that calls it), a later ``.build(...)``
-    call, and after that an ``assert`` (or an ``assert*`` call) whose
-    expression reads a ``seq_lens``. Any module under tests/v1/attention
-    counts, whatever its name, so an upstream version of 0005's test is
-    recognised; a file that only names the factory is not.
+    Judged by what a test function does, in the order of its lines (any
+    module under tests/v1/attention, so an upstream version counts): a call
+    of the factory (or of a module-level helper that calls it), a later
+    ``.build(...)``, then an ``assert`` (or ``assert*`` call) reading a
+    ``seq_lens``.
     """
     return find_test(
         tree,
