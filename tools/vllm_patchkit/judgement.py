@@ -57,9 +57,6 @@ _EXIT = {
     Verdict.CANNOT_JUDGE: EXIT_ERROR,
 }
 
-CANNOT_JUDGE_WORDS = Verdict.CANNOT_JUDGE.words
-"""``cannot judge``: the status word of the audit and the overlay probe."""
-
 
 @dataclass(frozen=True)
 class Judgement:

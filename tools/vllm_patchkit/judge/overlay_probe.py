@@ -35,7 +35,7 @@ from vllm_overlay.entry_points import ENTRY_POINT_NAME
 from vllm_overlay.fixes import FIXES as REGISTRY
 from vllm_overlay.fixes.base import Fix
 from vllm_overlay.state import Action
-from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS, Verdict
+from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.trees.child_json import run_json_child
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 FIXES = "fixes"
 INERT = "inert"
 FAILS = "fails"
-CANNOT_JUDGE = CANNOT_JUDGE_WORDS
+CANNOT_JUDGE = Verdict.CANNOT_JUDGE.words
 VERDICT_OF = {
     FIXES: Verdict.FIXED,
     INERT: Verdict.FIXED,

@@ -11,11 +11,11 @@ from typing import Any
 from vllm_overlay.fixes import FIXES
 from vllm_patchkit.errors import InputError
 from vllm_patchkit.judge.matrix import Cell, Row
-from vllm_patchkit.judgement import CANNOT_JUDGE_WORDS
+from vllm_patchkit.judgement import Verdict
 from vllm_patchkit.paths import relative_to_checkout
 from vllm_patchkit.present.tables import markdown_code, markdown_table, markdown_text
 
-WORDS = {True: "**yes**", False: "no", None: CANNOT_JUDGE_WORDS}
+WORDS = {True: "**yes**", False: "no", None: Verdict.CANNOT_JUDGE.words}
 NOT_JUDGED = "not judged"
 """A row's word for a fix its sweep did not read (the sweep predates it)."""
 
