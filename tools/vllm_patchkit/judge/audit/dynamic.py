@@ -67,6 +67,8 @@ class Effect:
     query_len: int = 1
     victims: list[str] = field(default_factory=list)
     """``module.Class (mode, q=N)`` of each follower whose build changed."""
+    not_judged: list[str] = field(default_factory=list)
+    """Followers that build differently from the same input: no comparison."""
 
 
 @dataclass

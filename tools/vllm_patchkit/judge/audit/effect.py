@@ -112,13 +112,16 @@ def measure(
         args = (writer, follower, mode, field, kind, query_len)
         protected = _pair(*args, protect=True)
         shared = _pair(*args, protect=False)
-        # Unaffected, or it builds differently from the same input (not judged).
-        if shared == protected or _pair(*args, protect=True) != protected:
+        name = f"{follower.label} ({mode}, q={query_len})"
+        if shared == protected:
+            continue
+        if _pair(*args, protect=True) != protected:
+            result.not_judged.append(name)
             continue
         changed = _changed_keys(protected, shared)
         if mode == "capture" and changed and all(k.endswith("@alias") for k in changed):
             continue
-        result.victims.append(f"{follower.label} ({mode}, q={query_len})")
+        result.victims.append(name)
     return result
 
 
@@ -154,13 +157,17 @@ def classify(result: DynamicResult) -> list[Finding]:
             finding = findings[key] = Finding(
                 w.file, w.line, w.field, w.method, w.operation, evidence=["dynamic"]
             )
-        if e is not None:
-            for victim in e.victims:
-                if victim not in finding.victims:
-                    finding.victims.append(victim)
         writers = f"{w.builder.rpartition('.')[2]} ({w.mode})"
         if writers not in finding.reason:
             finding.reason += ("; " if finding.reason else "written by ") + writers
+        if e is not None:
+            finding.victims += [v for v in e.victims if v not in finding.victims]
+            unjudged = [v for v in e.not_judged if v not in finding.reason]
+            if unjudged:
+                finding.reason += (
+                    f"; not judged against {', '.join(unjudged)} "
+                    "(it builds differently from the same input)"
+                )
     for finding in findings.values():
         band = intentional(finding)
         if band is not None:
